@@ -1,0 +1,206 @@
+"""Lineage of the global log: which seqs are active, and on which branch.
+
+Pure code, no I/O. Every operation appends, so the tip is always the highest
+seq. A reset record R with target N makes parent(R) = N; every other record s
+has parent(s) = s - 1. lineage(s) is s, parent(s), ... down to 0 (genesis).
+A seq is active when it lies on lineage(tip).
+
+Only reset records shape a lineage, so the lineage of any seq is a handful of
+contiguous intervals, one per reset record on its path. The active lineage is
+kept as sorted intervals, which makes `is_active` a bisect.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+__all__ = ["Abandoned", "Branch", "Lineage"]
+
+Interval = tuple[int, int]  # inclusive (lo, hi), lo >= 1
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    """A node of the branch tree.
+
+    Branch 0 is the root. Branch R (a reset record's seq) starts at R, forks
+    from `origin_seq` (the reset's target) on branch `parent`, and holds the
+    seqs R..tip. `active` is True for the checked-out branch, the one that
+    holds the tip.
+    """
+
+    id: int
+    origin_seq: int
+    parent: int | None
+    tip: int
+    active: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Abandoned:
+    """The open interval (target, reset) of the lineage that `reset` replaced.
+
+    `seqs` are the intervals of that lineage which lie above `target`, the
+    entries the reset left behind (the seeds' dead-branch with id = reset).
+    """
+
+    reset: int
+    target: int
+    seqs: tuple[Interval, ...]
+
+
+class Lineage:
+    """The lineage of a log whose seqs run 1..head, given its reset records."""
+
+    __slots__ = ("_active_hi", "_active_lo", "_reset_seqs", "_targets", "head")
+
+    def __init__(self) -> None:
+        self.head = 0
+        self._reset_seqs: list[int] = []
+        self._targets: list[int] = []
+        # Active lineage as ascending, disjoint intervals (genesis 0 implied).
+        self._active_lo: list[int] = []
+        self._active_hi: list[int] = []
+
+    # -- building ---------------------------------------------------------
+
+    def observe(self, seq: int, target: int | None = None) -> None:
+        """Record that `seq` was appended; `target` is set when it is a reset record."""
+        if seq != self.head + 1:
+            raise ValueError(f"seq {seq} does not follow head {self.head}")
+        if target is None:
+            self.head = seq
+            if self._active_hi and self._active_hi[-1] == seq - 1:
+                self._active_hi[-1] = seq
+            else:
+                self._active_lo.append(seq)
+                self._active_hi.append(seq)
+            return
+        if not 0 <= target < seq:
+            raise ValueError(f"reset {seq} targets {target}, which does not precede it")
+        if self.is_active(target):
+            self._truncate_active(target)
+        else:
+            intervals = self.intervals(target)
+            self._active_lo = [lo for lo, _ in reversed(intervals)]
+            self._active_hi = [hi for _, hi in reversed(intervals)]
+        self._reset_seqs.append(seq)
+        self._targets.append(target)
+        self.head = seq
+        self._active_lo.append(seq)
+        self._active_hi.append(seq)
+
+    def _truncate_active(self, n: int) -> None:
+        i = bisect_right(self._active_lo, n)  # intervals[i:] start above n
+        del self._active_lo[i:]
+        del self._active_hi[i:]
+        if self._active_hi and self._active_hi[-1] > n:
+            self._active_hi[-1] = n
+
+    # -- queries ----------------------------------------------------------
+
+    @property
+    def resets(self) -> list[tuple[int, int]]:
+        """All reset records as (seq, target), ascending."""
+        return list(zip(self._reset_seqs, self._targets, strict=True))
+
+    def is_reset(self, seq: int) -> bool:
+        i = bisect_right(self._reset_seqs, seq) - 1
+        return i >= 0 and self._reset_seqs[i] == seq
+
+    def target_of(self, reset: int) -> int:
+        """The target of reset record `reset` (KeyError when it is not one)."""
+        i = bisect_right(self._reset_seqs, reset) - 1
+        if i < 0 or self._reset_seqs[i] != reset:
+            raise KeyError(reset)
+        return self._targets[i]
+
+    def parent(self, seq: int) -> int:
+        """parent(s): the reset's target for a reset record, else s - 1."""
+        self._check(seq)
+        if seq == 0:
+            raise ValueError("genesis has no parent")
+        i = bisect_right(self._reset_seqs, seq) - 1
+        if i >= 0 and self._reset_seqs[i] == seq:
+            return self._targets[i]
+        return seq - 1
+
+    def is_active(self, seq: int) -> bool:
+        """True when `seq` lies on lineage(head). Genesis is always active."""
+        if seq == 0:
+            return True
+        if not 0 < seq <= self.head:
+            return False
+        i = bisect_right(self._active_lo, seq) - 1
+        return i >= 0 and seq <= self._active_hi[i]
+
+    def branch_of(self, seq: int) -> int:
+        """The nearest reset record at or below `seq` on its lineage (0 = root)."""
+        self._check(seq)
+        # Every record between a reset and `seq` is plain, so that reset is on
+        # lineage(seq): the nearest reset by number is the nearest by lineage.
+        i = bisect_right(self._reset_seqs, seq) - 1
+        return self._reset_seqs[i] if i >= 0 else 0
+
+    def iter_intervals(self, seq: int) -> Iterator[Interval]:
+        """lineage(seq) minus genesis, as intervals from the top down."""
+        self._check(seq)
+        cur = seq
+        while cur > 0:
+            i = bisect_right(self._reset_seqs, cur) - 1
+            if i < 0:
+                yield (1, cur)
+                return
+            yield (self._reset_seqs[i], cur)
+            cur = self._targets[i]
+
+    def intervals(self, seq: int) -> list[Interval]:
+        """lineage(seq) minus genesis, as intervals from the top down."""
+        return list(self.iter_intervals(seq))
+
+    def active_intervals(self) -> list[Interval]:
+        """The active lineage, ascending."""
+        return list(zip(self._active_lo, self._active_hi, strict=True))
+
+    def on_lineage(self, seq: int, of: int) -> bool:
+        """True when `seq` lies on lineage(`of`)."""
+        if seq == 0:
+            return True
+        if seq > of:
+            return False
+        for lo, hi in self.iter_intervals(of):
+            if hi < seq:
+                return False
+            if lo <= seq:
+                return True
+        return False
+
+    def branches(self) -> list[Branch]:
+        """The branch tree, root first, in the order the branches were made."""
+        current = self.branch_of(self.head)
+        ids = [0, *self._reset_seqs]
+        out = []
+        for k, bid in enumerate(ids):
+            tip = ids[k + 1] - 1 if k + 1 < len(ids) else self.head
+            if bid == 0:
+                out.append(Branch(0, 0, None, tip, current == 0))
+            else:
+                origin = self._targets[k - 1]
+                out.append(Branch(bid, origin, self.branch_of(origin), tip, current == bid))
+        return out
+
+    def abandoned(self, reset: int) -> Abandoned:
+        """What reset record `reset` abandoned: lineage(reset - 1) above its target."""
+        target = self.target_of(reset)
+        seqs: list[Interval] = []
+        for lo, hi in self.iter_intervals(reset - 1):
+            if hi <= target:
+                break
+            seqs.append((max(lo, target + 1), hi))
+        return Abandoned(reset, target, tuple(seqs))
+
+    def _check(self, seq: int) -> None:
+        if not 0 <= seq <= self.head:
+            raise ValueError(f"seq {seq} is outside 0..{self.head}")

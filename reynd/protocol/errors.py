@@ -1,0 +1,210 @@
+"""One rooted error hierarchy; each class carries its stable JSON-RPC code.
+
+The daemon raises these; the transport turns them into JSON-RPC error objects;
+the client turns error objects back into the same classes (`from_wire`). Codes
+are part of the contract and documented in docs/protocol.md: never renumber.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "AgentExists",
+    "BelowFloor",
+    "ConnectionLimit",
+    "InternalError",
+    "InvalidEvent",
+    "InvalidParams",
+    "InvalidRequest",
+    "MessageTooLarge",
+    "MethodNotFound",
+    "NotActive",
+    "NothingToDo",
+    "ParseError",
+    "PermissionDenied",
+    "ReyndError",
+    "SeqOutOfRange",
+    "ShuttingDown",
+    "StaleBranch",
+    "StorageFailed",
+    "UnknownAgent",
+    "UnknownIntervention",
+    "WorkspaceDirty",
+    "error_class",
+]
+
+
+class ReyndError(Exception):
+    """Base of every error the daemon reports: a code, a message, structured data."""
+
+    code: ClassVar[int] = -32603
+    name: ClassVar[str] = "internal_error"
+
+    def __init__(self, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data: dict[str, Any] = dict(data or {})
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-RPC `error` object."""
+        return {
+            "code": self.code,
+            "message": self.message,
+            "data": {"error": self.name, **self.data},
+        }
+
+    @staticmethod
+    def from_wire(obj: dict[str, Any]) -> ReyndError:
+        """Rebuild the matching class from a JSON-RPC error object."""
+        code = obj.get("code")
+        cls = _BY_CODE.get(code, ReyndError) if isinstance(code, int) else ReyndError
+        data = obj.get("data")
+        err = cls(str(obj.get("message", "")), data if isinstance(data, dict) else None)
+        if cls is ReyndError and isinstance(code, int):
+            err.code = code  # type: ignore[misc]  # keep an unknown code as sent
+        return err
+
+
+# JSON-RPC 2.0 reserved codes.
+class ParseError(ReyndError):
+    code = -32700
+    name = "parse_error"
+
+
+class InvalidRequest(ReyndError):
+    code = -32600
+    name = "invalid_request"
+
+
+class MethodNotFound(ReyndError):
+    code = -32601
+    name = "method_not_found"
+
+
+class InvalidParams(ReyndError):
+    code = -32602
+    name = "invalid_params"
+
+
+class InternalError(ReyndError):
+    code = -32603
+    name = "internal_error"
+
+
+# Application errors, -32000 to -32099.
+class NotActive(ReyndError):
+    """rewind(N) where N is not on the active lineage: use checkout."""
+
+    code = -32001
+    name = "not_active"
+
+
+class SeqOutOfRange(ReyndError):
+    code = -32002
+    name = "seq_out_of_range"
+
+
+class BelowFloor(ReyndError):
+    """The seq lies below the retention floor: its history was collected."""
+
+    code = -32003
+    name = "below_floor"
+
+
+class NothingToDo(ReyndError):
+    code = -32004
+    name = "nothing_to_do"
+
+
+class StaleBranch(ReyndError):
+    """A fenced write based on a seq that a rewind has since abandoned."""
+
+    code = -32005
+    name = "stale_branch"
+
+
+class UnknownAgent(ReyndError):
+    code = -32006
+    name = "unknown_agent"
+
+
+class AgentExists(ReyndError):
+    code = -32007
+    name = "agent_exists"
+
+
+class MessageTooLarge(ReyndError):
+    code = -32008
+    name = "message_too_large"
+
+
+class ConnectionLimit(ReyndError):
+    code = -32009
+    name = "connection_limit"
+
+
+class ShuttingDown(ReyndError):
+    code = -32010
+    name = "shutting_down"
+
+
+class StorageFailed(ReyndError):
+    """A write or fsync failed: the daemon stops accepting writes and exits."""
+
+    code = -32011
+    name = "storage_failed"
+
+
+class InvalidEvent(ReyndError):
+    """The event is well-formed but does not apply to the current state."""
+
+    code = -32012
+    name = "invalid_event"
+
+
+class PermissionDenied(ReyndError):
+    code = -32013
+    name = "permission_denied"
+
+
+class UnknownIntervention(ReyndError):
+    code = -32014
+    name = "unknown_intervention"
+
+
+class WorkspaceDirty(ReyndError):
+    code = -32015
+    name = "workspace_dirty"
+
+
+_BY_CODE: dict[int, type[ReyndError]] = {
+    cls.code: cls
+    for cls in (
+        ParseError,
+        InvalidRequest,
+        MethodNotFound,
+        InvalidParams,
+        InternalError,
+        NotActive,
+        SeqOutOfRange,
+        BelowFloor,
+        NothingToDo,
+        StaleBranch,
+        UnknownAgent,
+        AgentExists,
+        MessageTooLarge,
+        ConnectionLimit,
+        ShuttingDown,
+        StorageFailed,
+        InvalidEvent,
+        PermissionDenied,
+        UnknownIntervention,
+        WorkspaceDirty,
+    )
+}
+
+
+def error_class(code: int) -> type[ReyndError]:
+    """The class for a stable code (ReyndError for codes this version does not know)."""
+    return _BY_CODE.get(code, ReyndError)

@@ -1,0 +1,219 @@
+"""The typed events that make up the WAL.
+
+Every WAL record is one of these events. The same types validate `wal.append`
+from external runtimes, so they live in the protocol package (stdlib + msgspec
+only). The `kind` tag is stable on disk: renaming one breaks old WALs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+import msgspec
+
+__all__ = [
+    "BOUNDARY_KINDS",
+    "AgentConfigured",
+    "AgentCreated",
+    "AnyEvent",
+    "Event",
+    "GenerationKind",
+    "InterventionAnswered",
+    "InterventionAsked",
+    "Message",
+    "MessageReceived",
+    "PlanCreated",
+    "PlanStepDone",
+    "Rewind",
+    "SkillEnded",
+    "SkillPhase",
+    "SkillStarted",
+    "StepCommitted",
+    "StepStarted",
+    "ToolCall",
+    "TurnEnded",
+    "TurnStarted",
+    "boundary_kind",
+]
+
+GenerationKind = Literal["turn", "plan_step", "phase"]
+
+
+class ToolCall(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A model's request to run a tool; its result is a `tool` message with the same id."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+class Message(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One entry of an agent's message history, in chat-completions shape."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+class Event(
+    msgspec.Struct,
+    tag_field="kind",
+    kw_only=True,
+    frozen=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+):
+    """Base of every WAL record: the global seq and the wall-clock time of the append.
+
+    `seq` and `ts` are assigned by the WAL when the event is appended; callers
+    leave them at 0.
+    """
+
+    seq: int = 0
+    ts: float = 0.0
+
+
+class AgentEvent(Event, kw_only=True, frozen=True):
+    """An event that changes one agent's state."""
+
+    agent: str
+
+
+class AgentCreated(AgentEvent, tag="agent.created", kw_only=True, frozen=True):
+    session: str = "default"
+    executor: str = "builtin"
+    options: dict[str, Any] = {}
+
+
+class AgentConfigured(AgentEvent, tag="agent.configured", kw_only=True, frozen=True):
+    executor: str | None = None
+    options: dict[str, Any] | None = None
+
+
+class MessageReceived(AgentEvent, tag="message.received", kw_only=True, frozen=True):
+    message_id: str
+    text: str
+    sender: str = "user"
+
+
+class TurnStarted(AgentEvent, tag="turn.started", kw_only=True, frozen=True):
+    """The agent took `message_id` from its inbox and began a turn."""
+
+    turn_id: str
+    message_id: str
+
+
+class StepStarted(AgentEvent, tag="step.started", kw_only=True, frozen=True):
+    """An act-step is about to call its executor (no result yet)."""
+
+    turn_id: str
+    step: int
+    input: dict[str, Any] = {}
+
+
+class StepCommitted(AgentEvent, tag="step.committed", kw_only=True, frozen=True):
+    """The memo of a finished act-step: replaying it costs zero executor calls."""
+
+    turn_id: str
+    step: int
+    output: dict[str, Any] = {}
+    messages: tuple[Message, ...] = ()
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+class TurnEnded(AgentEvent, tag="turn.ended", kw_only=True, frozen=True):
+    """End of a turn: a `turn` generation boundary."""
+
+    turn_id: str
+    outcome: Literal["completed", "cancelled", "failed", "skipped", "aborted"] = "completed"
+    reply: str | None = None
+    label: str = ""
+
+
+class PlanCreated(AgentEvent, tag="plan.created", kw_only=True, frozen=True):
+    plan_id: str
+    steps: tuple[str, ...]
+
+
+class PlanStepDone(AgentEvent, tag="plan.step_done", kw_only=True, frozen=True):
+    """A plan step finished: a `plan_step` generation boundary."""
+
+    plan_id: str
+    index: int
+    result: str = ""
+
+
+class SkillStarted(AgentEvent, tag="skill.started", kw_only=True, frozen=True):
+    run_id: str
+    skill: str
+    phase: str = "start"
+
+
+class SkillPhase(AgentEvent, tag="skill.phase", kw_only=True, frozen=True):
+    """A skill run moved to a new phase: a `phase` generation boundary."""
+
+    run_id: str
+    phase: str
+
+
+class SkillEnded(AgentEvent, tag="skill.ended", kw_only=True, frozen=True):
+    run_id: str
+    outcome: str = "completed"
+
+
+class InterventionAsked(AgentEvent, tag="intervention.asked", kw_only=True, frozen=True):
+    intervention_id: str
+    question: str
+    turn_id: str | None = None
+
+
+class InterventionAnswered(AgentEvent, tag="intervention.answered", kw_only=True, frozen=True):
+    """An operator's answer; one that arrives before its question is buffered."""
+
+    intervention_id: str
+    answer: str
+
+
+class Rewind(Event, tag="rewind", kw_only=True, frozen=True):
+    """The reset record: moves the active pointer to `target_n`.
+
+    `supersedes` is the tip this record replaced. `mode` says which operation
+    wrote it; all modes have the same lineage meaning.
+    """
+
+    target_n: int
+    supersedes: int
+    mode: Literal["rewind", "checkout", "act_turn"] = "rewind"
+    agent: str | None = None
+
+
+AnyEvent = (
+    AgentCreated
+    | AgentConfigured
+    | MessageReceived
+    | TurnStarted
+    | StepStarted
+    | StepCommitted
+    | TurnEnded
+    | PlanCreated
+    | PlanStepDone
+    | SkillStarted
+    | SkillPhase
+    | SkillEnded
+    | InterventionAsked
+    | InterventionAnswered
+    | Rewind
+)
+
+BOUNDARY_KINDS: Final[dict[type[Event], GenerationKind]] = {
+    TurnEnded: "turn",
+    PlanStepDone: "plan_step",
+    SkillPhase: "phase",
+}
+
+
+def boundary_kind(event: Event) -> GenerationKind | None:
+    """The generation kind `event` cuts, or None when it is not a boundary."""
+    return BOUNDARY_KINDS.get(type(event))

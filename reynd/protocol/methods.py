@@ -1,0 +1,314 @@
+"""Params and results of every JSON-RPC method, and the table that names them.
+
+The daemon validates params with these types, the client decodes results with
+them, and `rpc.discover` renders the OpenRPC document from `METHODS`: one
+definition, three uses. Field names are part of the contract: add, never rename.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+
+from reynd.protocol import errors
+from reynd.protocol.events import GenerationKind
+from reynd.protocol.state import AgentState
+
+__all__ = [
+    "METHODS",
+    "PROTOCOL_VERSION",
+    "BranchInfo",
+    "BranchesParams",
+    "BranchesResult",
+    "CancelledChain",
+    "Change",
+    "CheckoutParams",
+    "DiffParams",
+    "DiffResult",
+    "Generation",
+    "GenerationsParams",
+    "GenerationsResult",
+    "MethodDef",
+    "Notification",
+    "OkResult",
+    "RewindParams",
+    "RewindResult",
+    "ShutdownParams",
+    "StateParams",
+    "StateResult",
+    "StatusParams",
+    "StatusResult",
+    "SubscribeParams",
+    "SubscribeResult",
+    "Topic",
+    "UnsubscribeParams",
+]
+
+PROTOCOL_VERSION: Final = 1
+
+Seq = int
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class Params(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Base of method params: unknown fields are refused with -32602."""
+
+
+class Result(msgspec.Struct, kw_only=True):
+    """Base of method results: clients ignore fields they do not know."""
+
+
+class OkResult(Result, kw_only=True):
+    ok: bool = True
+
+
+# -- daemon.* ---------------------------------------------------------------
+
+
+class StatusParams(Params, kw_only=True):
+    pass
+
+
+class StatusResult(Result, kw_only=True):
+    head: Seq
+    branch: int
+    version: str
+    pid: int
+    protocol: int = PROTOCOL_VERSION
+    floor: Seq = 0
+    state_dir: str = ""
+    socket: str = ""
+    agents: int = 0
+    generations: int = 0
+    connections: int = 0
+    uptime_s: float = 0.0
+
+
+class ShutdownParams(Params, kw_only=True):
+    pass
+
+
+# -- generations.list ------------------------------------------------------
+
+
+class GenerationsParams(Params, kw_only=True):
+    agent: str | None = None
+    kind: GenerationKind | None = None
+    all_branches: bool = False
+    cursor: NonNegative | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 50
+
+
+class Generation(Result, kw_only=True):
+    """A user-facing checkpoint: a turn, plan-step or phase boundary."""
+
+    seq: Seq
+    kind: GenerationKind
+    agent: str
+    active: bool
+    branch: int
+    created_at: float
+    label: str = ""
+
+
+class GenerationsResult(Result, kw_only=True):
+    """Newest first; pass `next_cursor` back as `cursor` for the next page."""
+
+    generations: list[Generation]
+    next_cursor: Seq | None = None
+
+
+# -- rewind / checkout ------------------------------------------------------
+
+
+class RewindParams(Params, kw_only=True):
+    seq: NonNegative
+
+
+class CheckoutParams(Params, kw_only=True):
+    seq: NonNegative
+
+
+class CancelledChain(Result, kw_only=True):
+    agent: str
+    turn_id: str
+
+
+class RewindResult(Result, kw_only=True):
+    mode: Literal["undo", "fork_switch"]
+    reset_seq: Seq
+    target: Seq
+    branch: int
+    cancelled: list[CancelledChain] = []
+    duration_ms: float = 0.0
+
+
+# -- branches.list ----------------------------------------------------------
+
+
+class BranchesParams(Params, kw_only=True):
+    pass
+
+
+class BranchInfo(Result, kw_only=True):
+    id: int
+    origin_seq: Seq
+    parent: int | None
+    tip: Seq
+    active: bool
+
+
+class BranchesResult(Result, kw_only=True):
+    branches: list[BranchInfo]
+    head: Seq
+
+
+# -- state.get / state.diff ------------------------------------------------
+
+
+class StateParams(Params, kw_only=True):
+    seq: NonNegative | None = None
+    agent: str | None = None
+
+
+class StateResult(Result, kw_only=True):
+    seq: Seq
+    active: bool
+    branch: int
+    agents: dict[str, AgentState]
+
+
+class DiffParams(Params, kw_only=True):
+    from_seq: NonNegative
+    to_seq: NonNegative
+    agent: str | None = None
+
+
+class Change(Result, kw_only=True):
+    """One difference: `path` is a JSON pointer inside the agent's state."""
+
+    path: str
+    op: Literal["add", "remove", "change"]
+    before: Any = None
+    after: Any = None
+
+
+class DiffResult(Result, kw_only=True):
+    from_seq: Seq
+    to_seq: Seq
+    agents: dict[str, list[Change]]
+
+
+# -- subscribe -------------------------------------------------------------
+
+Topic = Literal["records", "generations", "rewinds", "agents"]
+
+
+class SubscribeParams(Params, kw_only=True):
+    topics: list[Topic] = msgspec.field(
+        default_factory=lambda: ["records", "generations", "rewinds", "agents"]
+    )
+
+
+class SubscribeResult(Result, kw_only=True):
+    subscription: str
+    head: Seq
+
+
+class UnsubscribeParams(Params, kw_only=True):
+    subscription: str
+
+
+class Notification(Result, kw_only=True):
+    """Params of a server-to-client `notify` message.
+
+    `seq` orders notifications: a subscriber that sees a gap in `records` seqs
+    resyncs with state.get. `lagged` notices use method `lagged` instead.
+    """
+
+    subscription: str
+    topic: Topic
+    seq: Seq
+    data: dict[str, Any]
+
+
+class RpcDiscoverParams(Params, kw_only=True):
+    pass
+
+
+# -- the table --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MethodDef:
+    """One method: its types, what it does, and the errors it may return."""
+
+    name: str
+    params: type[Params]
+    result: Any
+    summary: str
+    errors: tuple[type[errors.ReyndError], ...] = field(default=())
+    mutating: bool = False
+
+
+_RANGE = (errors.SeqOutOfRange, errors.BelowFloor)
+
+METHODS: Final[dict[str, MethodDef]] = {
+    m.name: m
+    for m in (
+        MethodDef("daemon.status", StatusParams, StatusResult, "Tip, current branch, version."),
+        MethodDef(
+            "daemon.shutdown", ShutdownParams, OkResult, "Stop the daemon cleanly.", mutating=True
+        ),
+        MethodDef(
+            "generations.list",
+            GenerationsParams,
+            GenerationsResult,
+            "User-facing checkpoints, newest first, with cursor pagination.",
+            (errors.UnknownAgent,),
+        ),
+        MethodDef(
+            "rewind",
+            RewindParams,
+            RewindResult,
+            "Move the tip back to an active seq by appending a reset record.",
+            (errors.NotActive, errors.NothingToDo, *_RANGE),
+            mutating=True,
+        ),
+        MethodDef(
+            "checkout",
+            CheckoutParams,
+            RewindResult,
+            "Undo to an active seq or switch to an abandoned branch at any retained seq.",
+            (errors.NothingToDo, *_RANGE),
+            mutating=True,
+        ),
+        MethodDef("branches.list", BranchesParams, BranchesResult, "The branch tree."),
+        MethodDef(
+            "state.get",
+            StateParams,
+            StateResult,
+            "State as of any retained seq (default: the tip), without moving the tip.",
+            (errors.UnknownAgent, *_RANGE),
+        ),
+        MethodDef(
+            "state.diff",
+            DiffParams,
+            DiffResult,
+            "Differences between the states as of two seqs, per agent.",
+            (errors.UnknownAgent, *_RANGE),
+        ),
+        MethodDef(
+            "subscribe",
+            SubscribeParams,
+            SubscribeResult,
+            "Receive `notify` messages for new records, generations, rewinds, agent status.",
+        ),
+        MethodDef("unsubscribe", UnsubscribeParams, OkResult, "Stop a subscription."),
+        MethodDef(
+            "rpc.discover", RpcDiscoverParams, dict[str, Any], "This API as an OpenRPC document."
+        ),
+    )
+}
