@@ -44,6 +44,8 @@ __all__ = [
     "SubscribeResult",
     "Topic",
     "UnsubscribeParams",
+    "WalAppendParams",
+    "WalAppendResult",
 ]
 
 PROTOCOL_VERSION: Final = 1
@@ -238,6 +240,28 @@ class RpcDiscoverParams(Params, kw_only=True):
     pass
 
 
+# -- wal.append ------------------------------------------------------------
+
+
+class WalAppendParams(Params, kw_only=True):
+    """An event written by an external runtime that drives an agent itself.
+
+    `kind` and `data` form one event of reynd.protocol.events (minus seq/ts).
+    `based_on` is the tip seq the writer last saw: the append is refused with
+    stale_branch when that seq is no longer on the active lineage.
+    """
+
+    agent: str
+    kind: str
+    data: dict[str, Any] = {}
+    based_on: NonNegative | None = None
+
+
+class WalAppendResult(Result, kw_only=True):
+    seq: Seq
+    branch: int
+
+
 # -- the table --------------------------------------------------------------
 
 
@@ -307,6 +331,14 @@ METHODS: Final[dict[str, MethodDef]] = {
             "Receive `notify` messages for new records, generations, rewinds, agent status.",
         ),
         MethodDef("unsubscribe", UnsubscribeParams, OkResult, "Stop a subscription."),
+        MethodDef(
+            "wal.append",
+            WalAppendParams,
+            WalAppendResult,
+            "Append one typed event for an agent, fenced on the branch the writer saw.",
+            (errors.StaleBranch, errors.InvalidEvent, errors.UnknownAgent),
+            mutating=True,
+        ),
         MethodDef(
             "rpc.discover", RpcDiscoverParams, dict[str, Any], "This API as an OpenRPC document."
         ),

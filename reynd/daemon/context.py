@@ -1,0 +1,35 @@
+"""What a method handler knows about the call it serves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["CallContext", "Peer", "ServerInfo"]
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """The client process at the other end of the socket (from SO_PEERCRED)."""
+
+    pid: int
+    uid: int
+    gid: int
+
+
+@dataclass(slots=True)
+class ServerInfo:
+    """Live figures of the transport, shown by daemon.status."""
+
+    socket: Path | None = None
+    connections: int = 0
+    started_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """Passed to every handler with its decoded params."""
+
+    connection_id: int
+    peer: Peer | None
+    server: ServerInfo = field(default_factory=ServerInfo)
