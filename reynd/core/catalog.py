@@ -1,0 +1,104 @@
+"""The generation catalog: every user-facing checkpoint, in seq order.
+
+Pure and compact (parallel arrays, interned agent names): a daemon with a
+million generations keeps them in tens of megabytes, and a page is a bisect
+plus a walk of at most the page's length over entries that pass the filter.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from reynd.protocol.events import GenerationKind
+
+__all__ = ["Catalog", "Entry"]
+
+KINDS: Final[tuple[GenerationKind, ...]] = ("turn", "plan_step", "phase")
+_KIND_CODE: Final = {k: i for i, k in enumerate(KINDS)}
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    seq: int
+    kind: GenerationKind
+    agent: str
+    created_at: float
+    label: str
+
+
+class Catalog:
+    """Append-only in seq order; `drop_below` forgets entries collected by retention."""
+
+    def __init__(self) -> None:
+        self._seqs: array[int] = array("Q")
+        self._kinds: array[int] = array("B")
+        self._agents: array[int] = array("I")
+        self._times: array[float] = array("d")
+        self._labels: list[str] = []
+        self._names: list[str] = []
+        self._name_ids: dict[str, int] = {}
+        self._start = 0  # entries before this index were dropped
+
+    def __len__(self) -> int:
+        return len(self._seqs) - self._start
+
+    def add(
+        self, seq: int, kind: GenerationKind, agent: str, created_at: float, label: str
+    ) -> None:
+        """Record a generation; seqs must arrive in ascending order."""
+        if self._seqs and seq <= self._seqs[-1]:
+            raise ValueError(f"generation {seq} is not above {self._seqs[-1]}")
+        agent_id = self._name_ids.get(agent)
+        if agent_id is None:
+            agent_id = self._name_ids[agent] = len(self._names)
+            self._names.append(agent)
+        self._seqs.append(seq)
+        self._kinds.append(_KIND_CODE[kind])
+        self._agents.append(agent_id)
+        self._times.append(created_at)
+        self._labels.append(label)
+
+    def knows_agent(self, agent: str) -> bool:
+        return agent in self._name_ids
+
+    def entry(self, i: int) -> Entry:
+        return Entry(
+            self._seqs[i],
+            KINDS[self._kinds[i]],
+            self._names[self._agents[i]],
+            self._times[i],
+            self._labels[i],
+        )
+
+    def newest_first(
+        self,
+        *,
+        below: int | None = None,
+        agent: str | None = None,
+        kind: GenerationKind | None = None,
+    ) -> Iterator[Entry]:
+        """Entries with seq < `below` (all when None), newest first, filtered."""
+        end = len(self._seqs) if below is None else bisect_left(self._seqs, below, self._start)
+        agent_id = self._name_ids.get(agent, -1) if agent is not None else None
+        kind_code = _KIND_CODE[kind] if kind is not None else None
+        for i in range(end - 1, self._start - 1, -1):
+            if agent_id is not None and self._agents[i] != agent_id:
+                continue
+            if kind_code is not None and self._kinds[i] != kind_code:
+                continue
+            yield self.entry(i)
+
+    def at(self, seq: int) -> Entry | None:
+        """The generation cut at exactly `seq`, if any."""
+        i = bisect_left(self._seqs, seq, self._start)
+        if i < len(self._seqs) and self._seqs[i] == seq:
+            return self.entry(i)
+        return None
+
+    def drop_below(self, seq: int) -> None:
+        """Forget generations below `seq` (their records are gone)."""
+        self._start = max(self._start, bisect_left(self._seqs, seq, self._start))

@@ -1,0 +1,41 @@
+"""Errors of the storage layer: what went wrong on disk, and where."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["CorruptionError", "StorageError", "UnsupportedVersion"]
+
+
+class StorageError(Exception):
+    """Base of storage errors; the message is meant for an operator."""
+
+
+class CorruptionError(StorageError):
+    """A damaged record or file that is not an unacknowledged tail.
+
+    Names the file, the byte offset and the seq expected there, and the
+    command that repairs it.
+    """
+
+    def __init__(self, path: Path, offset: int, seq: int | None, reason: str) -> None:
+        self.path = path
+        self.offset = offset
+        self.seq = seq
+        self.reason = reason
+        where = f"{path} at byte {offset}" + (f" (seq {seq})" if seq is not None else "")
+        state_dir = path.parent.parent.parent if path.parent.name in ("wal", "snapshots") else None
+        fix = (
+            f"reynd repair --state-dir {state_dir} --truncate-at {path.name}:{offset}"
+            if state_dir is not None
+            else "reynd repair"
+        )
+        super().__init__(
+            f"corrupt record in {where}: {reason}. Nothing after it was loaded. "
+            f"Inspect the file, then run `{fix}` to cut the log there "
+            "(the cut bytes are kept beside it)."
+        )
+
+
+class UnsupportedVersion(StorageError):
+    """A file written by a newer reynd, in a format this version cannot read."""

@@ -1,0 +1,162 @@
+"""Snapshot generations: the full runtime state as of one seq, one file each.
+
+File: `<state>/snapshots/<seq, 20 digits>.snap`, a 32-byte header then the
+msgpack-encoded RuntimeState:
+
+    magic "REYNSNAP" | version u32 | seq u64 | payload length u64 | crc32 u32
+
+Written atomically (tmp, fsync, rename, fsync dir). On open every file is
+checked; a damaged one is set aside and an older one (or the WAL) serves
+instead. A file from a newer format version is refused: it would be wrong to
+guess at it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import zlib
+from bisect import bisect_right
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from reynd.protocol.state import RuntimeState
+from reynd.storage import crashpoints
+from reynd.storage.errors import CorruptionError, UnsupportedVersion
+from reynd.storage.fsutil import fsync_dir, write_all
+
+__all__ = ["SNAPSHOT_VERSION", "SnapshotStore", "decode_snapshot", "encode_snapshot"]
+
+log = logging.getLogger(__name__)
+
+MAGIC: Final = b"REYNSNAP"
+SNAPSHOT_VERSION: Final = 1
+_HEADER: Final = struct.Struct("<8sIQQI")  # 32 bytes
+SUFFIX: Final = ".snap"
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(RuntimeState)
+
+
+def encode_snapshot(state: RuntimeState) -> bytes:
+    """The whole file for `state` (header + payload)."""
+    payload = _encoder.encode(state)
+    return (
+        _HEADER.pack(MAGIC, SNAPSHOT_VERSION, state.seq, len(payload), zlib.crc32(payload))
+        + payload
+    )
+
+
+def decode_snapshot(data: bytes, path: Path) -> RuntimeState:
+    """Validate and decode a snapshot file's bytes.
+
+    Raises UnsupportedVersion for a newer format and CorruptionError for any
+    damage, never another exception.
+    """
+    if len(data) < _HEADER.size:
+        raise CorruptionError(path, 0, None, "snapshot shorter than its header")
+    magic, version, seq, length, crc = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise CorruptionError(path, 0, None, "not a reynd snapshot (bad magic)")
+    if version > SNAPSHOT_VERSION:
+        raise UnsupportedVersion(
+            f"{path} has snapshot format version {version}; this reynd reads up to "
+            f"{SNAPSHOT_VERSION}. Run the newer reynd that wrote it, or move the file away "
+            "to rebuild from the WAL."
+        )
+    payload = data[_HEADER.size :]
+    if len(payload) != length:
+        raise CorruptionError(
+            path, _HEADER.size, seq, f"payload is {len(payload)} bytes, header says {length}"
+        )
+    if zlib.crc32(payload) != crc:
+        raise CorruptionError(path, _HEADER.size, seq, "snapshot checksum mismatch")
+    try:
+        state = _decoder.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise CorruptionError(path, _HEADER.size, seq, f"snapshot does not decode: {exc}") from None
+    if state.seq != seq:
+        raise CorruptionError(path, 0, seq, f"payload is as of seq {state.seq}, header says {seq}")
+    return state
+
+
+class SnapshotStore:
+    """The snapshot files of one state directory, indexed by seq."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.seqs: list[int] = []  # ascending, files known to be intact at open
+        self.sizes: dict[int, int] = {}
+
+    @classmethod
+    def open(cls, directory: Path) -> SnapshotStore:
+        """Index the snapshots, dropping leftovers of interrupted writes.
+
+        Contents are checked when a snapshot is loaded (`load`), where a
+        damaged file falls back to an older one.
+        """
+        created = not directory.exists()
+        directory.mkdir(parents=True, exist_ok=True)
+        if created:
+            fsync_dir(directory.parent)
+        store = cls(directory)
+        for p in directory.iterdir():
+            if p.name.startswith(".tmp-"):
+                p.unlink()  # a write that never reached its rename
+                continue
+            if p.suffix != SUFFIX:
+                continue
+            try:
+                seq = int(p.stem)
+            except ValueError:
+                continue
+            store.seqs.append(seq)
+            store.sizes[seq] = p.stat().st_size
+        store.seqs.sort()
+        return store
+
+    def path(self, seq: int) -> Path:
+        return self.dir / f"{seq:020d}{SUFFIX}"
+
+    def write(self, data: bytes, seq: int) -> None:
+        """Publish an encoded snapshot atomically; safe to call from a worker thread."""
+        final = self.path(seq)
+        tmp = self.dir / f".tmp-{final.name}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            half = len(data) // 2
+            write_all(fd, data[:half])
+            crashpoints.hit("snapshot.mid_write")
+            write_all(fd, data[half:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        crashpoints.hit("snapshot.before_rename")
+        os.replace(tmp, final)
+        fsync_dir(self.dir)
+
+    def add(self, seq: int, size: int) -> None:
+        """Index a snapshot once `write` returned (owner thread)."""
+        i = bisect_right(self.seqs, seq)
+        if i == 0 or self.seqs[i - 1] != seq:
+            self.seqs.insert(i, seq)
+        self.sizes[seq] = size
+
+    def load(self, seq: int) -> RuntimeState:
+        """Read and validate one snapshot."""
+        path = self.path(seq)
+        return decode_snapshot(path.read_bytes(), path)
+
+    def discard(self, seq: int, reason: str) -> None:
+        """Set a damaged snapshot aside (renamed, not deleted) and forget it."""
+        path = self.path(seq)
+        if path.exists():
+            os.replace(path, path.with_suffix(".damaged"))
+            fsync_dir(self.dir)
+        log.warning("snapshot %s set aside: %s", path, reason)
+        if seq in self.sizes:
+            self.seqs.remove(seq)
+            del self.sizes[seq]

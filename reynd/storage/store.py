@@ -1,0 +1,326 @@
+"""The storage core: WAL + snapshots + lineage + catalog, for one state directory.
+
+Plain synchronous code with no event loop. The daemon drives the same steps
+from its writer task (stage on the loop, write and sync on the writer thread,
+commit on the loop); tests and tools call the one-shot methods (`append`,
+`rewind`, `checkout`) that do all three in a row.
+
+Layout under the state directory (`.reyn/`):
+
+    state/LOCK                one daemon at a time (flock)
+    state/wal/*.jsonl         the log (wal.py)
+    state/snapshots/*.snap    full snapshots (snapshots.py)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from reynd.core.catalog import Catalog, Entry
+from reynd.core.lineage import Lineage
+from reynd.core.reconstruct import ReplayPlan, plan_reconstruct
+from reynd.core.reduce import apply
+from reynd.protocol import errors
+from reynd.protocol.events import Event, Rewind, boundary_kind
+from reynd.protocol.state import RuntimeState
+from reynd.storage import crashpoints
+from reynd.storage.errors import CorruptionError
+from reynd.storage.framing import encode_frame
+from reynd.storage.fsutil import fsync_dir
+from reynd.storage.lock import hold_lock
+from reynd.storage.options import StorageOptions
+from reynd.storage.snapshots import SnapshotStore, encode_snapshot
+from reynd.storage.wal import Placement, RecoveryReport, Wal
+
+__all__ = ["Staged", "Store", "ResetMode"]
+
+log = logging.getLogger(__name__)
+
+ResetMode = Literal["undo", "fork_switch"]
+
+_encoder = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """Events with their seqs assigned and their frames encoded, not yet durable."""
+
+    events: tuple[Event, ...]
+    frames: tuple[tuple[int, bytes], ...]
+
+
+class Store:
+    """Everything durable about agent runs in one state directory."""
+
+    def __init__(self, root: Path, options: StorageOptions) -> None:
+        self.root = root
+        self.options = options
+        self.lineage = Lineage()
+        self.catalog = Catalog()
+        self.state = RuntimeState()
+        self.recovery = RecoveryReport()
+        self.wal: Wal
+        self.snapshots: SnapshotStore
+        self._next_seq = 1
+        self._exit = contextlib.ExitStack()
+        # Bytes of WAL on the active lineage above the nearest snapshot: what a
+        # restart would replay. Drives when the next snapshot is cut.
+        self._since_snapshot = 0
+        self._snapshot_base = 0
+
+    # -- open / close ----------------------------------------------------------------
+
+    @classmethod
+    def open(cls, root: Path, options: StorageOptions | None = None) -> Store:
+        """Lock, recover (cut a torn tail, verify every record) and rebuild the tip's state.
+
+        Crash recovery is reconstruct(head) along the active lineage: after a
+        reset record is durable, the abandoned future never comes back.
+        """
+        store = cls(root, options or StorageOptions())
+        try:
+            store._open()
+        except BaseException:
+            store._exit.close()
+            raise
+        return store
+
+    def _open(self) -> None:
+        created = not self.root.exists()
+        state_dir = self.root / "state"
+        state_dir.mkdir(parents=True, exist_ok=True)
+        if created:
+            fsync_dir(self.root.parent)
+        self._exit.enter_context(hold_lock(self.root))
+        self.snapshots = SnapshotStore.open(state_dir / "snapshots")
+
+        def on_record(event: Event, nbytes: int) -> None:
+            self._index(event)
+
+        self.wal, self.recovery = Wal.open(state_dir / "wal", self.options.segment_bytes, on_record)
+        self._exit.callback(self.wal.close)
+        self._next_seq = self.wal.head + 1
+        for seq in [s for s in self.snapshots.seqs if s > self.wal.head]:
+            # Only possible when a torn tail was cut: a snapshot is written after
+            # the records it covers are durable, but a later crash can still
+            # have lost nothing else. Keep it aside rather than trust it.
+            self.snapshots.discard(seq, f"covers seq {seq}, beyond the log's head")
+        plan, self.state = self._reconstruct_with_fallback(self.wal.head)
+        self._since_snapshot = self._replay_bytes(plan)
+        self._snapshot_base = plan.snapshot
+
+    def close(self) -> None:
+        """Sync and close the log, release the lock."""
+        self._exit.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- properties -----------------------------------------------------------------
+
+    @property
+    def head(self) -> int:
+        """The tip: the highest durable seq."""
+        return self.lineage.head
+
+    @property
+    def floor(self) -> int:
+        """The lowest seq still in the WAL."""
+        return self.wal.first_seq
+
+    # -- appending -----------------------------------------------------------------
+
+    def stage(self, events: Sequence[Event]) -> Staged:
+        """Assign seqs and timestamps and encode; nothing is visible or durable yet."""
+        now = time.time()
+        out: list[Event] = []
+        frames: list[tuple[int, bytes]] = []
+        for event in events:
+            seq = self._next_seq
+            self._next_seq += 1
+            stamped = msgspec.structs.replace(event, seq=seq, ts=now)
+            out.append(stamped)
+            frames.append((seq, encode_frame(_encoder.encode(stamped))))
+        return Staged(tuple(out), tuple(frames))
+
+    def commit(self, staged: Staged, placements: list[Placement]) -> None:
+        """Make a durable batch visible: index it and apply it to the tip's state.
+
+        A reset record is indexed here; `finish_reset` then rebuilds the state.
+        """
+        self.wal.publish(placements)
+        for event, (_, frame) in zip(staged.events, staged.frames, strict=True):
+            self._index(event)
+            if not isinstance(event, Rewind):
+                apply(self.state, event)
+            self._since_snapshot += len(frame)
+
+    def append(self, events: Sequence[Event]) -> list[Event]:
+        """Append durably (returns after fsync) and apply: the one-shot path."""
+        staged = self.stage(events)
+        placements = self.wal.write_batch(list(staged.frames))
+        self.wal.sync()
+        self.commit(staged, placements)
+        return list(staged.events)
+
+    def _index(self, event: Event) -> None:
+        self.lineage.observe(event.seq, event.target_n if isinstance(event, Rewind) else None)
+        kind = boundary_kind(event)
+        if kind is not None:
+            self.catalog.add(event.seq, kind, getattr(event, "agent", ""), event.ts, _label(event))
+
+    # -- rewind / checkout ---------------------------------------------------------------
+
+    def prepare_reset(
+        self,
+        target: int,
+        *,
+        guard_active: bool,
+        mode: Literal["rewind", "checkout", "act_turn"] = "rewind",
+        agent: str | None = None,
+    ) -> tuple[ResetMode, Rewind]:
+        """Validate a rewind (guard_active) or checkout to `target`; build its reset record.
+
+        Raises SeqOutOfRange, NothingToDo, NotActive (rewind to an abandoned
+        seq: use checkout) or BelowFloor; nothing is written.
+        """
+        head = self.head
+        if not 0 <= target <= head:
+            raise errors.SeqOutOfRange(
+                f"seq {target} is outside 0..{head} (the tip)", {"seq": target, "head": head}
+            )
+        if target == head:
+            raise errors.NothingToDo(f"seq {target} is already the tip", {"seq": target})
+        active = self.lineage.is_active(target)
+        if guard_active and not active:
+            raise errors.NotActive(
+                f"seq {target} is not on the active branch (it was abandoned by a rewind); "
+                f"use `checkout {target}` to switch to its branch",
+                {"seq": target, "branch": self.lineage.branch_of(target)},
+            )
+        self.plan(target)  # refuses a target below the retention floor up front
+        return (
+            "undo" if active else "fork_switch",
+            Rewind(target_n=target, supersedes=head, mode=mode, agent=agent),
+        )
+
+    def finish_reset(self, reset: Rewind) -> None:
+        """Rebuild the tip's state after the reset record `reset` became durable."""
+        crashpoints.hit("reset.durable")
+        plan, state = self._reconstruct_with_fallback(reset.target_n)
+        state.seq = reset.seq
+        self.state = state
+        self._since_snapshot = self._replay_bytes(plan)
+        self._snapshot_base = plan.snapshot
+
+    def rewind(self, target: int) -> Rewind:
+        """Undo to an active seq below the tip (one-shot path)."""
+        _, record = self.prepare_reset(target, guard_active=True)
+        return self._reset(record)
+
+    def checkout(self, target: int) -> tuple[ResetMode, Rewind]:
+        """Undo (active target) or fork-switch (abandoned target) (one-shot path)."""
+        mode, record = self.prepare_reset(target, guard_active=False, mode="checkout")
+        return mode, self._reset(record)
+
+    def _reset(self, record: Rewind) -> Rewind:
+        (durable,) = self.append([record])
+        assert isinstance(durable, Rewind)
+        self.finish_reset(durable)
+        return durable
+
+    # -- reconstruct ---------------------------------------------------------------------
+
+    def plan(self, target: int) -> ReplayPlan:
+        """The pure plan for state_as_of(target)."""
+        return plan_reconstruct(self.lineage, target, self.snapshots.seqs, self.floor)
+
+    def execute(self, plan: ReplayPlan) -> RuntimeState:
+        """Carry out a plan; only reads files, so it may run on a worker thread."""
+        state = self.snapshots.load(plan.snapshot) if plan.snapshot else RuntimeState()
+        for lo, hi in plan.ranges:
+            for event in self.wal.read(lo, hi):
+                apply(state, event)
+        state.seq = plan.target
+        return state
+
+    def state_as_of(self, target: int) -> RuntimeState:
+        """The state as of any retained seq, active or abandoned; the tip does not move."""
+        return self._reconstruct_with_fallback(target)[1]
+
+    def _reconstruct_with_fallback(self, target: int) -> tuple[ReplayPlan, RuntimeState]:
+        while True:
+            plan = self.plan(target)
+            try:
+                return plan, self.execute(plan)
+            except CorruptionError as exc:
+                if plan.snapshot == 0 or exc.path != self.snapshots.path(plan.snapshot):
+                    raise
+                self.snapshots.discard(plan.snapshot, exc.reason)  # fall back to an older one
+
+    def _replay_bytes(self, plan: ReplayPlan) -> int:
+        return sum(self.wal.bytes_between(lo, hi) for lo, hi in plan.ranges)
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def snapshot_due(self) -> bool:
+        """True once a restart would replay more WAL than the policy allows."""
+        base = self.snapshots.sizes.get(self._snapshot_base, 0)
+        limit = max(self.options.snapshot_min_bytes, self.options.snapshot_ratio * base)
+        return self._since_snapshot >= limit
+
+    def encode_snapshot(self) -> tuple[int, bytes, int]:
+        """Encode the tip's state now: (seq, file bytes, replay bytes it will cover)."""
+        return self.state.seq, encode_snapshot(self.state), self._since_snapshot
+
+    def snapshot_written(self, seq: int, size: int, covered: int) -> None:
+        """Index a snapshot written by `snapshots.write` (owner thread)."""
+        self.snapshots.add(seq, size)
+        if self.lineage.on_lineage(seq, self.head):
+            self._since_snapshot = max(0, self._since_snapshot - covered)
+            self._snapshot_base = seq
+
+    def snapshot_now(self) -> int:
+        """Write a snapshot of the tip's state synchronously; returns its seq."""
+        seq, data, covered = self.encode_snapshot()
+        self.snapshots.write(data, seq)
+        self.snapshot_written(seq, len(data), covered)
+        return seq
+
+    # -- queries ------------------------------------------------------------------------
+
+    def generations(
+        self,
+        *,
+        agent: str | None = None,
+        kind: str | None = None,
+        all_branches: bool = False,
+        cursor: int | None = None,
+    ) -> Iterator[tuple[Entry, bool, int]]:
+        """Generations newest first, below `cursor`: (entry, active, branch)."""
+        for entry in self.catalog.newest_first(below=cursor, agent=agent, kind=kind):  # type: ignore[arg-type]
+            active = self.lineage.is_active(entry.seq)
+            if active or all_branches:
+                yield entry, active, self.lineage.branch_of(entry.seq)
+
+
+def _label(event: Event) -> str:
+    label = getattr(event, "label", "")
+    if label:
+        return str(label)
+    for name in ("phase", "result", "reply"):
+        value = getattr(event, name, None)
+        if value:
+            return str(value)[:80]
+    return ""

@@ -1,0 +1,349 @@
+"""The write-ahead log: segmented, checksummed, append-only, one global seq.
+
+Layout: `<state>/wal/<first seq, 20 digits>.jsonl`, one framed event per line
+(see framing.py). Seqs are contiguous across segments, so a record is found
+by bisecting segment first seqs, then by its index in that segment's offset
+array: reads never scan.
+
+Threads: `write_batch` and `sync` run on the single writer thread and touch
+only the writer's file descriptor; `publish` and the readers run on the
+owner's thread and see only records that are already durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from array import array
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from reynd.protocol.events import AnyEvent, Event
+from reynd.storage import crashpoints
+from reynd.storage.errors import CorruptionError
+from reynd.storage.framing import FrameInvalid, next_frame
+from reynd.storage.fsutil import fsync_dir, write_all
+
+__all__ = ["Placement", "RecoveryReport", "Segment", "Wal", "segment_path"]
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".jsonl"
+TORN_DIR = "torn"
+
+_decoder = msgspec.json.Decoder(AnyEvent)
+
+
+def segment_path(wal_dir: Path, first_seq: int) -> Path:
+    """Fixed-width names so that a plain sort orders segments by seq."""
+    return wal_dir / f"{first_seq:020d}{SUFFIX}"
+
+
+@dataclass(slots=True)
+class Segment:
+    first_seq: int
+    path: Path
+    offsets: array[int] = field(default_factory=lambda: array("Q"))
+    size: int = 0  # end of the last durable record
+
+    @property
+    def last_seq(self) -> int:
+        return self.first_seq + len(self.offsets) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where the writer put one record: which segment, at which offset."""
+
+    seq: int
+    segment: int  # first seq of the segment
+    offset: int
+    length: int
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    """What open() found: counts, and the torn tail it cut, if any."""
+
+    segments: int = 0
+    records: int = 0
+    torn_path: Path | None = None
+    torn_offset: int = 0
+    torn_bytes: int = 0
+    torn_saved_to: Path | None = None
+
+
+def decode_body(body: bytes, path: Path, offset: int, seq: int | None) -> Event:
+    """Decode one record body; a body that passed its checksum but does not decode is named."""
+    try:
+        event: Event = _decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise CorruptionError(
+            path,
+            offset,
+            seq,
+            f"checksum is valid but the record does not decode ({exc}); "
+            "was it written by a newer reynd?",
+        ) from None
+    return event
+
+
+class Wal:
+    """The log. Open with `Wal.open`; one instance per state directory."""
+
+    def __init__(self, wal_dir: Path, segment_bytes: int) -> None:
+        self.dir = wal_dir
+        self.segment_bytes = segment_bytes
+        self.segments: list[Segment] = []
+        self._firsts: list[int] = []  # first seq of each segment, for bisect
+        self._read_fds: dict[int, int] = {}
+        # Writer-thread state.
+        self._wfd = -1
+        self._wfirst = 0
+        self._wsize = 0
+
+    # -- opening and recovery -----------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        wal_dir: Path,
+        segment_bytes: int,
+        on_record: Callable[[Event, int], None],
+    ) -> tuple[Wal, RecoveryReport]:
+        """Scan every segment, verify every record, rebuild the index.
+
+        `on_record(event, nbytes)` sees each record in seq order. A torn tail
+        of the last segment (nothing valid after the first bad byte) was never
+        acknowledged: it is cut, kept under wal/torn/, and synced. Any other
+        bad record raises CorruptionError.
+        """
+        created = not wal_dir.exists()
+        wal_dir.mkdir(parents=True, exist_ok=True)
+        if created:
+            fsync_dir(wal_dir.parent)
+        wal = cls(wal_dir, segment_bytes)
+        report = RecoveryReport()
+        paths = sorted(p for p in wal_dir.iterdir() if p.suffix == SUFFIX and p.is_file())
+        expected: int | None = None
+        for i, path in enumerate(paths):
+            try:
+                first = int(path.stem)
+            except ValueError:
+                raise CorruptionError(path, 0, None, "segment name is not a seq") from None
+            if expected is not None and first != expected:
+                raise CorruptionError(
+                    path, 0, expected, f"segment starts at seq {first}, expected {expected}"
+                )
+            seg = Segment(first, path)
+            wal._scan(seg, last=i == len(paths) - 1, on_record=on_record, report=report)
+            if not seg.offsets and i != len(paths) - 1:
+                raise CorruptionError(path, 0, first, "empty segment before the last one")
+            wal._add_segment(seg)
+            expected = seg.last_seq + 1
+            report.records += len(seg.offsets)
+        report.segments = len(wal.segments)
+        wal._open_writer()
+        return wal, report
+
+    def _scan(
+        self,
+        seg: Segment,
+        *,
+        last: bool,
+        on_record: Callable[[Event, int], None],
+        report: RecoveryReport,
+    ) -> None:
+        data = seg.path.read_bytes()
+        pos = 0
+        seq = seg.first_seq
+        while pos < len(data):
+            try:
+                body, end = next_frame(data, pos)
+            except FrameInvalid as exc:
+                if last and not _valid_record_after(data, pos):
+                    self._cut_tail(seg.path, data, pos, report)
+                    break
+                raise CorruptionError(seg.path, pos, seq, str(exc)) from None
+            event = decode_body(body, seg.path, pos, seq)
+            if event.seq != seq:
+                raise CorruptionError(
+                    seg.path, pos, seq, f"record carries seq {event.seq}, expected {seq}"
+                )
+            seg.offsets.append(pos)
+            on_record(event, end - pos)
+            pos = end
+            seq += 1
+        seg.size = pos
+
+    def _cut_tail(self, path: Path, data: bytes, pos: int, report: RecoveryReport) -> None:
+        torn_dir = self.dir / TORN_DIR
+        torn_dir.mkdir(exist_ok=True)
+        saved = torn_dir / f"{path.stem}.{pos}.torn"
+        saved.write_bytes(data[pos:])
+        fd = os.open(saved, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(torn_dir)
+        # Only after the copy is durable do we cut the original.
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, pos)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        log.warning(
+            "cut torn WAL tail: %s at %d (%d bytes kept in %s)", path, pos, len(data) - pos, saved
+        )
+        report.torn_path, report.torn_offset = path, pos
+        report.torn_bytes, report.torn_saved_to = len(data) - pos, saved
+
+    def _add_segment(self, seg: Segment) -> None:
+        self.segments.append(seg)
+        self._firsts.append(seg.first_seq)
+
+    def _open_writer(self) -> None:
+        if self.segments:
+            seg = self.segments[-1]
+            self._wfirst, self._wsize = seg.first_seq, seg.size
+            self._wfd = os.open(seg.path, os.O_WRONLY | os.O_APPEND)
+        # else: the first write creates segment 1.
+
+    # -- properties -------------------------------------------------------------
+
+    @property
+    def head(self) -> int:
+        """The highest durable seq (0 when empty)."""
+        return self.segments[-1].last_seq if self.segments else 0
+
+    @property
+    def first_seq(self) -> int:
+        """The lowest seq still in the log (1 when nothing was truncated)."""
+        return self.segments[0].first_seq if self.segments else self.head + 1
+
+    def bytes_between(self, lo: int, hi: int) -> int:
+        """Bytes of the records lo..hi (inclusive), all durable."""
+        if lo > hi:
+            return 0
+        total = 0
+        for seg, a, b in self._spans(lo, hi):
+            end = seg.offsets[b + 1] if b + 1 < len(seg.offsets) else seg.size
+            total += end - seg.offsets[a]
+        return total
+
+    # -- writer thread -------------------------------------------------------------
+
+    def write_batch(self, frames: list[tuple[int, bytes]]) -> list[Placement]:
+        """Write framed records (seq, frame) in order; not durable until `sync`."""
+        out: list[Placement] = []
+        buf: list[bytes] = []
+        for seq, frame in frames:
+            if self._wfd < 0 or self._wsize >= self.segment_bytes:
+                if buf:
+                    write_all(self._wfd, b"".join(buf))
+                    buf.clear()
+                self._rotate(seq)
+            out.append(Placement(seq, self._wfirst, self._wsize, len(frame)))
+            buf.append(frame)
+            self._wsize += len(frame)
+        if buf:
+            write_all(self._wfd, b"".join(buf))
+        crashpoints.hit("wal.after_write")
+        return out
+
+    def _rotate(self, first_seq: int) -> None:
+        if self._wfd >= 0:
+            # Records in the old segment must be durable before the new file
+            # can hold later ones: recovery treats only the last segment's
+            # tail as possibly torn.
+            os.fdatasync(self._wfd)
+            os.close(self._wfd)
+        path = segment_path(self.dir, first_seq)
+        self._wfd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        fsync_dir(self.dir)
+        self._wfirst, self._wsize = first_seq, 0
+
+    def sync(self) -> None:
+        """fdatasync the current segment. An error here is fatal for the caller."""
+        os.fdatasync(self._wfd)
+        crashpoints.hit("wal.after_sync")
+
+    # -- owner thread ------------------------------------------------------------
+
+    def publish(self, placements: list[Placement]) -> None:
+        """Make durable records visible to readers, in seq order."""
+        for p in placements:
+            if not self.segments or self.segments[-1].first_seq != p.segment:
+                self._add_segment(Segment(p.segment, segment_path(self.dir, p.segment)))
+            seg = self.segments[-1]
+            if p.seq != seg.first_seq + len(seg.offsets):
+                raise AssertionError(f"placement of seq {p.seq} out of order")
+            seg.offsets.append(p.offset)
+            seg.size = p.offset + p.length
+
+    def read(self, lo: int, hi: int) -> Iterator[Event]:
+        """Durable events with lo <= seq <= hi, in order, checksums verified."""
+        for seg, a, b in self._spans(lo, hi):
+            start = seg.offsets[a]
+            end = seg.offsets[b + 1] if b + 1 < len(seg.offsets) else seg.size
+            data = os.pread(self._read_fd(seg), end - start, start)
+            pos = 0
+            for i in range(a, b + 1):
+                seq = seg.first_seq + i
+                try:
+                    body, pos = next_frame(data, pos)
+                except FrameInvalid as exc:
+                    raise CorruptionError(seg.path, start + pos, seq, str(exc)) from None
+                event = decode_body(body, seg.path, seg.offsets[i], seq)
+                if event.seq != seq:
+                    raise CorruptionError(seg.path, seg.offsets[i], seq, "seq mismatch on read")
+                yield event
+
+    def _spans(self, lo: int, hi: int) -> Iterator[tuple[Segment, int, int]]:
+        if lo < self.first_seq or hi > self.head:
+            raise KeyError(
+                f"seqs {lo}..{hi} are not all in the log ({self.first_seq}..{self.head})"
+            )
+        k = bisect_right(self._firsts, lo) - 1
+        while lo <= hi:
+            seg = self.segments[k]
+            b = min(hi, seg.last_seq)
+            yield seg, lo - seg.first_seq, b - seg.first_seq
+            lo = b + 1
+            k += 1
+
+    def _read_fd(self, seg: Segment) -> int:
+        fd = self._read_fds.get(seg.first_seq)
+        if fd is None:
+            fd = os.open(seg.path, os.O_RDONLY)
+            self._read_fds[seg.first_seq] = fd
+        return fd
+
+    def close(self) -> None:
+        """Sync and close every descriptor."""
+        if self._wfd >= 0:
+            os.fdatasync(self._wfd)
+            os.close(self._wfd)
+            self._wfd = -1
+        for fd in self._read_fds.values():
+            os.close(fd)
+        self._read_fds.clear()
+
+
+def _valid_record_after(data: bytes, pos: int) -> bool:
+    """True when some intact record starts after `pos`: then `pos` is not a torn tail."""
+    k = data.find(b'{"crc":"', pos + 1)
+    while k >= 0:
+        try:
+            next_frame(data, k)
+        except FrameInvalid:
+            k = data.find(b'{"crc":"', k + 1)
+            continue
+        return True
+    return False
