@@ -1,0 +1,98 @@
+"""The daemon's configuration file, reynd.toml.
+
+Looked up at `--config`, then $REYN_CONFIG, then `<state_dir>/reynd.toml` if it
+exists; absent means defaults. Unknown keys and bad values are refused at
+start-up with a message naming the key: a typo must not silently fall back to
+a default.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+
+from reynd.daemon.rpc import validation_details
+from reynd.storage.options import StorageOptions
+
+__all__ = ["CONFIG_ENV", "ConfigError", "DaemonConfig", "find_config", "load_config"]
+
+CONFIG_ENV = "REYN_CONFIG"
+MiB = 1024 * 1024
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the file and the key."""
+
+
+class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Top-level keys of reynd.toml; `[storage]` belongs to the storage core."""
+
+    # Socket path; --socket and $REYN_SOCKET take precedence.
+    socket: str | None = None
+    # Longest accepted line (one JSON-RPC message), newline excluded.
+    max_message_bytes: Annotated[int, msgspec.Meta(ge=1024, le=256 * MiB)] = MiB
+    max_connections: Annotated[int, msgspec.Meta(ge=1, le=65536)] = 256
+    # Requests of one connection that may run at the same time.
+    max_requests_per_connection: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 64
+    # Group name or gid whose members may connect besides the daemon's own uid.
+    allowed_group: str | int | None = None
+    # Notifications queued per subscriber before it is dropped as lagged.
+    subscriber_queue: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 1024
+    # Seconds in-flight requests get to finish at shutdown before they are cancelled.
+    shutdown_grace_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 5.0
+    storage: StorageOptions = msgspec.field(default_factory=StorageOptions)
+
+    def allowed_gid(self) -> int | None:
+        """The allowed group as a gid (resolved by name); ConfigError if unknown."""
+        group = self.allowed_group
+        if group is None or isinstance(group, int):
+            return group
+        if group.isdigit():
+            return int(group)
+        try:
+            return grp.getgrnam(group).gr_gid
+        except KeyError:
+            raise ConfigError(f"allowed_group: no group named {group!r}") from None
+
+
+def find_config(
+    explicit: str | os.PathLike[str] | None, state_dir: Path, env: Mapping[str, str] | None = None
+) -> Path | None:
+    """--config, then $REYN_CONFIG (both must exist), then <state_dir>/reynd.toml if present."""
+    env = os.environ if env is None else env
+    named = explicit or env.get(CONFIG_ENV)
+    if named:
+        return Path(named)
+    default = state_dir / "reynd.toml"
+    return default if default.is_file() else None
+
+
+def load_config(path: Path | None) -> DaemonConfig:
+    """Read and validate the file; defaults when `path` is None."""
+    if path is None:
+        return DaemonConfig()
+    try:
+        with path.open("rb") as f:
+            raw = tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        config = msgspec.convert(raw, DaemonConfig)
+    except msgspec.ValidationError as exc:
+        key, reason = validation_details(exc)
+        if "unknown field" in reason:
+            raise ConfigError(f"{path}: unknown key {key!r}") from None
+        raise ConfigError(f"{path}: bad value for {key!r}: {reason}") from None
+    try:
+        config.allowed_gid()  # fail now, not at the first connection
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return config
