@@ -1,55 +1,327 @@
-"""The daemon's application: storage, coordinator and the method handlers.
-
-(Stand-in: only daemon.status is wired until the storage core lands.)
-"""
+"""The daemon's application: storage, group commit, coordinator, method handlers."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+import structlog
 import trio
 
 from reynd import __version__
+from reynd.core.diff import diff_values
+from reynd.core.reduce import check
+from reynd.daemon.committer import Committer
 from reynd.daemon.context import CallContext
+from reynd.daemon.coordinator import Coordinator, WriteGate
+from reynd.protocol import errors
 from reynd.protocol import methods as m
+from reynd.protocol.events import AgentCreated, AgentEvent, AnyEvent, Event, Rewind, boundary_kind
+from reynd.protocol.state import RuntimeState
+from reynd.storage.errors import CorruptionError
+from reynd.storage.options import StorageOptions
+from reynd.storage.store import Store
 
-__all__ = ["App", "Handler"]
+__all__ = ["App", "Handler", "StorageFatal"]
+
+log = structlog.get_logger("reynd.app")
 
 Handler = Callable[[Any, CallContext], Awaitable[Any]]
+Publish = Callable[[str, int, dict[str, Any]], None]
+
+
+class StorageFatal(Exception):
+    """The WAL could not be written or synced: the daemon must exit and recover."""
 
 
 class App:
     """Owns the state directory for the daemon's life.
 
-    `run` opens storage, starts the internal tasks (group-commit writer,
-    rewind coordinator), calls task_status.started(), and runs until cancelled;
-    on cancellation it closes storage with the last sync shielded.
+    `run` opens storage, starts the writer thread, the coordinator and the
+    snapshotter, calls task_status.started(), and runs until cancelled; then
+    it drains queued appends and closes storage (final sync shielded). It
+    raises StorageFatal when a write or fsync failed, so the daemon exits
+    non-zero and restarts through recovery.
     """
 
-    def __init__(self, state_dir: Path, publish: Callable[[str, int, dict[str, Any]], None]):
+    def __init__(
+        self, state_dir: Path, publish: Publish, options: StorageOptions | None = None
+    ) -> None:
         self.state_dir = state_dir
         self._publish = publish
+        self._options = options or StorageOptions()
+        self.store: Store
+        self.committer: Committer
+        self.coordinator: Coordinator
+        self.gate = WriteGate()
+        self._snapshot_due = trio.Event()
+        self._agent_locks: dict[str, trio.Lock] = {}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        await trio.sleep_forever()
+        started = time.perf_counter()
+        self.store = await trio.to_thread.run_sync(Store.open, self.state_dir, self._options)
+        store = self.store
+        rec = store.recovery
+        log.info(
+            "storage.open",
+            state_dir=str(self.state_dir),
+            head=store.head,
+            records=rec.records,
+            segments=rec.segments,
+            snapshots=len(store.snapshots.seqs),
+            torn_bytes=rec.torn_bytes,
+            duration_ms=round((time.perf_counter() - started) * 1e3, 1),
+        )
+        self.committer = Committer(store, self._on_commit)
+        self.coordinator = Coordinator(
+            store, self.committer, self.gate, self._cancel_all, self._on_reset
+        )
+        self.committer.start()
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.coordinator.run)
+                nursery.start_soon(self._snapshotter)
+                task_status.started()
+                await self.committer.failed.wait()
+                raise StorageFatal(f"WAL write failed: {self.committer.failure!r}")
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.committer.stop()
+                if self.committer.failure is None:
+                    await trio.to_thread.run_sync(store.close)
+                log.info("storage.closed", head=store.head)
 
     def handlers(self) -> dict[str, Handler]:
         """Handlers for every method of METHODS except the transport's own."""
-        return {"daemon.status": self._status}
+        return {
+            "daemon.status": self._status,
+            "generations.list": self._generations,
+            "rewind": self._rewind,
+            "checkout": self._checkout,
+            "branches.list": self._branches,
+            "state.get": self._state_get,
+            "state.diff": self._state_diff,
+            "wal.append": self._wal_append,
+        }
+
+    # -- hooks -------------------------------------------------------------------------
+
+    def _on_commit(self, events: Sequence[Event]) -> None:
+        lineage = self.store.lineage
+        for event in events:
+            agent = event.agent if isinstance(event, AgentEvent) else None
+            branch = lineage.branch_of(event.seq)
+            self._publish(
+                "records", event.seq, {"kind": _kind(event), "agent": agent, "branch": branch}
+            )
+            kind = boundary_kind(event)
+            if kind is not None:
+                entry = self.store.catalog.at(event.seq)
+                self._publish(
+                    "generations",
+                    event.seq,
+                    {
+                        "kind": kind,
+                        "agent": agent,
+                        "branch": branch,
+                        "label": entry.label if entry else "",
+                        "created_at": event.ts,
+                    },
+                )
+            if isinstance(event, AgentCreated):
+                self._publish("agents", event.seq, {"agent": event.agent, "status": "created"})
+        if self.store.snapshot_due():
+            self._snapshot_due.set()
+
+    def _on_reset(self, result: m.RewindResult) -> None:
+        self._publish("rewinds", result.reset_seq, msgspec.to_builtins(result))
+
+    async def _cancel_all(self) -> list[m.CancelledChain]:
+        return []  # no agent runtime in the daemon yet: nothing runs between appends
+
+    async def _snapshotter(self) -> None:
+        """Cut full snapshots when the replay distance says so (Store.snapshot_due)."""
+        store = self.store
+        while True:
+            await self._snapshot_due.wait()
+            self._snapshot_due = trio.Event()
+            if not store.snapshot_due():
+                continue
+            seq, data, covered = store.encode_snapshot()
+            await trio.to_thread.run_sync(store.snapshots.write, data, seq)
+            store.snapshot_written(seq, len(data), covered)
+            log.debug("snapshot.written", seq=seq, bytes=len(data))
+
+    # -- reads ---------------------------------------------------------------------------
 
     async def _status(self, params: m.StatusParams, ctx: CallContext) -> m.StatusResult:
+        store = self.store
         return m.StatusResult(
-            head=0,
-            branch=0,
+            head=store.head,
+            branch=store.lineage.branch_of(store.head),
             version=__version__,
             pid=os.getpid(),
+            floor=store.floor,
             state_dir=str(self.state_dir),
             socket=str(ctx.server.socket or ""),
+            agents=len(store.state.agents),
+            generations=len(store.catalog),
             connections=ctx.server.connections,
-            uptime_s=time.time() - ctx.server.started_at,
+            uptime_s=round(time.time() - ctx.server.started_at, 3),
         )
+
+    async def _generations(self, p: m.GenerationsParams, ctx: CallContext) -> m.GenerationsResult:
+        store = self.store
+        if (
+            p.agent is not None
+            and p.agent not in store.state.agents
+            and not store.catalog.knows_agent(p.agent)
+        ):
+            raise errors.UnknownAgent(
+                f"no agent {p.agent!r}: see `reynctl show` for agents", {"agent": p.agent}
+            )
+        out: list[m.Generation] = []
+        next_cursor: int | None = None
+        it = store.generations(
+            agent=p.agent, kind=p.kind, all_branches=p.all_branches, cursor=p.cursor
+        )
+        for entry, active, branch in it:
+            if len(out) == p.limit:
+                next_cursor = out[-1].seq
+                break
+            out.append(
+                m.Generation(
+                    seq=entry.seq,
+                    kind=entry.kind,
+                    agent=entry.agent,
+                    active=active,
+                    branch=branch,
+                    created_at=entry.created_at,
+                    label=entry.label,
+                )
+            )
+        return m.GenerationsResult(generations=out, next_cursor=next_cursor)
+
+    async def _branches(self, params: m.BranchesParams, ctx: CallContext) -> m.BranchesResult:
+        lineage = self.store.lineage
+        return m.BranchesResult(
+            branches=[
+                m.BranchInfo(
+                    id=b.id, origin_seq=b.origin_seq, parent=b.parent, tip=b.tip, active=b.active
+                )
+                for b in lineage.branches()
+            ],
+            head=lineage.head,
+        )
+
+    async def as_of(self, seq: int | None) -> RuntimeState:
+        """The state as of `seq` (the tip when None), rebuilt off the event loop."""
+        store = self.store
+        if seq is None or seq == store.head:
+            return store.state
+        while True:
+            plan = store.plan(seq)
+            try:
+                return await trio.to_thread.run_sync(store.execute, plan)
+            except CorruptionError as exc:
+                if not plan.snapshot or exc.path != store.snapshots.path(plan.snapshot):
+                    raise
+                store.snapshots.discard(plan.snapshot, exc.reason)
+
+    async def _state_get(self, p: m.StateParams, ctx: CallContext) -> m.StateResult:
+        seq = self.store.head if p.seq is None else p.seq
+        state = await self.as_of(seq)
+        agents = state.agents
+        if p.agent is not None:
+            if p.agent not in agents:
+                raise errors.UnknownAgent(
+                    f"no agent {p.agent!r} as of seq {seq}", {"agent": p.agent, "seq": seq}
+                )
+            agents = {p.agent: agents[p.agent]}
+        lineage = self.store.lineage
+        return m.StateResult(
+            seq=seq, active=lineage.is_active(seq), branch=lineage.branch_of(seq), agents=agents
+        )
+
+    async def _state_diff(self, p: m.DiffParams, ctx: CallContext) -> m.DiffResult:
+        before_state = await self.as_of(p.from_seq)
+        after_state = await self.as_of(p.to_seq)
+        before = msgspec.to_builtins(before_state.agents)
+        after = msgspec.to_builtins(after_state.agents)
+        if p.agent is not None:
+            if p.agent not in before and p.agent not in after:
+                raise errors.UnknownAgent(
+                    f"no agent {p.agent!r} as of seq {p.from_seq} or {p.to_seq}", {"agent": p.agent}
+                )
+            before = {p.agent: before.get(p.agent)} if p.agent in before else {}
+            after = {p.agent: after.get(p.agent)} if p.agent in after else {}
+        agents: dict[str, list[m.Change]] = {}
+        for name in sorted(before.keys() | after.keys()):
+            changes = diff_values(before.get(name), after.get(name))
+            if changes:
+                agents[name] = [
+                    m.Change(path=path or "/", op=op, before=b, after=a)  # type: ignore[arg-type]
+                    for path, op, b, a in changes
+                ]
+        return m.DiffResult(from_seq=p.from_seq, to_seq=p.to_seq, agents=agents)
+
+    # -- writes --------------------------------------------------------------------------
+
+    async def _rewind(self, p: m.RewindParams, ctx: CallContext) -> m.RewindResult:
+        return await self.coordinator.request("rewind", p.seq)
+
+    async def _checkout(self, p: m.CheckoutParams, ctx: CallContext) -> m.RewindResult:
+        return await self.coordinator.request("checkout", p.seq)
+
+    async def _wal_append(self, p: m.WalAppendParams, ctx: CallContext) -> m.WalAppendResult:
+        for reserved in ("kind", "agent", "seq", "ts"):
+            if reserved in p.data:
+                raise errors.InvalidParams(
+                    f"data.{reserved} is not allowed: "
+                    + (
+                        "seq and ts are assigned by the daemon"
+                        if reserved in ("seq", "ts")
+                        else f"pass {reserved} as its own param"
+                    ),
+                    {"field": f"data.{reserved}"},
+                )
+        try:
+            event = msgspec.convert({"kind": p.kind, "agent": p.agent, **p.data}, AnyEvent)
+        except msgspec.ValidationError as exc:
+            raise errors.InvalidParams(
+                f"invalid {p.kind!r} event: {exc}", {"kind": p.kind, "reason": str(exc)}
+            ) from None
+        if isinstance(event, Rewind):
+            check(self.store.state, event)  # raises: resets go through rewind/checkout
+        lock = self._agent_locks.setdefault(p.agent, trio.Lock())
+        async with self.gate.shared(), lock:
+            store = self.store
+            if p.based_on is not None:
+                if p.based_on > store.head:
+                    raise errors.SeqOutOfRange(
+                        f"based_on {p.based_on} is above the tip {store.head}",
+                        {"based_on": p.based_on, "head": store.head},
+                    )
+                if not store.lineage.is_active(p.based_on):
+                    raise errors.StaleBranch(
+                        f"based_on seq {p.based_on} was abandoned by a rewind "
+                        f"(branch {store.lineage.branch_of(p.based_on)}); the tip is now "
+                        f"{store.head} on branch {store.lineage.branch_of(store.head)}: "
+                        "re-read the state and retry on the new branch",
+                        {
+                            "based_on": p.based_on,
+                            "head": store.head,
+                            "branch": store.lineage.branch_of(store.head),
+                        },
+                    )
+            check(store.state, event)
+            (durable,) = await self.committer.append([event])
+        return m.WalAppendResult(seq=durable.seq, branch=store.lineage.branch_of(durable.seq))
+
+
+def _kind(event: Event) -> str:
+    return str(type(event).__struct_config__.tag)

@@ -1,0 +1,44 @@
+"""Differences between two states, as JSON-pointer paths (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["diff_values"]
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def diff_values(before: Any, after: Any, path: str = "") -> list[tuple[str, str, Any, Any]]:
+    """(path, op, before, after) for every difference between two builtin values.
+
+    Dicts compare by key; lists by index (history grows at its end, so an
+    append shows as `add` at the new indices); anything else by equality.
+    """
+    if isinstance(before, dict) and isinstance(after, dict):
+        out: list[tuple[str, str, Any, Any]] = []
+        for key in before.keys() | after.keys():
+            sub = f"{path}/{_escape(str(key))}"
+            if key not in after:
+                out.append((sub, "remove", before[key], None))
+            elif key not in before:
+                out.append((sub, "add", None, after[key]))
+            else:
+                out.extend(diff_values(before[key], after[key], sub))
+        return sorted(out, key=lambda c: c[0])
+    if isinstance(before, list) and isinstance(after, list):
+        out = []
+        for i in range(max(len(before), len(after))):
+            sub = f"{path}/{i}"
+            if i >= len(after):
+                out.append((sub, "remove", before[i], None))
+            elif i >= len(before):
+                out.append((sub, "add", None, after[i]))
+            else:
+                out.extend(diff_values(before[i], after[i], sub))
+        return out
+    if before == after and type(before) is type(after):
+        return []
+    return [(path, "change", before, after)]

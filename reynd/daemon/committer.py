@@ -1,0 +1,159 @@
+"""Group commit: one writer thread, many trio appenders, no early acknowledgement.
+
+Appenders stage their events on the trio thread (seqs are assigned there, in
+queue order) and queue them. The writer thread takes everything queued, writes
+it, fdatasyncs once, and hands the batch back to the trio thread, which
+commits it (index + state) in seq order and wakes the appenders. A batch forms
+by itself while the previous sync runs; there is no timer.
+
+A dedicated thread, not trio.to_thread per sync: a thread hand-off per batch
+costs less than the thread-pool round trip, which matters at one writer.
+
+A failed write or sync is fatal (DURABILITY rule 5): every pending append
+fails, no later append is accepted, and `failed` is set so the daemon exits
+and restarts through recovery. Retrying an fsync can lose data silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Sequence
+
+import trio
+
+from reynd.protocol import errors
+from reynd.protocol.events import Event
+from reynd.storage.store import Staged, Store
+from reynd.storage.wal import Placement
+
+__all__ = ["Committer"]
+
+log = logging.getLogger(__name__)
+
+
+class _Pending:
+    __slots__ = ("done", "error", "staged")
+
+    def __init__(self, staged: Staged) -> None:
+        self.staged = staged
+        self.done = trio.Event()
+        self.error: BaseException | None = None
+
+
+_STOP = object()
+
+
+class Committer:
+    """The only path by which the daemon writes the WAL."""
+
+    def __init__(self, store: Store, on_commit: Callable[[Sequence[Event]], None]) -> None:
+        self._store = store
+        self._on_commit = on_commit
+        self._queue: queue.SimpleQueue[_Pending | object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self.failed = trio.Event()
+        self.failure: BaseException | None = None
+        self.batches = 0
+
+    def start(self) -> None:
+        """Start the writer thread (call from the trio thread)."""
+        self._token = trio.lowlevel.current_trio_token()
+        self._thread = threading.Thread(target=self._writer, name="reynd-wal-writer", daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        """Let queued appends finish, then stop the thread."""
+        if self._thread is None:
+            return
+        self._queue.put(_STOP)
+        thread = self._thread
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(thread.join)
+        self._thread = None
+
+    async def append(self, events: Sequence[Event]) -> list[Event]:
+        """Append durably; returns the events with their seqs once fsync covered them.
+
+        Shielded once queued: a cancelled caller cannot tell whether its
+        events were written, so it waits the few milliseconds to know.
+        """
+        if self.failure is not None:
+            raise errors.StorageFailed(
+                "the WAL failed to sync; reynd is stopping and will recover on restart",
+                {"reason": str(self.failure)},
+            )
+        pending = _Pending(self._store.stage(events))
+        self._queue.put(pending)  # no await since stage(): queue order = seq order
+        with trio.CancelScope(shield=True):
+            await pending.done.wait()
+        if pending.error is not None:
+            raise errors.StorageFailed(
+                "the WAL failed to sync; reynd is stopping and will recover on restart",
+                {"reason": str(pending.error)},
+            )
+        return list(pending.staged.events)
+
+    # -- writer thread --------------------------------------------------------------
+
+    def _writer(self) -> None:
+        assert self._token is not None
+        wal = self._store.wal
+        stopping = False
+        while not stopping:
+            batch: list[_Pending] = []
+            item = self._queue.get()
+            while True:
+                if item is _STOP:
+                    stopping = True
+                else:
+                    assert isinstance(item, _Pending)
+                    batch.append(item)
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            if not batch:
+                continue
+            frames = [f for p in batch for f in p.staged.frames]
+            try:
+                placements = wal.write_batch(frames)
+                wal.sync()
+            except BaseException as exc:
+                self._token.run_sync_soon(self._fail, batch, exc)
+                return
+            self._token.run_sync_soon(self._complete, batch, placements)
+
+    # -- back on the trio thread ----------------------------------------------------------
+
+    def _complete(self, batch: list[_Pending], placements: list[Placement]) -> None:
+        self.batches += 1
+        k = 0
+        committed: list[Event] = []
+        for pending in batch:
+            n = len(pending.staged.frames)
+            self._store.commit(pending.staged, placements[k : k + n])
+            committed.extend(pending.staged.events)
+            k += n
+        for pending in batch:
+            pending.done.set()
+        self._on_commit(committed)
+
+    def _fail(self, batch: list[_Pending], exc: BaseException) -> None:
+        log.critical("WAL write or sync failed: %r; refusing further writes", exc)
+        self.failure = exc
+        for pending in batch:
+            pending.error = exc
+            pending.done.set()
+        # Appends queued behind the failed batch never reach the thread again.
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, _Pending):
+                item.error = exc
+                item.done.set()
+        self.failed.set()

@@ -1,0 +1,157 @@
+"""Rewinds and checkouts: queued to one task and run strictly one at a time.
+
+A rewind (a) closes the write gate and waits for in-flight appends, (b)
+cancels in-flight chains, (c) appends the reset record and waits for its
+fsync, (d) rebuilds the state as of the target on a worker thread, (e)
+reopens the gate and notifies subscribers. Reads keep being answered
+throughout: they never take the gate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+import trio
+
+from reynd.daemon.committer import Committer
+from reynd.protocol import methods as m
+from reynd.protocol.events import Rewind
+from reynd.storage.store import Store
+
+__all__ = ["Coordinator", "WriteGate"]
+
+log = logging.getLogger("reynd.rewind")
+
+
+class WriteGate:
+    """Appends share the gate; a rewind holds it alone.
+
+    Appenders that validate against the tip (fencing, `check`) do it inside
+    the shared section, so no reset record can slip in between their check
+    and their append.
+    """
+
+    def __init__(self) -> None:
+        self._writers = 0
+        self._closed = False
+        self._cond = trio.Condition()
+
+    @asynccontextmanager
+    async def shared(self) -> AsyncIterator[None]:
+        async with self._cond:
+            while self._closed:
+                await self._cond.wait()
+            self._writers += 1
+        try:
+            yield
+        finally:
+            self._writers -= 1
+            if self._writers == 0:
+                with trio.CancelScope(shield=True):
+                    async with self._cond:
+                        self._cond.notify_all()
+
+    @asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        async with self._cond:
+            while self._closed:
+                await self._cond.wait()
+            self._closed = True
+            try:
+                while self._writers:
+                    await self._cond.wait()
+            except BaseException:
+                self._closed = False
+                self._cond.notify_all()
+                raise
+        try:
+            yield
+        finally:
+            with trio.CancelScope(shield=True):
+                async with self._cond:
+                    self._closed = False
+                    self._cond.notify_all()
+
+
+CancelAll = Callable[[], Awaitable[list[m.CancelledChain]]]
+
+
+@dataclass(slots=True)
+class _Job:
+    op: Literal["rewind", "checkout"]
+    seq: int
+    reply: trio.MemorySendChannel[m.RewindResult | BaseException]
+
+
+class Coordinator:
+    """Owns every reset of the tip."""
+
+    def __init__(
+        self,
+        store: Store,
+        committer: Committer,
+        gate: WriteGate,
+        cancel_all: CancelAll,
+        on_reset: Callable[[m.RewindResult], None],
+    ) -> None:
+        self._store = store
+        self._committer = committer
+        self._gate = gate
+        self._cancel_all = cancel_all
+        self._on_reset = on_reset
+        self._send, self._receive = trio.open_memory_channel[_Job](64)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        async for job in self._receive:
+            try:
+                result: m.RewindResult | BaseException = await self._reset(job.op, job.seq)
+            except Exception as exc:  # reported to the caller, which re-raises it
+                result = exc
+            # A caller that went away is fine: the reset stands regardless.
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                job.reply.send_nowait(result)
+
+    async def request(self, op: Literal["rewind", "checkout"], seq: int) -> m.RewindResult:
+        """Queue a rewind or checkout and wait for its outcome."""
+        send, receive = trio.open_memory_channel[m.RewindResult | BaseException](1)
+        await self._send.send(_Job(op, seq, send))
+        async with receive:
+            result = await receive.receive()
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    async def _reset(self, op: Literal["rewind", "checkout"], seq: int) -> m.RewindResult:
+        started = time.perf_counter()
+        async with self._gate.exclusive():
+            mode, record = self._store.prepare_reset(seq, guard_active=op == "rewind", mode=op)
+            cancelled = await self._cancel_all()
+            (durable,) = await self._committer.append([record])
+            assert isinstance(durable, Rewind)
+            await trio.to_thread.run_sync(self._store.finish_reset, durable)
+            result = m.RewindResult(
+                mode=mode,
+                reset_seq=durable.seq,
+                target=seq,
+                branch=self._store.lineage.branch_of(durable.seq),
+                cancelled=cancelled,
+                duration_ms=(time.perf_counter() - started) * 1000,
+            )
+        log.info(
+            "%s target=%d reset_seq=%d mode=%s cancelled=%d duration_ms=%.2f",
+            op,
+            seq,
+            result.reset_seq,
+            mode,
+            len(cancelled),
+            result.duration_ms,
+        )
+        self._on_reset(result)
+        return result
