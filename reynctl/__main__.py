@@ -1,0 +1,5 @@
+"""`python -m reynctl`."""
+
+from reynctl.cli import main
+
+main()

@@ -1,0 +1,288 @@
+"""A small blocking JSON-RPC client for the daemon's Unix socket.
+
+One call at a time per connection: `call` sends a request and reads until its
+answer arrives; notifications that arrive meanwhile are queued for
+`notifications()`. The protocol itself (framing, ids, error mapping) lives in
+`reynctl.jsonrpc` so that other frontends can reuse it with their own I/O.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from reynctl.errors import (
+    ConnectionClosed,
+    DaemonTimeout,
+    DaemonUnreachable,
+    NoDaemon,
+    ProtocolMismatch,
+    ProtocolViolation,
+    SocketPermissionDenied,
+    StaleSocket,
+)
+from reynctl.jsonrpc import ErrorResponse, Response, ServerMessage, Session, decode_result
+from reynd.protocol import methods as m
+from reynd.protocol.errors import InvalidParams, MethodNotFound
+from reynd.protocol.paths import SOCKET_ENV, SYSTEM_SOCKET, default_socket
+
+__all__ = ["Client", "Reply", "connect", "find_socket"]
+
+T = TypeVar("T")
+
+_RECV = 1 << 16
+
+
+def find_socket(
+    explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> Path:
+    """Where to reach the daemon: --socket, $REYN_SOCKET, the user path, the system path.
+
+    The system socket is used only when the user one does not exist, so that a
+    missing daemon is reported at the user path, where `reynd serve` puts it.
+    """
+    env = os.environ if env is None else env
+    if explicit:
+        return Path(explicit)
+    if env.get(SOCKET_ENV):
+        return Path(env[SOCKET_ENV])
+    user = default_socket(env)
+    if not user.exists() and SYSTEM_SOCKET.exists():
+        return SYSTEM_SOCKET
+    return user
+
+
+@dataclass(frozen=True, slots=True)
+class Reply(Generic[T]):
+    """A method's result, decoded (`value`) and exactly as sent (`raw`, for --json)."""
+
+    method: str
+    raw: bytes
+    value: T
+
+
+class _ProtocolOnly(msgspec.Struct):
+    # Decoded leniently from daemon.status, whatever else its result holds.
+    protocol: int = 1
+    version: str = "?"
+
+
+class Client:
+    """A connection to the daemon. Use as a context manager, or call `close()`.
+
+    `timeout` bounds each call (seconds; None waits forever). Every method of
+    the protocol has a typed helper below; `call` reaches any method by name.
+    """
+
+    def __init__(self, path: Path, *, timeout: float | None = 30.0) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._session = Session()
+        self._queued: deque[ServerMessage] = deque()
+        self._sock = self._connect()
+        self._protocol_checked = False
+
+    def _connect(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(os.fspath(self.path))
+        except FileNotFoundError:
+            sock.close()
+            raise NoDaemon(self.path) from None
+        except ConnectionRefusedError:
+            sock.close()
+            raise StaleSocket(self.path) from None
+        except PermissionError:
+            sock.close()
+            raise SocketPermissionDenied(self.path) from None
+        except TimeoutError:
+            sock.close()
+            raise DaemonTimeout(self.path, "connect", self.timeout or 0) from None
+        except OSError as exc:
+            sock.close()
+            reason = exc.strerror or str(exc)
+            if exc.errno == errno.ENOTSOCK or (self.path.exists() and not self.path.is_socket()):
+                reason = "not a socket"
+            raise DaemonUnreachable(self.path, reason) from None
+        return sock
+
+    # -- lifecycle --------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self._sock.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- calls ------------------------------------------------------------
+
+    def call(self, method: str, params: Any, result_type: type[T]) -> Reply[T]:
+        """Call `method` and wait for its answer.
+
+        Raises the daemon's error as its `ReyndError` class, or a `ClientError`
+        when the daemon cannot be reached or understood. The protocol version
+        is checked only when an answer suggests a mismatch (an unknown method,
+        refused params, a result of the wrong shape): no extra round trip when
+        all is well.
+        """
+        try:
+            raw = self._roundtrip(method, params)
+            return Reply(method, raw, decode_result(raw, result_type))
+        except (MethodNotFound, InvalidParams, ProtocolViolation):
+            if method in m.METHODS and not self._protocol_checked:
+                self.check_protocol()
+            raise
+
+    def check_protocol(self) -> m.StatusResult | None:
+        """Raise ProtocolMismatch unless the daemon speaks our protocol version.
+
+        Returns the status when it also decodes as ours (None otherwise).
+        """
+        raw = self._roundtrip("daemon.status", m.StatusParams())
+        try:
+            theirs = msgspec.json.decode(raw, type=_ProtocolOnly)
+        except msgspec.ValidationError as exc:
+            raise ProtocolViolation(f"daemon.status: {exc}") from None
+        if theirs.protocol != m.PROTOCOL_VERSION:
+            raise ProtocolMismatch(m.PROTOCOL_VERSION, theirs.protocol, theirs.version)
+        self._protocol_checked = True
+        try:
+            return msgspec.json.decode(raw, type=m.StatusResult)
+        except msgspec.ValidationError:
+            return None
+
+    def _roundtrip(self, method: str, params: Any) -> bytes:
+        rid, data = self._session.request(method, params)
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        try:
+            self._sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            raise ConnectionClosed(self.path) from None
+        except TimeoutError:
+            raise DaemonTimeout(self.path, method, self.timeout or 0) from None
+        while True:
+            for event in self._read(deadline, method):
+                if isinstance(event, ServerMessage):
+                    self._queued.append(event)
+                elif event.id == rid or (isinstance(event, ErrorResponse) and event.id is None):
+                    if isinstance(event, ErrorResponse):
+                        raise event.error
+                    return event.raw
+                else:
+                    raise ProtocolViolation(f"an answer to id {event.id}, expected {rid}")
+
+    def _read(
+        self, deadline: float | None, what: str
+    ) -> list[Response | ErrorResponse | ServerMessage]:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DaemonTimeout(self.path, what, self.timeout or 0)
+            self._sock.settimeout(remaining)
+        else:
+            self._sock.settimeout(None)
+        try:
+            data = self._sock.recv(_RECV)
+        except TimeoutError:
+            raise DaemonTimeout(self.path, what, self.timeout or 0) from None
+        except ConnectionResetError:
+            raise ConnectionClosed(self.path, "reset") from None
+        if not data:
+            detail = "in the middle of a message" if self._session.partial else ""
+            raise ConnectionClosed(self.path, detail)
+        return self._session.receive(data)
+
+    def notifications(self, timeout: float | None = None) -> Iterator[ServerMessage]:
+        """Messages the daemon pushes (`notify`, `lagged`), in order, forever.
+
+        Blocks between messages (`timeout` bounds each wait; None: forever).
+        Ends with ConnectionClosed when the daemon hangs up.
+        """
+        while True:
+            while self._queued:
+                yield self._queued.popleft()
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for event in self._read(deadline, "a notification"):
+                if not isinstance(event, ServerMessage):
+                    raise ProtocolViolation(f"an answer to id {event.id} nobody waits for")
+                self._queued.append(event)
+
+    # -- typed helpers, one per method --------------------------------------
+
+    def status(self) -> m.StatusResult:
+        """daemon.status."""
+        return self.call("daemon.status", m.StatusParams(), m.StatusResult).value
+
+    def shutdown(self) -> m.OkResult:
+        """daemon.shutdown."""
+        return self.call("daemon.shutdown", m.ShutdownParams(), m.OkResult).value
+
+    def generations(self, params: m.GenerationsParams) -> m.GenerationsResult:
+        """generations.list."""
+        return self.call("generations.list", params, m.GenerationsResult).value
+
+    def rewind(self, seq: int) -> m.RewindResult:
+        """rewind."""
+        return self.call("rewind", m.RewindParams(seq=seq), m.RewindResult).value
+
+    def checkout(self, seq: int) -> m.RewindResult:
+        """checkout."""
+        return self.call("checkout", m.CheckoutParams(seq=seq), m.RewindResult).value
+
+    def branches(self) -> m.BranchesResult:
+        """branches.list."""
+        return self.call("branches.list", m.BranchesParams(), m.BranchesResult).value
+
+    def state(self, seq: int | None = None, agent: str | None = None) -> m.StateResult:
+        """state.get."""
+        return self.call("state.get", m.StateParams(seq=seq, agent=agent), m.StateResult).value
+
+    def diff(self, from_seq: int, to_seq: int, agent: str | None = None) -> m.DiffResult:
+        """state.diff."""
+        params = m.DiffParams(from_seq=from_seq, to_seq=to_seq, agent=agent)
+        return self.call("state.diff", params, m.DiffResult).value
+
+    def subscribe(self, topics: list[m.Topic] | None = None) -> m.SubscribeResult:
+        """subscribe; then read `notifications()`."""
+        params = m.SubscribeParams() if topics is None else m.SubscribeParams(topics=topics)
+        return self.call("subscribe", params, m.SubscribeResult).value
+
+    def unsubscribe(self, subscription: str) -> m.OkResult:
+        """unsubscribe."""
+        params = m.UnsubscribeParams(subscription=subscription)
+        return self.call("unsubscribe", params, m.OkResult).value
+
+    def append(self, params: m.WalAppendParams) -> m.WalAppendResult:
+        """wal.append."""
+        return self.call("wal.append", params, m.WalAppendResult).value
+
+    def discover(self) -> dict[str, Any]:
+        """rpc.discover: the OpenRPC document."""
+        return self.call("rpc.discover", m.RpcDiscoverParams(), dict).value
+
+
+def connect(
+    socket_path: str | os.PathLike[str] | None = None, *, timeout: float | None = 30.0
+) -> Client:
+    """Connect to the daemon found by `find_socket`."""
+    return Client(find_socket(socket_path), timeout=timeout)

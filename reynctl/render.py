@@ -1,0 +1,333 @@
+"""Human output: aligned tables, the branch tree, state and diffs.
+
+Pure functions from result types to text, so they are tested without a
+daemon. Colour is applied after alignment (widths are measured on plain text)
+and only when the `Style` says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+from typing import Any
+
+from reynd.protocol import methods as m
+from reynd.protocol.state import AgentState
+
+__all__ = [
+    "Cell",
+    "Style",
+    "branch_tree",
+    "diff_text",
+    "format_duration",
+    "format_time",
+    "generations_table",
+    "notification_line",
+    "rewind_text",
+    "state_text",
+    "status_text",
+    "table",
+    "truncate",
+]
+
+_CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
+
+
+@dataclass(frozen=True, slots=True)
+class Style:
+    """Whether to colour, and how. `Style(False)` leaves text untouched."""
+
+    color: bool = False
+
+    def __call__(self, text: str, *styles: str) -> str:
+        """`text` in the given styles (names of _CODES), or unchanged without colour."""
+        if not self.color or not styles or not text:
+            return text
+        codes = ";".join(_CODES[s] for s in styles)
+        return f"\x1b[{codes}m{text}\x1b[0m"
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """A table cell with the styles it is painted in."""
+
+    text: str
+    styles: tuple[str, ...] = ()
+
+
+def _cell(value: Cell | str) -> Cell:
+    return value if isinstance(value, Cell) else Cell(value)
+
+
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Cell | str]],
+    style: Style,
+    align: str = "",
+) -> str:
+    """Rows under headers, columns padded to their widest cell.
+
+    `align` holds one letter per column, `l` or `r` (default `l`). The last
+    column is not padded, so lines carry no trailing spaces.
+    """
+    cells = [[_cell(c) for c in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, c in enumerate(row):
+            widths[i] = max(widths[i], len(c.text))
+    last = len(headers) - 1
+
+    def line(row: Sequence[Cell]) -> str:
+        parts = []
+        for i, c in enumerate(row):
+            pad = " " * (widths[i] - len(c.text)) if i < last else ""
+            right = i < len(align) and align[i] == "r"
+            parts.append(
+                pad + style(c.text, *c.styles) if right else style(c.text, *c.styles) + pad
+            )
+        return "  ".join(parts).rstrip()
+
+    head = line([Cell(h, ("bold",)) for h in headers])
+    return "\n".join([head, *(line(r) for r in cells)])
+
+
+def truncate(text: str, width: int) -> str:
+    """One line of at most `width` characters, newlines shown as ⏎."""
+    flat = text.replace("\r\n", "\n").replace("\n", " ⏎ ")
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def format_time(ts: float, tz: tzinfo | None = None) -> str:
+    """A wall-clock timestamp as `YYYY-MM-DD HH:MM:SS` (local time unless `tz`)."""
+    if ts <= 0:
+        return "-"
+    return datetime.fromtimestamp(ts, tz).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def format_duration(seconds: float) -> str:
+    """`42s`, `3m12s`, `2h05m`, `4d03h`."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def _compact(value: Any, width: int = 60) -> str:
+    return truncate(json.dumps(value, ensure_ascii=False, separators=(",", ":")), width)
+
+
+# -- status -------------------------------------------------------------------
+
+
+def status_text(st: m.StatusResult, style: Style) -> str:
+    """daemon.status as aligned `key  value` lines."""
+    rows: list[tuple[str, str]] = [
+        ("daemon", f"reynd {st.version}, pid {st.pid}, protocol {st.protocol}"),
+        ("head", f"seq {st.head} on branch {st.branch}"),
+    ]
+    if st.floor:
+        rows.append(("floor", f"seq {st.floor} (older history was collected)"))
+    rows += [
+        ("agents", str(st.agents)),
+        ("generations", str(st.generations)),
+        ("connections", str(st.connections)),
+        ("uptime", format_duration(st.uptime_s)),
+    ]
+    if st.state_dir:
+        rows.append(("state dir", st.state_dir))
+    if st.socket:
+        rows.append(("socket", st.socket))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{style(k.ljust(width), 'bold')}  {v}" for k, v in rows)
+
+
+# -- generations -------------------------------------------------------------
+
+
+def generations_table(res: m.GenerationsResult, style: Style, tz: tzinfo | None = None) -> str:
+    """generations.list as a table, newest first as the daemon sends them."""
+    if not res.generations:
+        return "no generations yet (they are cut at turn, plan-step and phase boundaries)"
+    rows = [
+        [
+            Cell(str(g.seq), ("cyan",)),
+            g.kind,
+            g.agent,
+            str(g.branch),
+            Cell("active", ("green",)) if g.active else Cell("abandoned", ("dim",)),
+            format_time(g.created_at, tz),
+            g.label,
+        ]
+        for g in res.generations
+    ]
+    headers = ["SEQ", "KIND", "AGENT", "BRANCH", "STATUS", "CREATED", "LABEL"]
+    return table(headers, rows, style, align="rllr")
+
+
+# -- rewind / checkout -------------------------------------------------------
+
+
+def rewind_text(res: m.RewindResult, style: Style) -> str:
+    """What a rewind or checkout did, in a line or two."""
+    if res.mode == "fork_switch":
+        head = f"switched to the abandoned branch at seq {res.target}"
+    else:
+        head = f"rewound to seq {res.target}"
+    lines = [
+        f"{style(head, 'bold')}: reset record {res.reset_seq}, now on branch {res.branch}"
+        + (f" ({res.duration_ms:.1f} ms)" if res.duration_ms else "")
+    ]
+    lines += [f"  cancelled turn {c.turn_id} of {c.agent}" for c in res.cancelled]
+    return "\n".join(lines)
+
+
+# -- branches ------------------------------------------------------------------
+
+
+def _seq_range(b: m.BranchInfo) -> str:
+    first = 1 if b.parent is None else b.id
+    if b.tip < first:
+        return "empty"
+    return str(first) if b.tip == first else f"{first}..{b.tip}"
+
+
+def branch_tree(res: m.BranchesResult, style: Style) -> str:
+    """The branch tree, children under the branch they forked from, oldest first.
+
+    Each line: the branch id in the tree, the seq it forked at, the seqs it
+    holds; the checked-out branch is marked. A branch whose parent is unknown
+    (collected by retention) is drawn as a root.
+    """
+    ids = {b.id for b in res.branches}
+    children: dict[int | None, list[m.BranchInfo]] = {}
+    for b in res.branches:
+        parent = b.parent if b.parent in ids else None
+        children.setdefault(parent, []).append(b)
+    for kids in children.values():
+        kids.sort(key=lambda b: (b.origin_seq, b.id))
+
+    rows: list[list[Cell | str]] = []
+
+    def walk(b: m.BranchInfo, prefix: str, connector: str) -> None:
+        label = f"{prefix}{connector}{b.id}"
+        mark = Cell(f"* current (head {res.head})", ("green", "bold")) if b.active else Cell("")
+        styles = ("green", "bold") if b.active else ()
+        rows.append(
+            [
+                Cell(label, styles),
+                "" if b.parent is None else str(b.origin_seq),
+                _seq_range(b),
+                mark,
+            ]
+        )
+        kids = children.get(b.id, [])
+        below = prefix + ("" if not connector else ("│  " if connector == "├─ " else "   "))
+        for i, kid in enumerate(kids):
+            walk(kid, below, "└─ " if i == len(kids) - 1 else "├─ ")
+
+    for root in children.get(None, []):
+        walk(root, "", "")
+    if not rows:
+        return "no branches"
+    return table(["BRANCH", "FORKED AT", "SEQS", ""], rows, style, align="lrl")
+
+
+# -- state -------------------------------------------------------------------------
+
+
+def _agent_lines(a: AgentState, style: Style, width: int) -> list[str]:
+    lines = [
+        f"{style('agent ' + a.name, 'bold')}  executor {a.executor}, session {a.session}, "
+        f"created at seq {a.created_seq}, last applied seq {a.applied_seq}",
+        f"  turns {a.turns_completed}, tokens {a.tokens_in} in / {a.tokens_out} out, "
+        f"inbox {len(a.inbox)}, turns in flight {len(a.pending_chains)}",
+    ]
+    for item in a.inbox:
+        lines.append(f"  inbox  {item.sender}: {truncate(item.text, width)}  (seq {item.seq})")
+    for chain in a.pending_chains:
+        open_step = f", step {chain.open_step} open" if chain.open_step is not None else ""
+        lines.append(
+            f"  {style('in flight', 'yellow')}  turn {chain.turn_id} "
+            f"(from seq {chain.started_seq}): {len(chain.steps)} steps committed{open_step}"
+        )
+    for plan in a.plans.values():
+        done = sum(1 for s in plan.steps if s.status == "done")
+        lines.append(f"  plan {plan.plan_id}: {done}/{len(plan.steps)} steps done")
+    for run in a.skill_runs.values():
+        lines.append(f"  skill {run.skill} ({run.run_id}): phase {run.phase}, {run.status}")
+    for iv in a.interventions.values():
+        lines.append(f"  {style('question', 'yellow')} {iv.intervention_id}: {iv.question}")
+    if a.history:
+        lines.append("  history:")
+        role_w = max(len(msg.role) for msg in a.history)
+        for msg in a.history:
+            text = msg.content
+            if msg.tool_calls:
+                calls = ", ".join(f"{c.name}({c.arguments})" for c in msg.tool_calls)
+                text = f"{text} → {calls}" if text else f"→ {calls}"
+            role = style(msg.role.ljust(role_w), "cyan")
+            lines.append(f"    {role}  {truncate(text, width)}")
+    return lines
+
+
+def state_text(res: m.StateResult, style: Style, width: int = 100) -> str:
+    """state.get: a header, then one block per agent."""
+    where = "active" if res.active else style("abandoned", "yellow")
+    head = style(f"state as of seq {res.seq}", "bold") + f" (branch {res.branch}, {where})"
+    if not res.agents:
+        return f"{head}\nno agents"
+    blocks = ["\n".join(_agent_lines(a, style, width)) for _, a in sorted(res.agents.items())]
+    return "\n\n".join([head, *blocks])
+
+
+# -- diff ----------------------------------------------------------------------------
+
+_OPS = {"add": ("+", "green"), "remove": ("-", "red"), "change": ("~", "yellow")}
+
+
+def diff_text(res: m.DiffResult, style: Style, width: int = 60) -> str:
+    """state.diff: per agent, one line per change (+ added, - removed, ~ changed)."""
+    head = style(f"seq {res.from_seq} → seq {res.to_seq}", "bold")
+    changed = {name: cs for name, cs in sorted(res.agents.items()) if cs}
+    if not changed:
+        return f"{head}: no differences"
+    lines = [head]
+    for name, changes in changed.items():
+        lines.append(f"{style('agent ' + name, 'bold')}: {len(changes)} changes")
+        path_w = max(len(c.path or "/") for c in changes)
+        for c in changes:
+            sign, color = _OPS[c.op]
+            if c.op == "add":
+                value = _compact(c.after, width)
+            elif c.op == "remove":
+                value = _compact(c.before, width)
+            else:
+                value = f"{_compact(c.before, width // 2)} → {_compact(c.after, width // 2)}"
+            lines.append(f"  {style(sign, color)} {(c.path or '/').ljust(path_w)}  {value}")
+    return "\n".join(lines)
+
+
+# -- watch ----------------------------------------------------------------------------
+
+
+def _summary(data: Mapping[str, Any], width: int) -> str:
+    parts: list[str] = []
+    for key in ("kind", "agent"):
+        if isinstance(data.get(key), str):
+            parts.append(str(data[key]))
+    rest = {k: v for k, v in data.items() if k not in ("kind", "agent", "seq", "ts")}
+    parts += [
+        f"{k}={v if isinstance(v, int | float) else _compact(v, 40)}" for k, v in rest.items()
+    ]
+    return truncate(" ".join(parts), width)
+
+
+def notification_line(n: m.Notification, style: Style, width: int = 100) -> str:
+    """One live notification: its seq, its topic and a summary of its data."""
+    return f"{style(str(n.seq).rjust(6), 'cyan')}  {n.topic:<11}  {_summary(n.data, width)}"
