@@ -58,7 +58,10 @@ def configure_logging(
     ]
     if fmt == "json":
         journald = bool(os.environ.get("JOURNAL_STREAM"))
-        processors = [*shared, structlog.processors.dict_tracebacks, _json_renderer(journald)]
+        tracebacks = structlog.processors.ExceptionRenderer(
+            structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+        )
+        processors = [*shared, tracebacks, _json_renderer(journald)]
         factory: Any = structlog.BytesLoggerFactory(stream.buffer)
     else:
         processors = [*shared, structlog.dev.ConsoleRenderer(colors=stream.isatty())]

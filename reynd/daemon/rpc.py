@@ -116,6 +116,11 @@ class Dispatcher:
             )
             for name, handler in handlers.items()
         }
+        self._refusal: errors.ReyndError | None = None
+
+    def refuse_all(self, err: errors.ReyndError | None) -> None:
+        """Answer every later call with `err` (e.g. ShuttingDown) instead of running it."""
+        self._refusal = err
 
     async def handle(self, line: bytes, ctx: CallContext) -> bytes | None:
         """Answer one message; None when no reply is due."""
@@ -204,6 +209,8 @@ class Dispatcher:
             if entry is None:
                 raise _unknown_method(method)  # noqa: TRY301  (one error path for all)
             mutating = entry.definition.mutating
+            if self._refusal is not None:
+                raise self._refusal  # noqa: TRY301
             decoded = _decode_params(entry, params)
             result = await entry.handler(decoded, ctx)
             # Encoded here so that an unencodable result is an internal error.

@@ -1,0 +1,80 @@
+"""The `reynd` command (console script `reynd = reynd.daemon.cli:main`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from reynd import __version__
+from reynd.daemon.config import ConfigError, find_config, load_config
+from reynd.daemon.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
+from reynd.daemon.main import EXIT_USAGE, ServeOptions, serve
+from reynd.protocol.paths import SOCKET_ENV, default_socket, resolve_socket, resolve_state_dir
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="reynd")
+def main() -> None:
+    """reynd: the daemon that keeps agent-run state and lets you travel in time through it."""
+
+
+@main.command(name="serve")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    help="State directory [default: $REYN_STATE_DIR, else ./.reyn].",
+)
+@click.option(
+    "--socket",
+    "socket_path",
+    type=click.Path(dir_okay=False),
+    help="Socket path "
+    "[default: $REYN_SOCKET, else config, else $XDG_RUNTIME_DIR/reynd/reynd.sock].",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="Config file [default: $REYN_CONFIG, else <state-dir>/reynd.toml if present].",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="auto",
+    show_default=True,
+    help="json on a service, console (key=value) on a terminal.",
+)
+@click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True)
+def serve_command(
+    state_dir: str | None,
+    socket_path: str | None,
+    config_path: str | None,
+    log_format: str,
+    log_level: str,
+) -> None:
+    """Run the daemon in the foreground (what systemd runs).
+
+    Exit codes: 0 clean shutdown, 1 another daemon is running, 2 usage or
+    configuration error, 3 other failure.
+    """
+    configure_logging(log_format, log_level)
+    state = resolve_state_dir(state_dir)
+    found = find_config(config_path, state)
+    try:
+        config = load_config(found)
+    except ConfigError as exc:
+        click.echo(f"reynd: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    if socket_path or os.environ.get(SOCKET_ENV):
+        sock = resolve_socket(socket_path)
+    else:
+        sock = resolve_socket(config.socket) if config.socket else default_socket()
+    sys.exit(serve(ServeOptions(state_dir=state, socket=sock, config=config, config_path=found)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""`reynd serve`: start the parts in order, serve, shut down cleanly.
+
+Order of start-up: the App (takes the state lock, opens storage), the listening
+socket, then READY=1, so that a client that sees the socket answer (or
+systemd that sees READY) can rely on storage being open. Shutdown reverses it:
+STOPPING=1, stop accepting, in-flight requests get a grace period and are then
+cancelled, the App closes storage, the socket file is removed.
+
+Exit codes: 0 clean shutdown; 1 another daemon holds the state directory or
+answers on the socket; 2 usage or configuration error; 3 any other failure
+(cannot bind, storage failure, bug: the log has the traceback).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+import trio
+
+from reynd import __version__
+from reynd.daemon import systemd
+from reynd.daemon.app import App
+from reynd.daemon.config import DaemonConfig
+from reynd.daemon.context import ServerInfo
+from reynd.daemon.hub import Hub
+from reynd.daemon.listen import AnotherDaemon, ListenError, open_socket
+from reynd.daemon.server import Server, ServerLimits
+from reynd.storage.errors import CorruptionError
+from reynd.storage.lock import StateLocked
+
+__all__ = ["EXIT_ANOTHER_DAEMON", "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "ServeOptions", "serve"]
+
+EXIT_OK = 0
+EXIT_ANOTHER_DAEMON = 1
+EXIT_USAGE = 2
+EXIT_FAILURE = 3
+
+log = structlog.get_logger("reynd.main")
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    """Everything `serve` needs, resolved by the command line."""
+
+    state_dir: Path
+    socket: Path
+    config: DaemonConfig
+    config_path: Path | None = None
+
+
+def serve(opts: ServeOptions) -> int:
+    """Run the daemon until it is told to stop; returns the process exit code."""
+    try:
+        trio.run(_serve, opts)
+    except BaseException as exc:  # mapped to an exit code below
+        leaf = _single(exc)
+        if isinstance(leaf, StateLocked | AnotherDaemon):
+            print(f"reynd: {leaf}", file=sys.stderr)
+            return EXIT_ANOTHER_DAEMON
+        if isinstance(leaf, ListenError | CorruptionError):
+            print(f"reynd: {leaf}", file=sys.stderr)
+            return EXIT_FAILURE
+        if isinstance(leaf, KeyboardInterrupt):
+            return EXIT_OK  # a second ^C during shutdown
+        log.critical("fatal", exc_info=exc)
+        print(f"reynd: fatal: {leaf!r} (see the log above)", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def _single(exc: BaseException) -> BaseException:
+    """The lone exception inside nested one-member groups (trio's strict groups)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def _serve(opts: ServeOptions) -> None:
+    config = opts.config
+    shutdown = trio.Event()
+    info = ServerInfo(started_at=time.time())
+    hub = Hub(config.subscriber_queue)
+    log.info(
+        "starting",
+        version=__version__,
+        pid=os.getpid(),
+        state_dir=str(opts.state_dir),
+        socket=str(opts.socket),
+        config=str(opts.config_path) if opts.config_path else None,
+    )
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as root:
+            root.start_soon(_watch_signals, signals, shutdown, root.cancel_scope)
+            app = App(opts.state_dir, hub.publish, config.storage)
+            await root.start(app.run)
+            bound = open_socket(opts.socket)
+            try:
+                info.socket = bound.path
+                listener = trio.SocketListener(trio.socket.from_stdlib_socket(bound.sock))
+                limits = ServerLimits(
+                    max_message_bytes=config.max_message_bytes,
+                    max_connections=config.max_connections,
+                    max_requests_per_connection=config.max_requests_per_connection,
+                    allowed_gid=config.allowed_gid(),
+                )
+                server = Server(app.handlers(), hub, info, shutdown, limits)
+                await root.start(server.serve, listener)
+                where = bound.path or "an inherited socket"
+                systemd.notify(f"READY=1\nSTATUS=serving on {where}\nMAINPID={os.getpid()}")
+                log.info("ready", socket=str(where), inherited=bound.inherited)
+                interval = systemd.watchdog_interval()
+                if interval is not None:
+                    root.start_soon(systemd.run_watchdog, interval)
+                await shutdown.wait()
+                systemd.notify("STOPPING=1\nSTATUS=shutting down")
+                log.info("stopping", in_flight_grace_s=config.shutdown_grace_s)
+                await server.stop(config.shutdown_grace_s)
+            finally:
+                bound.remove()
+            # The App closes storage on cancellation, with its last sync shielded.
+            root.cancel_scope.cancel()
+    log.info("stopped")
+
+
+async def _watch_signals(
+    signals: AsyncIterator[int], shutdown: trio.Event, root: trio.CancelScope
+) -> None:
+    async for signum in signals:
+        if shutdown.is_set():
+            # A second signal: skip the grace period.
+            log.warning("signal.again", signal=signal.Signals(signum).name)
+            root.cancel()
+            return
+        log.info("signal", signal=signal.Signals(signum).name)
+        shutdown.set()

@@ -1,0 +1,342 @@
+"""The Unix socket server: connections, framing, limits, transport-level methods.
+
+Framing is one JSON-RPC message per line. Each connection has one reader task
+that splits lines out of a bytearray and starts one task per message in the
+connection's request nursery (at most `max_requests_per_connection` at once:
+the reader waits for a slot, which back-pressures a flooding client).
+Responses and notifications share the connection's write lock.
+
+A line longer than `max_message_bytes` is answered with one -32008 error
+(id null) and skipped up to its newline without being buffered; the
+connection then continues with the next line, so one bad message does not cost
+a client its subscriptions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import os
+import socket
+import struct
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import structlog
+import trio
+
+from reynd.daemon.app import Handler
+from reynd.daemon.context import CallContext, Peer, ServerInfo
+from reynd.daemon.hub import Hub, Subscription
+from reynd.daemon.listen import peer_credentials
+from reynd.daemon.rpc import Dispatcher, encode_error_line
+from reynd.protocol import errors
+from reynd.protocol import methods as m
+from reynd.protocol.openrpc import openrpc_document
+
+__all__ = ["Server", "ServerLimits"]
+
+log = structlog.get_logger("reynd.server")
+
+_RECEIVE_SIZE = 65536
+_SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux >= 4.13
+_ACCEPT_RETRY = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """Transport limits (from DaemonConfig)."""
+
+    max_message_bytes: int = 1024 * 1024
+    max_connections: int = 256
+    max_requests_per_connection: int = 64
+    allowed_gid: int | None = None
+
+
+class _Connection:
+    """One client: its stream, its write lock and its subscriptions."""
+
+    __slots__ = ("closed", "id", "lock", "peer", "pending", "pumps", "stream", "subs")
+
+    def __init__(self, id: int, stream: trio.SocketStream, peer: Peer | None) -> None:
+        self.id = id
+        self.stream = stream
+        self.peer = peer
+        self.lock = trio.Lock()
+        self.closed = False
+        self.subs: dict[str, Subscription] = {}
+        # Subscriptions whose pump starts once the reply to `subscribe` is written,
+        # keyed by the id() of that request's CallContext.
+        self.pending: dict[int, list[Subscription]] = {}
+        self.pumps: trio.Nursery | None = None
+
+    async def write(self, data: bytes) -> None:
+        """Send one line; a peer that went away is not an error (it just gets nothing)."""
+        if self.closed:
+            return
+        async with self.lock:
+            try:
+                await self.stream.send_all(data + b"\n")
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.closed = True
+
+
+class Server:
+    """Serves the App's handlers plus the transport's own methods on a listener."""
+
+    def __init__(
+        self,
+        app_handlers: Mapping[str, Handler],
+        hub: Hub,
+        info: ServerInfo,
+        shutdown: trio.Event,
+        limits: ServerLimits | None = None,
+    ) -> None:
+        self.hub = hub
+        self.info = info
+        self.limits = limits or ServerLimits()
+        self._shutdown = shutdown
+        self._app = dict(app_handlers)
+        self._dispatcher = Dispatcher({**self._app, **self._own_handlers()})
+        self._conn_ids = itertools.count(1)
+        self._connections: dict[int, _Connection] = {}
+        self._inflight = 0
+        self._idle = trio.Event()
+        self._idle.set()
+        self._accept_scope = trio.CancelScope()
+        self._conn_scope = trio.CancelScope()
+        self._discover = msgspec.Raw(msgspec.json.encode(openrpc_document()))
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def serve(
+        self,
+        listener: trio.SocketListener,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Accept connections until `stop`; `started` once the listener is accepting."""
+        with self._conn_scope:
+            async with trio.open_nursery() as nursery:
+                task_status.started()
+                with self._accept_scope:
+                    await self._accept_loop(listener, nursery)
+                await trio.sleep_forever()  # until stop() cancels the connections
+
+    async def stop(self, grace: float) -> None:
+        """Stop accepting, refuse new requests, give in-flight ones `grace` s, then close all."""
+        self._accept_scope.cancel()
+        self._dispatcher.refuse_all(
+            errors.ShuttingDown("The daemon is shutting down; retry once it is back")
+        )
+        with trio.move_on_after(grace):
+            await self._idle.wait()
+        self._conn_scope.cancel()
+
+    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        async with listener:
+            while True:
+                try:
+                    stream = await listener.accept()
+                except OSError as exc:
+                    if exc.errno not in _ACCEPT_RETRY:
+                        raise
+                    # Out of fds or memory: wait instead of spinning, keep serving the others.
+                    log.warning("accept.failed", error=os.strerror(exc.errno or 0))
+                    await trio.sleep(0.1)
+                    continue
+                nursery.start_soon(self._serve_connection, stream)
+
+    # -- one connection --------------------------------------------------------
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        conn_id = next(self._conn_ids)
+        async with stream:
+            if len(self._connections) >= self.limits.max_connections:
+                err: errors.ReyndError = errors.ConnectionLimit(
+                    f"Too many connections (limit {self.limits.max_connections}); retry later",
+                    {"limit": self.limits.max_connections},
+                )
+                await self._refuse(stream, err)
+                log.warning("connection.refused", conn=conn_id, reason="limit")
+                return
+            peer = self._peer(stream)
+            if not self._allowed(stream, peer):
+                uid = peer.uid if peer else None
+                err = errors.PermissionDenied(
+                    f"Permission denied: uid {uid} may not use this daemon "
+                    "(same user only, or the configured allowed_group)",
+                    {"uid": uid},
+                )
+                await self._refuse(stream, err)
+                log.warning("connection.refused", conn=conn_id, reason="peer", peer=peer)
+                return
+            conn = _Connection(conn_id, stream, peer)
+            self._connections[conn_id] = conn
+            self.info.connections = len(self._connections)
+            log.debug("connection.open", conn=conn_id, peer=peer)
+            try:
+                async with trio.open_nursery() as pumps:
+                    conn.pumps = pumps
+                    async with trio.open_nursery() as requests:
+                        await self._read_loop(conn, requests)
+                    # The client is done sending and every reply is written:
+                    # its subscriptions end with the connection.
+                    pumps.cancel_scope.cancel()
+            finally:
+                for sub_id in list(conn.subs):
+                    self.hub.unsubscribe(sub_id)
+                del self._connections[conn_id]
+                self.info.connections = len(self._connections)
+                log.debug("connection.close", conn=conn_id)
+
+    async def _refuse(self, stream: trio.SocketStream, err: errors.ReyndError) -> None:
+        with trio.move_on_after(1.0):  # a refused peer never holds a task for long
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await stream.send_all(encode_error_line(err) + b"\n")
+
+    def _peer(self, stream: trio.SocketStream) -> Peer | None:
+        try:
+            pid, uid, gid = peer_credentials(stream.socket)
+        except OSError:
+            return None
+        return Peer(pid, uid, gid)
+
+    def _allowed(self, stream: trio.SocketStream, peer: Peer | None) -> bool:
+        if peer is None:
+            return False
+        if peer.uid == os.geteuid():
+            return True
+        group = self.limits.allowed_gid
+        if group is None:
+            return False
+        return peer.gid == group or group in _peer_groups(stream)
+
+    async def _read_loop(self, conn: _Connection, requests: trio.Nursery) -> None:
+        """Split the stream into lines and start one task per line, until EOF."""
+        limit = self.limits.max_message_bytes
+        slots = trio.Semaphore(self.limits.max_requests_per_connection)
+        receive = conn.stream.receive_some
+        buf = bytearray()
+        scanned = 0  # bytes of buf already searched for a newline
+        discarding = False  # inside an oversize line: drop bytes up to its newline
+        while True:
+            try:
+                chunk = await receive(_RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if not chunk:
+                return
+            if discarding:
+                cut = chunk.find(b"\n")
+                if cut < 0:
+                    continue
+                chunk = chunk[cut + 1 :]
+                discarding = False
+            buf += chunk
+            start = 0
+            while (end := buf.find(b"\n", scanned)) >= 0:
+                if end - start > limit:
+                    await conn.write(self._too_large(limit))
+                else:
+                    line = bytes(buf[start:end])
+                    if line and not line.isspace():
+                        await slots.acquire()
+                        self._begin()
+                        requests.start_soon(self._run, conn, line, slots)
+                start = scanned = end + 1
+            if start:
+                del buf[:start]
+            scanned = len(buf)
+            if scanned > limit:
+                # Answer now and stop buffering: the rest of this line is skipped.
+                await conn.write(self._too_large(limit))
+                buf.clear()
+                scanned = 0
+                discarding = True
+
+    def _too_large(self, limit: int) -> bytes:
+        return encode_error_line(
+            errors.MessageTooLarge(
+                f"Message too large: a line may hold at most {limit} bytes; it was skipped",
+                {"limit": limit},
+            )
+        )
+
+    def _begin(self) -> None:
+        self._inflight += 1
+        if self._idle.is_set():
+            self._idle = trio.Event()
+
+    async def _run(self, conn: _Connection, line: bytes, slots: trio.Semaphore) -> None:
+        ctx = CallContext(conn.id, conn.peer, self.info)
+        try:
+            reply = await self._dispatcher.handle(line, ctx)
+            if reply is not None:
+                await conn.write(reply)
+            started = conn.pending.pop(id(ctx), None)
+            if started and conn.pumps is not None:
+                for sub in started:
+                    conn.pumps.start_soon(sub.pump, conn.write)
+        finally:
+            slots.release()
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+
+    # -- the transport's own methods ---------------------------------------------
+
+    def _own_handlers(self) -> dict[str, Handler]:
+        return {
+            "subscribe": self._subscribe,
+            "unsubscribe": self._unsubscribe,
+            "daemon.shutdown": self._shutdown_method,
+            "rpc.discover": self._rpc_discover,
+        }
+
+    async def _subscribe(self, params: m.SubscribeParams, ctx: CallContext) -> m.SubscribeResult:
+        conn = self._connections[ctx.connection_id]
+        # Register before reading the head: an event in between is both notified
+        # and <= head, never lost (clients skip seqs they already have).
+        sub = self.hub.subscribe(conn.id, params.topics)
+        conn.subs[sub.id] = sub
+        conn.pending.setdefault(id(ctx), []).append(sub)
+        return m.SubscribeResult(subscription=sub.id, head=await self._head(ctx))
+
+    async def _unsubscribe(self, params: m.UnsubscribeParams, ctx: CallContext) -> m.OkResult:
+        conn = self._connections[ctx.connection_id]
+        if conn.subs.pop(params.subscription, None) is None:
+            raise errors.InvalidParams(
+                f"Invalid params: no subscription {params.subscription!r} on this connection",
+                {"field": "subscription", "reason": "unknown subscription"},
+            )
+        self.hub.unsubscribe(params.subscription)
+        return m.OkResult()
+
+    async def _shutdown_method(self, params: m.ShutdownParams, ctx: CallContext) -> m.OkResult:
+        # The reply is written before the connections close: stop() waits for
+        # in-flight requests, this one included.
+        log.info("shutdown.requested", conn=ctx.connection_id, peer=ctx.peer)
+        self._shutdown.set()
+        return m.OkResult()
+
+    async def _rpc_discover(self, params: m.RpcDiscoverParams, ctx: CallContext) -> msgspec.Raw:
+        return self._discover
+
+    async def _head(self, ctx: CallContext) -> int:
+        status: Callable[[Any, CallContext], Awaitable[Any]] | None = self._app.get("daemon.status")
+        if status is None:
+            return 0
+        return int((await status(m.StatusParams(), ctx)).head)
+
+
+def _peer_groups(stream: trio.SocketStream) -> tuple[int, ...]:
+    """Supplementary groups of the peer (SO_PEERGROUPS); () where unsupported."""
+    try:
+        raw = stream.socket.getsockopt(socket.SOL_SOCKET, _SO_PEERGROUPS, 4 * 1024)
+    except OSError:
+        return ()
+    return struct.unpack(f"{len(raw) // 4}I", raw)
