@@ -34,12 +34,18 @@ log = logging.getLogger(__name__)
 
 
 class _Pending:
-    __slots__ = ("done", "error", "staged")
+    __slots__ = ("error", "staged", "task")
 
-    def __init__(self, staged: Staged) -> None:
+    def __init__(self, staged: Staged, task: trio.lowlevel.Task) -> None:
         self.staged = staged
-        self.done = trio.Event()
+        self.task = task
         self.error: BaseException | None = None
+
+
+def _refuse_abort(_: object) -> trio.lowlevel.Abort:
+    # Once queued, an append is not cancellable: the caller must learn whether
+    # its events were written (the wait is one fsync, a few milliseconds).
+    return trio.lowlevel.Abort.FAILED
 
 
 _STOP = object()
@@ -77,18 +83,17 @@ class Committer:
     async def append(self, events: Sequence[Event]) -> list[Event]:
         """Append durably; returns the events with their seqs once fsync covered them.
 
-        Shielded once queued: a cancelled caller cannot tell whether its
-        events were written, so it waits the few milliseconds to know.
+        Not cancellable once queued: a cancelled caller could not tell whether
+        its events were written, so it waits the few milliseconds to know.
         """
         if self.failure is not None:
             raise errors.StorageFailed(
                 "the WAL failed to sync; reynd is stopping and will recover on restart",
                 {"reason": str(self.failure)},
             )
-        pending = _Pending(self._store.stage(events))
+        pending = _Pending(self._store.stage(events), trio.lowlevel.current_task())
         self._queue.put(pending)  # no await since stage(): queue order = seq order
-        with trio.CancelScope(shield=True):
-            await pending.done.wait()
+        await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
         if pending.error is not None:
             raise errors.StorageFailed(
                 "the WAL failed to sync; reynd is stopping and will recover on restart",
@@ -138,7 +143,7 @@ class Committer:
             committed.extend(pending.staged.events)
             k += n
         for pending in batch:
-            pending.done.set()
+            trio.lowlevel.reschedule(pending.task)
         self._on_commit(committed)
 
     def _fail(self, batch: list[_Pending], exc: BaseException) -> None:
@@ -146,7 +151,7 @@ class Committer:
         self.failure = exc
         for pending in batch:
             pending.error = exc
-            pending.done.set()
+            trio.lowlevel.reschedule(pending.task)
         # Appends queued behind the failed batch never reach the thread again.
         while True:
             try:
@@ -155,5 +160,5 @@ class Committer:
                 break
             if isinstance(item, _Pending):
                 item.error = exc
-                item.done.set()
+                trio.lowlevel.reschedule(item.task)
         self.failed.set()
