@@ -1,0 +1,34 @@
+"""Shared fixtures. The daemon fixtures start the real `reynd serve` (tests/harness.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import Daemon, short_tempdir, start_daemon
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A per-test directory with a short path, for sockets."""
+    with short_tempdir() as path:
+        yield path
+
+
+@pytest.fixture
+def daemon(short_tmp: Path) -> Iterator[Daemon]:
+    """A fresh daemon for this test; stopped with SIGTERM at teardown (exit 0 asserted)."""
+    d = start_daemon(short_tmp)
+    yield d
+    d.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_daemon() -> Iterator[Daemon]:
+    """One daemon for a whole module of read-mostly tests."""
+    with short_tempdir() as path:
+        d = start_daemon(path)
+        yield d
+        d.stop()

@@ -1,0 +1,287 @@
+"""JSON-RPC 2.0 conformance of the real daemon over its socket (spec section by section)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import structlog
+import trio
+
+from reynd.daemon.context import CallContext
+from reynd.daemon.rpc import Dispatcher
+from reynd.protocol import errors
+from reynd.protocol.methods import METHODS
+from tests.harness import Client, Daemon
+
+STATUS = {"jsonrpc": "2.0", "method": "daemon.status"}
+
+
+@pytest.fixture
+def client(shared_daemon: Daemon) -> Client:
+    c = shared_daemon.connect()
+    yield c
+    c.close()
+
+
+def exchange(client: Client, raw: bytes | str) -> Any:
+    """Send one line, then a sentinel request; return the reply to the line (None if none)."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    client.send(data + b"\n" + json.dumps({**STATUS, "id": "sentinel"}).encode() + b"\n")
+    first = client.recv_json()
+    if isinstance(first, dict) and first.get("id") == "sentinel":
+        return None
+    second = client.recv_json()
+    assert second["id"] == "sentinel"
+    return first
+
+
+def assert_error(reply: Any, code: int, id: Any = None) -> dict[str, Any]:
+    assert isinstance(reply, dict), reply
+    assert reply["jsonrpc"] == "2.0"
+    assert "result" not in reply
+    assert reply["id"] == id
+    assert reply["error"]["code"] == code, reply
+    assert isinstance(reply["error"]["message"], str)
+    return reply["error"]
+
+
+# -- requests -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("id", [1, "abc", 0, -7, 2.5, None])
+def test_request_echoes_id(client: Client, id: Any) -> None:
+    reply = exchange(client, json.dumps({**STATUS, "id": id}))
+    assert reply["jsonrpc"] == "2.0"
+    assert reply["id"] == id
+    assert "error" not in reply
+    assert {"head", "branch", "version", "pid"} <= set(reply["result"])
+
+
+def test_params_by_name_by_position_null_and_absent(client: Client) -> None:
+    for params in ({}, [], None):
+        msg = {**STATUS, "id": 1, "params": params}
+        assert "result" in exchange(client, json.dumps(msg))
+    named = exchange(
+        client, json.dumps({"jsonrpc": "2.0", "id": 2, "method": "state.get", "params": {"seq": 0}})
+    )
+    positional = exchange(
+        client, json.dumps({"jsonrpc": "2.0", "id": 2, "method": "state.get", "params": [0]})
+    )
+    assert named["result"]["seq"] == positional["result"]["seq"] == 0
+
+
+def test_whitespace_and_crlf_tolerated(client: Client) -> None:
+    reply = exchange(client, '  { "jsonrpc" : "2.0", "method" : "daemon.status", "id" : 3 }\r')
+    assert reply["id"] == 3 and "result" in reply
+
+
+def test_unknown_top_level_members_are_ignored(client: Client) -> None:
+    reply = exchange(client, json.dumps({**STATUS, "id": 4, "extra": True}))
+    assert "result" in reply
+
+
+def test_results_are_in_request_order_on_concurrent_ids(client: Client) -> None:
+    ids = list(range(100, 150))
+    client.send(b"".join(json.dumps({**STATUS, "id": i}).encode() + b"\n" for i in ids))
+    got = sorted(client.recv_json()["id"] for _ in ids)
+    assert got == ids
+
+
+# -- notifications ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        STATUS,
+        {"jsonrpc": "2.0", "method": "no.such.method"},
+        {"jsonrpc": "2.0", "method": "state.get", "params": {"seq": "x"}},
+        {"jsonrpc": "2.0", "method": "state.get", "params": {"bogus": 1}},
+    ],
+)
+def test_notifications_get_no_reply_even_on_error(client: Client, msg: dict[str, Any]) -> None:
+    assert exchange(client, json.dumps(msg)) is None
+
+
+# -- batches ----------------------------------------------------------------------
+
+
+def test_batch_mixed(client: Client) -> None:
+    batch = [
+        {**STATUS, "id": "1"},
+        STATUS,  # notification: no reply
+        {"jsonrpc": "2.0", "method": "nope", "id": "2"},
+        {"foo": "boo"},
+        {"jsonrpc": "2.0", "method": "state.get", "params": {"seq": "x"}, "id": "3"},
+    ]
+    replies = exchange(client, json.dumps(batch))
+    assert isinstance(replies, list) and len(replies) == 4
+    assert replies[0]["id"] == "1" and "result" in replies[0]
+    assert_error(replies[1], -32601, "2")
+    assert_error(replies[2], -32600, None)
+    assert_error(replies[3], -32602, "3")
+
+
+def test_empty_batch_is_one_invalid_request(client: Client) -> None:
+    reply = exchange(client, "[]")
+    assert isinstance(reply, dict)
+    assert_error(reply, -32600)
+
+
+@pytest.mark.parametrize("batch", ["[1]", "[1,2,3]", '["x", null, true]'])
+def test_invalid_batch_members_get_individual_errors(client: Client, batch: str) -> None:
+    replies = exchange(client, batch)
+    members = json.loads(batch)
+    assert isinstance(replies, list) and len(replies) == len(members)
+    for reply in replies:
+        assert_error(reply, -32600)
+
+
+def test_batch_of_notifications_gets_no_reply(client: Client) -> None:
+    assert exchange(client, json.dumps([STATUS, STATUS, {**STATUS, "params": []}])) is None
+
+
+def test_invalid_json_batch_is_one_parse_error(client: Client) -> None:
+    raw = '[{"jsonrpc": "2.0", "method": "sum", "params": [1,2,4], "id": "1"},{"jsonrpc": "2.0"'
+    assert_error(exchange(client, raw), -32700)
+
+
+# -- parse error and invalid request ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]',
+        b"not json",
+        b"\xff\xfe\x00garbage",
+        b'{"jsonrpc": "2.0", "method": "daemon.status", "id": 1',
+    ],
+)
+def test_parse_error(client: Client, raw: bytes) -> None:
+    error = assert_error(exchange(client, raw), -32700)
+    assert error["data"]["error"] == "parse_error"
+
+
+@pytest.mark.parametrize(
+    ("msg", "reply_id"),
+    [
+        ({"jsonrpc": "1.0", "method": "daemon.status", "id": 5}, 5),
+        ({"method": "daemon.status", "id": 5}, 5),
+        ({"jsonrpc": 2.0, "method": "daemon.status", "id": 5}, 5),
+        ({"jsonrpc": "2.0", "method": "daemon.status", "id": {"a": 1}}, None),
+        ({"jsonrpc": "2.0", "method": "daemon.status", "id": [1]}, None),
+        ({"jsonrpc": "2.0", "method": "daemon.status", "id": True}, None),
+        ({"jsonrpc": "2.0", "id": 6}, 6),
+        ({"jsonrpc": "2.0", "method": 1, "params": "bar"}, None),
+        ({"jsonrpc": "2.0", "method": "daemon.status", "params": "bar", "id": 7}, 7),
+        ({"jsonrpc": "2.0", "method": "daemon.status", "params": 3, "id": 8}, 8),
+        ({"jsonrpc": "2.0", "method": "daemon.status", "params": True, "id": 9}, 9),
+        ("a string", None),
+        (42, None),
+    ],
+)
+def test_invalid_request(client: Client, msg: Any, reply_id: Any) -> None:
+    error = assert_error(exchange(client, json.dumps(msg)), -32600, reply_id)
+    assert error["data"]["reason"]
+
+
+# -- method and params errors ------------------------------------------------------
+
+
+def test_unknown_method(client: Client) -> None:
+    error = assert_error(exchange(client, '{"jsonrpc":"2.0","method":"x.y","id":1}'), -32601, 1)
+    assert error["data"]["method"] == "x.y"
+    assert "rpc.discover" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "field", "says"),
+    [
+        ("state.get", {"seq": "ten"}, "seq", "got `str`"),
+        ("state.get", {"seq": -1}, "seq", ">= 0"),
+        ("state.get", {"sek": 1}, "sek", "unknown field"),
+        ("rewind", {}, "seq", "missing required field"),
+        ("generations.list", {"limit": 0}, "limit", ">= 1"),
+        ("subscribe", {"topics": ["nope"]}, "topics[0]", "Invalid enum value"),
+        ("state.get", ["ten"], "seq", "got `str`"),
+    ],
+)
+def test_invalid_params_say_which_field_and_why(
+    client: Client, method: str, params: Any, field: str, says: str
+) -> None:
+    msg = {"jsonrpc": "2.0", "method": method, "params": params, "id": 11}
+    error = assert_error(exchange(client, json.dumps(msg)), -32602, 11)
+    assert error["data"]["field"] == field
+    assert says in error["data"]["reason"]
+    assert field in error["message"] and says in error["message"]
+
+
+def test_too_many_positional_params(client: Client) -> None:
+    msg = {"jsonrpc": "2.0", "method": "daemon.status", "params": [1], "id": 12}
+    error = assert_error(exchange(client, json.dumps(msg)), -32602, 12)
+    assert error["data"]["got"] == 1
+    msg = {"jsonrpc": "2.0", "method": "state.get", "params": [0, None, 3], "id": 13}
+    assert_error(exchange(client, json.dumps(msg)), -32602, 13)
+
+
+def test_application_error_has_stable_code_and_data(client: Client) -> None:
+    msg = {"jsonrpc": "2.0", "method": "state.get", "params": {"seq": 10**9}, "id": 14}
+    error = assert_error(exchange(client, json.dumps(msg)), errors.SeqOutOfRange.code, 14)
+    assert error["data"]["error"] == "seq_out_of_range"
+
+
+def test_rpc_discover_lists_every_method(client: Client) -> None:
+    doc = client.call("rpc.discover")
+    assert doc["openrpc"].startswith("1.")
+    assert {m["name"] for m in doc["methods"]} == set(METHODS)
+
+
+# -- internal errors (the dispatcher alone: nothing in the daemon fails on purpose) --
+
+
+async def test_internal_error_is_logged_not_leaked() -> None:
+    async def broken(params: Any, ctx: CallContext) -> Any:
+        raise ZeroDivisionError("secret detail")
+
+    dispatcher = Dispatcher({"daemon.status": broken})
+    ctx = CallContext(connection_id=1, peer=None)
+    with structlog.testing.capture_logs() as logs:
+        raw = await dispatcher.handle(b'{"jsonrpc":"2.0","method":"daemon.status","id":1}', ctx)
+    assert raw is not None
+    reply = json.loads(raw)
+    error = assert_error(reply, -32603, 1)
+    assert "daemon log" in error["message"]
+    assert "secret" not in raw.decode() and "Traceback" not in raw.decode()
+    logged = [e for e in logs if e["event"] == "rpc.internal_error"]
+    assert logged and logged[0]["incident"] == error["data"]["incident"]
+    assert logged[0]["exc_info"] is True
+    # A notification that fails internally still gets no reply.
+    assert await dispatcher.handle(b'{"jsonrpc":"2.0","method":"daemon.status"}', ctx) is None
+
+
+async def test_unencodable_result_is_an_internal_error() -> None:
+    async def odd(params: Any, ctx: CallContext) -> Any:
+        return {"x": object()}
+
+    dispatcher = Dispatcher({"daemon.status": odd})
+    with structlog.testing.capture_logs():
+        raw = await dispatcher.handle(
+            b'{"jsonrpc":"2.0","method":"daemon.status","id":2}', CallContext(1, None)
+        )
+    assert raw is not None
+    assert_error(json.loads(raw), -32603, 2)
+
+
+async def test_cancellation_is_not_an_error() -> None:
+    async def slow(params: Any, ctx: CallContext) -> Any:
+        await trio.sleep_forever()
+
+    dispatcher = Dispatcher({"daemon.status": slow})
+    with trio.move_on_after(0.01) as scope:
+        await dispatcher.handle(
+            b'{"jsonrpc":"2.0","method":"daemon.status","id":3}', CallContext(1, None)
+        )
+    assert scope.cancelled_caught
