@@ -194,7 +194,11 @@ def append_ops(store: Store, model: LogModel, ops: Sequence[Op]) -> list[int]:
 
 
 def build_log(
-    root: Path, n: int, *, seed: int = 0, options: StorageOptions | None = None,
+    root: Path,
+    n: int,
+    *,
+    seed: int = 0,
+    options: StorageOptions | None = None,
     snapshot_every: int = 0,
 ) -> LogModel:
     """Write about `n` plain records (no resets) to a fresh store and close it."""

@@ -98,7 +98,14 @@ def test_worked_example_through_store_on_disk(tmp_path: Path) -> None:
         # As-of reads of the abandoned branch do not move the tip.
         as_of_15 = store.state_as_of(15)
         assert [m.message_id for m in as_of_15.agents["a"].inbox] == [
-            "m2", "m3", "m4", "m5", "m12", "m13", "m14", "m15",
+            "m2",
+            "m3",
+            "m4",
+            "m5",
+            "m12",
+            "m13",
+            "m14",
+            "m15",
         ]
         assert store.head == 16
     # The same picture after a restart, rebuilt from the files alone.
