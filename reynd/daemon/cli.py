@@ -76,5 +76,55 @@ def serve_command(
     sys.exit(serve(ServeOptions(state_dir=state, socket=sock, config=config, config_path=found)))
 
 
+@main.command(name="repair")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    help="State directory [default: $REYN_STATE_DIR, else ./.reyn].",
+)
+@click.option(
+    "--truncate-at",
+    required=True,
+    metavar="SEGMENT:OFFSET",
+    help="Where to cut, as named by the corruption error (e.g. 00000000000000000001.jsonl:4096).",
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def repair_command(state_dir: str | None, truncate_at: str, yes: bool) -> None:
+    """Cut a damaged WAL at a bad record, giving up every record from there on.
+
+    The cut bytes are kept under state/wal/torn/; each cut seq is replaced by
+    a `lost` record so that no seq is ever issued twice. Run it only with the
+    daemon stopped, after reading the corruption error.
+    """
+    from reynd.storage.errors import StorageError
+    from reynd.storage.lock import StateLocked
+    from reynd.storage.repair import truncate_at as cut
+
+    segment, sep, offset_text = truncate_at.rpartition(":")
+    if not sep or not segment or not offset_text.isdigit():
+        raise click.BadParameter("expected SEGMENT:OFFSET", param_hint="--truncate-at")
+    state = resolve_state_dir(state_dir)
+    if not yes:
+        if not sys.stdin.isatty():
+            click.echo("reynd: repair gives up records; pass --yes to confirm", err=True)
+            sys.exit(EXIT_USAGE)
+        click.confirm(f"Cut {segment} at byte {offset_text} and give up every later record?",
+                      abort=True)
+    try:
+        report = cut(state, segment, int(offset_text))
+    except StateLocked as exc:
+        click.echo(f"reynd: {exc}: stop the daemon first", err=True)
+        sys.exit(1)
+    except (OSError, ValueError, StorageError) as exc:
+        click.echo(f"reynd: repair failed: {exc}", err=True)
+        sys.exit(3)
+    click.echo(
+        f"cut {report.segment} at byte {report.offset}; seqs {report.first_lost}.."
+        f"{report.last_lost} are now `lost` records; the cut bytes are kept in:"
+    )
+    for path in report.saved:
+        click.echo(f"  {path}")
+
+
 if __name__ == "__main__":
     main()

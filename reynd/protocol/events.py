@@ -20,6 +20,7 @@ __all__ = [
     "GenerationKind",
     "InterventionAnswered",
     "InterventionAsked",
+    "Lost",
     "Message",
     "MessageReceived",
     "PlanCreated",
@@ -189,6 +190,16 @@ class Rewind(Event, tag="rewind", kw_only=True, frozen=True):
     agent: str | None = None
 
 
+class Lost(Event, tag="lost", kw_only=True, frozen=True):
+    """A seq whose record an operator cut with `reynd repair`.
+
+    Written in place of each cut record so that seqs stay contiguous and none
+    is ever issued twice. It changes no state.
+    """
+
+    reason: str = ""
+
+
 AnyEvent = (
     AgentCreated
     | AgentConfigured
@@ -205,6 +216,7 @@ AnyEvent = (
     | InterventionAsked
     | InterventionAnswered
     | Rewind
+    | Lost
 )
 
 BOUNDARY_KINDS: Final[dict[type[Event], GenerationKind]] = {

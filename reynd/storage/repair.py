@@ -1,0 +1,118 @@
+"""`reynd repair`: the explicit, operator-run cut of a damaged WAL.
+
+Opening refuses a log with a bad record before its tail (it could be bit rot
+in acknowledged data, and guessing would be worse than stopping). Repair is
+the decision to give up everything from that record on:
+
+1. every byte from the bad record to the end of the log is moved under
+   `wal/torn/` (the cut part of the segment, and every later segment whole);
+2. the segment is truncated there and synced;
+3. one `lost` record is appended for each seq that was cut, up to the highest
+   seq found in the cut bytes, so no seq is ever issued twice and seqs stay
+   contiguous. The state afterwards is the state as of the last intact record.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from reynd.protocol.events import Lost
+from reynd.storage.framing import FrameInvalid, next_frame
+from reynd.storage.fsutil import fsync_dir
+from reynd.storage.lock import hold_lock
+from reynd.storage.wal import SUFFIX, TORN_DIR
+
+__all__ = ["RepairReport", "truncate_at"]
+
+_SEQ = re.compile(rb'"seq":(\d{1,19})')
+
+
+@dataclass(frozen=True, slots=True)
+class RepairReport:
+    segment: Path
+    offset: int
+    first_lost: int
+    last_lost: int
+    saved: tuple[Path, ...]
+
+
+def truncate_at(root: Path, segment_name: str, offset: int) -> RepairReport:
+    """Cut the log at `offset` of `segment_name` and fill the cut seqs with `lost` records."""
+    from reynd.storage.store import Store  # the store is what appends the lost records
+
+    wal_dir = root / "state" / "wal"
+    segment = wal_dir / segment_name
+    if not segment.is_file() or segment.suffix != SUFFIX:
+        raise FileNotFoundError(f"no WAL segment {segment}")
+    with hold_lock(root):
+        data = segment.read_bytes()
+        if not 0 <= offset <= len(data):
+            raise ValueError(f"offset {offset} is outside {segment} (0..{len(data)})")
+        first_lost = int(segment.stem) + _count_records(data, offset, segment)
+        later = sorted(p for p in wal_dir.iterdir()
+                       if p.suffix == SUFFIX and p.name > segment.name)
+        torn_dir = wal_dir / TORN_DIR
+        torn_dir.mkdir(exist_ok=True)
+        highest = first_lost - 1
+        saved: list[Path] = []
+        cut = data[offset:]
+        if cut:
+            highest = max(highest, _highest_seq(cut))
+            saved.append(_save(torn_dir / f"{segment.stem}.{offset}.cut", cut))
+        for path in later:
+            highest = max(highest, _highest_seq(path.read_bytes()))
+            dest = torn_dir / f"{path.name}.removed"
+            os.replace(path, dest)
+            saved.append(dest)
+        fsync_dir(torn_dir)
+        fd = os.open(segment, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, offset)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(wal_dir)
+    store = Store.open(root)
+    try:
+        if store.head != first_lost - 1:
+            raise AssertionError(f"after the cut the head is {store.head}, not {first_lost - 1}")
+        reason = f"cut by reynd repair at {segment.name}:{offset}"
+        for start in range(first_lost, highest + 1, 4096):
+            count = min(4096, highest + 1 - start)
+            store.append([Lost(reason=reason) for _ in range(count)])
+    finally:
+        store.close()
+    return RepairReport(segment, offset, first_lost, highest, tuple(saved))
+
+
+def _count_records(data: bytes, offset: int, path: Path) -> int:
+    """How many intact records precede `offset` (which must be a record boundary)."""
+    pos = count = 0
+    while pos < offset:
+        try:
+            _, pos = next_frame(data, pos)
+        except FrameInvalid:
+            raise ValueError(f"{path}: offset {offset} is past a bad record at {pos}; "
+                             f"cut at {pos} instead") from None
+        count += 1
+    if pos != offset:
+        raise ValueError(f"{path}: offset {offset} is not at a record boundary")
+    return count
+
+
+def _highest_seq(data: bytes) -> int:
+    """The highest seq mentioned in damaged bytes (0 when none can be read)."""
+    return max((int(m.group(1)) for m in _SEQ.finditer(data)), default=0)
+
+
+def _save(path: Path, data: bytes) -> Path:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
