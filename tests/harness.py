@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -214,11 +215,14 @@ def start_daemon(
     command: Sequence[str] | None = None,
     env: dict[str, str] | None = None,
     wait_ready: bool = True,
+    stderr_marker: str | None = None,
 ) -> Daemon:
     """Start `reynd serve` in `workdir` (a short path) and wait for READY=1.
 
     `config` is written to `<state_dir>/reynd.toml`; `command` replaces the
-    command line (e.g. to run under systemd-socket-activate).
+    command line (e.g. to run under systemd-socket-activate); with
+    `stderr_marker`, returns once a line of stderr contains it (stderr is then
+    copied to the log file by a thread, so the process never blocks on it).
     """
     state_dir = state_dir or workdir / "state"
     socket_path = socket_path or workdir / "run" / "reynd.sock"
@@ -237,9 +241,20 @@ def start_daemon(
             env=daemon_env({"NOTIFY_SOCKET": str(notify_path), **(env or {})}),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=stderr,
+            stderr=subprocess.PIPE if stderr_marker else stderr,
         )
     daemon = Daemon(state_dir, socket_path, proc, stderr_path, notify_sock)
+    if stderr_marker:
+        seen = threading.Event()
+        copier = threading.Thread(
+            target=_copy_stderr, args=(proc, stderr_path, stderr_marker, seen), daemon=True
+        )
+        copier.start()
+        if not seen.wait(READY_TIMEOUT):
+            proc.kill()
+            proc.wait()
+            notify_sock.close()
+            raise TimeoutError(f"no {stderr_marker!r} on stderr:\n{daemon.stderr()}")
     if wait_ready:
         try:
             daemon.wait_notification("READY=1")
@@ -250,6 +265,19 @@ def start_daemon(
             notify_sock.close()
             raise
     return daemon
+
+
+def _copy_stderr(
+    proc: subprocess.Popen[bytes], path: Path, marker: str, seen: threading.Event
+) -> None:
+    assert proc.stderr is not None
+    with path.open("ab") as out:
+        for line in proc.stderr:
+            out.write(line)
+            out.flush()
+            if marker.encode() in line:
+                seen.set()
+    seen.set()  # EOF: let the waiter look at the log
 
 
 def run_daemon_to_exit(

@@ -1,0 +1,256 @@
+"""Start-up, shutdown, refusals, socket activation and peer credentials (real processes)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.harness import Daemon, daemon_command, run_daemon_to_exit, start_daemon
+
+STATUS = b'{"jsonrpc":"2.0","method":"daemon.status","id":1}\n'
+
+
+def test_ready_then_sigterm_exits_0_and_removes_socket(short_tmp: Path) -> None:
+    d = start_daemon(short_tmp)
+    assert any("READY=1" in n for n in d.notifications)
+    assert "STATUS=" in d.notifications[0]
+    assert d.call("daemon.status")["pid"] == d.pid
+    assert d.socket.exists()
+    d.proc.send_signal(signal.SIGTERM)
+    d.wait_notification("STOPPING=1")
+    d.stop()
+    assert not d.socket.exists()
+
+
+def test_sigint_also_shuts_down_cleanly(short_tmp: Path) -> None:
+    d = start_daemon(short_tmp)
+    d.stop(signal.SIGINT)
+    assert not d.socket.exists()
+
+
+def test_shutdown_method_replies_then_exits_0(short_tmp: Path) -> None:
+    d = start_daemon(short_tmp)
+    with d.connect() as c:
+        assert c.call("daemon.shutdown") == {"ok": True}
+    assert d.wait() == 0, d.stderr()
+    assert not d.socket.exists()
+    d.stop()
+
+
+def test_hung_client_does_not_delay_shutdown(short_tmp: Path) -> None:
+    d = start_daemon(short_tmp)
+    with d.connect() as hung:
+        hung.send(b'{"jsonrpc":"2.0","method":"daemon.sta')
+        with d.connect() as sub:
+            sub.call("subscribe")
+            d.stop()  # asserts exit 0 within the harness timeout
+        assert hung.at_eof()
+
+
+def test_state_reopens_after_sigterm(short_tmp: Path) -> None:
+    d = start_daemon(short_tmp)
+    with d.connect() as c:
+        c.call("wal.append", {"agent": "a", "kind": "agent.created"})
+        c.call(
+            "wal.append",
+            {"agent": "a", "kind": "message.received", "data": {"message_id": "m1", "text": "hi"}},
+        )
+        head = c.call("daemon.status")["head"]
+    d.stop()
+    again = start_daemon(short_tmp, state_dir=d.state_dir, socket_path=d.socket)
+    try:
+        assert again.call("daemon.status")["head"] == head
+    finally:
+        again.stop()
+
+
+def test_socket_and_directory_modes(short_tmp: Path) -> None:
+    d = start_daemon(short_tmp, socket_path=short_tmp / "fresh" / "dir" / "reynd.sock")
+    try:
+        assert stat.S_IMODE(d.socket.stat().st_mode) == 0o600
+        assert stat.S_ISSOCK(d.socket.stat().st_mode)
+        assert stat.S_IMODE(d.socket.parent.stat().st_mode) == 0o700
+    finally:
+        d.stop()
+
+
+def test_second_daemon_on_the_same_state_dir_is_refused(daemon: Daemon, short_tmp: Path) -> None:
+    other = short_tmp / "other"
+    other.mkdir()
+    result = run_daemon_to_exit(other, state_dir=daemon.state_dir, socket_path=other / "s.sock")
+    assert result.returncode == 1, result.stderr
+    assert f"reynd: another daemon (pid {daemon.pid}) holds" in result.stderr
+    assert str(daemon.state_dir) in result.stderr
+    assert not (other / "s.sock").exists()
+    assert daemon.call("daemon.status")["pid"] == daemon.pid
+
+
+def test_second_daemon_on_the_same_socket_is_refused(daemon: Daemon, short_tmp: Path) -> None:
+    other = short_tmp / "other"
+    other.mkdir()
+    result = run_daemon_to_exit(other, state_dir=other / "state", socket_path=daemon.socket)
+    assert result.returncode == 1, result.stderr
+    assert f"another daemon (pid {daemon.pid}) listens on {daemon.socket}" in result.stderr
+    assert daemon.socket.exists()  # the live daemon's socket is left alone
+    assert daemon.call("daemon.status")["pid"] == daemon.pid
+
+
+def test_stale_socket_is_removed(short_tmp: Path) -> None:
+    path = short_tmp / "run" / "reynd.sock"
+    path.parent.mkdir(mode=0o700)
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(str(path))
+    dead.close()  # the file stays, nobody listens: what a killed daemon leaves
+    d = start_daemon(short_tmp, socket_path=path)
+    try:
+        assert d.call("daemon.status")["socket"] == str(path)
+    finally:
+        d.stop()
+
+
+def test_non_socket_file_at_socket_path_is_left_alone(short_tmp: Path) -> None:
+    path = short_tmp / "precious"
+    path.write_text("data")
+    result = run_daemon_to_exit(short_tmp, state_dir=short_tmp / "state", socket_path=path)
+    assert result.returncode == 3, result.stderr
+    assert "is not a socket" in result.stderr
+    assert path.read_text() == "data"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("bogus = 1\n", "unknown key 'bogus'"),
+        ("[storage]\nsegment_bytes = 1\n", "bad value for 'storage.segment_bytes'"),
+        ("[storage]\nnope = 1\n", "unknown key 'storage.nope'"),
+        ("max_connections = 'many'\n", "bad value for 'max_connections'"),
+        ("max_connections = \n", "not valid TOML"),
+        ("allowed_group = 'no-such-group-here'\n", "allowed_group"),
+    ],
+)
+def test_bad_config_exits_2_naming_the_key(short_tmp: Path, text: str, says: str) -> None:
+    config = short_tmp / "reynd.toml"
+    config.write_text(text)
+    result = run_daemon_to_exit(
+        short_tmp, state_dir=short_tmp / "state", socket_path=short_tmp / "s", config_path=config
+    )
+    assert result.returncode == 2, result.stderr
+    assert says in result.stderr and str(config) in result.stderr
+
+
+@pytest.mark.skipif(
+    not shutil.which("systemd-socket-activate"), reason="needs systemd-socket-activate"
+)
+def test_socket_activation(short_tmp: Path) -> None:
+    path = short_tmp / "activated.sock"
+    state = short_tmp / "state"
+    cmd = [
+        "systemd-socket-activate",
+        "-l",
+        str(path),
+        "-E",
+        "NOTIFY_SOCKET",
+        *daemon_command(state, short_tmp / "unused" / "reynd.sock"),
+    ]
+    d = start_daemon(
+        short_tmp,
+        state_dir=state,
+        socket_path=path,
+        command=cmd,
+        wait_ready=False,
+        stderr_marker="Listening on",
+    )
+    try:
+        # systemd-socket-activate binds first and starts the daemon on the first connection.
+        with d.connect() as c:
+            d.wait_notification("READY=1")
+            c.send(STATUS)
+            status = c.recv_json()["result"]
+        assert status["pid"] == d.pid  # exec'd in place: LISTEN_PID matched
+        assert status["socket"] == str(path)
+        assert not (short_tmp / "unused").exists()  # --socket ignored when one is inherited
+    finally:
+        d.stop()
+    assert path.exists(), "an inherited socket must not be unlinked"
+
+
+# -- peer credentials -------------------------------------------------------------
+
+NOBODY_CLIENT = textwrap.dedent(
+    """
+    import os, socket, sys
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(sys.argv[1])
+    try:
+        s.sendall(b'{"jsonrpc":"2.0","method":"daemon.status","id":1}\\n')
+    except BrokenPipeError:
+        pass  # refused peers are closed at once: the reply is already queued
+    data = b""
+    while not data.endswith(b"\\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    print(os.getuid(), data.decode().strip())
+    """
+)
+
+
+def run_as_nobody(socket_path: Path) -> tuple[int, str]:
+    """Run a stdlib-only client as nobody:nogroup (no supplementary groups)."""
+    result = subprocess.run(
+        ["/usr/bin/python3", "-c", NOBODY_CLIENT, str(socket_path)],
+        user="nobody",
+        group="nogroup",
+        extra_groups=[],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        cwd="/",
+    )
+    assert result.returncode == 0, result.stderr
+    uid, _, reply = result.stdout.partition(" ")
+    return int(uid), reply
+
+
+def open_to_everyone(d: Daemon, short_tmp: Path) -> None:
+    # File modes are the first barrier; open them so the second (SO_PEERCRED) is what's tested.
+    short_tmp.chmod(0o755)
+    d.socket.parent.chmod(0o755)
+    d.socket.chmod(0o666)
+
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not Path("/usr/bin/python3").exists(),
+    reason="needs root (to run a client as another uid) and /usr/bin/python3",
+)
+
+
+@needs_root
+def test_peer_with_another_uid_is_refused(daemon: Daemon, short_tmp: Path) -> None:
+    open_to_everyone(daemon, short_tmp)
+    uid, reply = run_as_nobody(daemon.socket)
+    assert uid != os.getuid()
+    assert '"code":-32013' in reply and "uid 65534" in reply
+    assert daemon.call("daemon.status")["connections"] == 1  # just us
+
+
+@needs_root
+def test_allowed_group_admits_its_members(short_tmp: Path) -> None:
+    d = start_daemon(short_tmp, config="allowed_group = 'nogroup'\n")
+    try:
+        open_to_everyone(d, short_tmp)
+        _, reply = run_as_nobody(d.socket)
+        assert '"result"' in reply and f'"pid":{d.pid}' in reply
+    finally:
+        d.stop()
