@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+import msgspec
+
 from reynd.protocol import events as ev
 from reynd.protocol.state import RuntimeState
 from reynd.storage.options import StorageOptions
@@ -262,3 +264,15 @@ def lineage_sample(head: int, limit: int = 40) -> Iterable[int]:
         return range(head + 1)
     step = max(1, head // (limit - 10))
     return sorted({*range(0, head + 1, step), *range(max(0, head - 9), head + 1)})
+
+
+def scripted_op(i: int) -> Op:
+    """The i-th event (0-based) of the crash workers' deterministic append stream."""
+    if i == 0:
+        return ("create", "a")
+    return ("msg", "a", f"m{i}", f"text {i} " + "y" * (i % 17))
+
+
+def same_event(got: ev.Event, want: ev.Event) -> bool:
+    """Equal up to the append timestamp."""
+    return msgspec.structs.replace(got, ts=0.0) == msgspec.structs.replace(want, ts=0.0)
