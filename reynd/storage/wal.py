@@ -175,15 +175,28 @@ class Wal:
                     seg.path, pos, seq, f"record carries seq {event.seq}, expected {seq}"
                 )
             seg.offsets.append(pos)
-            on_record(event, end - pos)
+            try:
+                on_record(event, end - pos)
+            except ValueError as exc:
+                # A checksummed record the log cannot hold (e.g. a reset whose
+                # target does not precede it) is corruption, not a crash.
+                raise CorruptionError(seg.path, pos, seq, str(exc)) from None
             pos = end
             seq += 1
         seg.size = pos
 
     def _cut_tail(self, path: Path, data: bytes, pos: int, report: RecoveryReport) -> None:
         torn_dir = self.dir / TORN_DIR
-        torn_dir.mkdir(exist_ok=True)
+        if not torn_dir.exists():
+            torn_dir.mkdir()
+            fsync_dir(self.dir)
+        # A retried append lands at the same offset and may tear again: never
+        # overwrite an earlier copy.
         saved = torn_dir / f"{path.stem}.{pos}.torn"
+        n = 1
+        while saved.exists():
+            saved = torn_dir / f"{path.stem}.{pos}.{n}.torn"
+            n += 1
         saved.write_bytes(data[pos:])
         fd = os.open(saved, os.O_RDONLY)
         try:
