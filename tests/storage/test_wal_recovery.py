@@ -590,3 +590,33 @@ def test_checksums_are_crc32_of_the_body(pristine: Pristine) -> None:
     body = msgspec.json.encode(obj["rec"])
     assert obj["len"] == len(body)
     assert int(obj["crc"], 16) == zlib.crc32(body)
+
+
+def test_second_torn_tail_at_the_same_offset_keeps_both_copies(
+    pristine: Pristine, tmp_path: Path
+) -> None:
+    """The retried append lands at the same offset; its torn copy must not overwrite the first."""
+    root = _copy(pristine, tmp_path / "r")
+    seg = segments(root)[-1]
+    size = seg.stat().st_size
+    cuts = [b'{"crc":"0123', b'{"crc":"89abcdef","len":9']
+    for torn in cuts:
+        with seg.open("ab") as f:
+            f.write(torn)
+        with Store.open(root, opts()) as store:
+            assert store.recovery.torn_offset == size
+    kept = sorted(p.read_bytes() for p in (wal_dir(root) / "torn").iterdir())
+    assert kept == sorted(cuts)
+
+
+def test_checksummed_reset_with_an_impossible_target_is_a_clean_error(
+    pristine: Pristine, tmp_path: Path
+) -> None:
+    """Rule 11: a record that passes its checksum but breaks the lineage is corruption too."""
+    root = _copy(pristine, tmp_path / "r")
+    seg = segments(root)[-1]
+    start, end = record_spans(seg)[-1]
+    bad = ev.Rewind(seq=N, target_n=N + 3, supersedes=N - 1)
+    data = seg.read_bytes()
+    seg.write_bytes(data[:start] + encode_frame(msgspec.json.encode(bad)) + data[end:])
+    _expect_corruption(root, seg, start, N)
