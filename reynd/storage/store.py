@@ -96,7 +96,11 @@ class Store:
     def _open(self) -> None:
         created = not self.root.exists()
         state_dir = self.root / "state"
+        state_created = not state_dir.exists()
         state_dir.mkdir(parents=True, exist_ok=True)
+        # Each new directory's entry lives in its parent: sync both levels.
+        if state_created:
+            fsync_dir(self.root)
         if created:
             fsync_dir(self.root.parent)
         self._exit.enter_context(hold_lock(self.root))
