@@ -184,7 +184,7 @@ def opts(**kw: int) -> StorageOptions:
     """Small segments (rotation) and a small snapshot threshold by default."""
     base: dict[str, int] = {"segment_bytes": 4096, "snapshot_min_bytes": 1024}
     base.update(kw)
-    return StorageOptions(**base)  # type: ignore[arg-type]
+    return StorageOptions(**base)
 
 
 def append_ops(store: Store, model: LogModel, ops: Sequence[Op]) -> list[int]:
@@ -275,4 +275,4 @@ def scripted_op(i: int) -> Op:
 
 def same_event(got: ev.Event, want: ev.Event) -> bool:
     """Equal up to the append timestamp."""
-    return msgspec.structs.replace(got, ts=0.0) == msgspec.structs.replace(want, ts=0.0)
+    return bool(msgspec.structs.replace(got, ts=0.0) == msgspec.structs.replace(want, ts=0.0))

@@ -234,7 +234,8 @@ def _line(p: Pristine, seq: int) -> tuple[Path, int, int]:
 
 
 def _reframe(event: ev.Event, **changes: object) -> bytes:
-    return encode_frame(msgspec.json.encode(msgspec.structs.replace(event, **changes)))
+    changed: ev.Event = msgspec.structs.replace(event, **changes)
+    return encode_frame(msgspec.json.encode(changed))
 
 
 def _edit(root: Path, seg_name: str, fn: Callable[[bytes], bytes]) -> Path:
