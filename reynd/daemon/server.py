@@ -77,11 +77,18 @@ class _Connection:
         """Send one line; a peer that went away is not an error (it just gets nothing)."""
         if self.closed:
             return
-        async with self.lock:
-            try:
-                await self.stream.send_all(data + b"\n")
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self.closed = True
+        # Uncontended (one reply at a time, the common case) takes the lock
+        # without a trip through the scheduler: send_all is the checkpoint.
+        if self.lock.locked():
+            await self.lock.acquire()
+        else:
+            self.lock.acquire_nowait()
+        try:
+            await self.stream.send_all(data + b"\n")
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.closed = True
+        finally:
+            self.lock.release()
 
 
 class Server:
