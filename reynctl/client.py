@@ -12,6 +12,7 @@ import errno
 import os
 import socket
 import time
+import tomllib
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -34,19 +35,39 @@ from reynctl.errors import (
 from reynctl.jsonrpc import ErrorResponse, Response, ServerMessage, Session, decode_result
 from reynd.protocol import methods as m
 from reynd.protocol.errors import InvalidParams, MethodNotFound
-from reynd.protocol.paths import SOCKET_ENV, SYSTEM_SOCKET, default_socket
+from reynd.protocol.paths import SOCKET_ENV, SYSTEM_SOCKET, default_socket, resolve_state_dir
 
-__all__ = ["Client", "Reply", "connect", "find_socket"]
+__all__ = ["Client", "Reply", "config_socket", "connect", "find_socket"]
 
 T = TypeVar("T")
 
 _RECV = 1 << 16
+# Shared with the daemon's config lookup (reynd/daemon/config.py), which reynctl may not import.
+CONFIG_ENV = "REYN_CONFIG"
+CONFIG_NAME = "reynd.toml"
+
+
+def config_socket(env: Mapping[str, str]) -> Path | None:
+    """The `socket` key of the daemon's reynd.toml, found as the daemon finds it.
+
+    $REYN_CONFIG, else `<state dir>/reynd.toml` ($REYN_STATE_DIR, else ./.reyn).
+    An unreadable or invalid file is the daemon's to report: it is skipped here.
+    """
+    path = (
+        Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else resolve_state_dir(None, env) / CONFIG_NAME
+    )
+    try:
+        with path.open("rb") as f:
+            value = tomllib.load(f).get("socket")
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return Path(value) if isinstance(value, str) and value else None
 
 
 def find_socket(
     explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
 ) -> Path:
-    """Where to reach the daemon: --socket, $REYN_SOCKET, the user path, the system path.
+    """Where to reach the daemon: --socket, $REYN_SOCKET, config, user path, system path.
 
     The system socket is used only when the user one does not exist, so that a
     missing daemon is reported at the user path, where `reynd serve` puts it.
@@ -56,6 +77,9 @@ def find_socket(
         return Path(explicit)
     if env.get(SOCKET_ENV):
         return Path(env[SOCKET_ENV])
+    configured = config_socket(env)
+    if configured is not None:
+        return configured
     user = default_socket(env)
     if not user.exists() and SYSTEM_SOCKET.exists():
         return SYSTEM_SOCKET
@@ -102,6 +126,9 @@ class Client:
             raise NoDaemon(self.path) from None
         except ConnectionRefusedError:
             sock.close()
+            # Linux refuses a connect to a plain file too: tell the two apart.
+            if not self.path.is_socket():
+                raise DaemonUnreachable(self.path, "not a socket") from None
             raise StaleSocket(self.path) from None
         except PermissionError:
             sock.close()
@@ -111,9 +138,7 @@ class Client:
             raise DaemonTimeout(self.path, "connect", self.timeout or 0) from None
         except OSError as exc:
             sock.close()
-            reason = exc.strerror or str(exc)
-            if exc.errno == errno.ENOTSOCK or (self.path.exists() and not self.path.is_socket()):
-                reason = "not a socket"
+            reason = "not a socket" if exc.errno == errno.ENOTSOCK else exc.strerror or str(exc)
             raise DaemonUnreachable(self.path, reason) from None
         return sock
 
@@ -180,16 +205,19 @@ class Client:
             raise ConnectionClosed(self.path) from None
         except TimeoutError:
             raise DaemonTimeout(self.path, method, self.timeout or 0) from None
-        while True:
+        answer: Response | ErrorResponse | None = None
+        while answer is None:
+            # Keep every notification of a read, even those after our answer.
             for event in self._read(deadline, method):
                 if isinstance(event, ServerMessage):
                     self._queued.append(event)
                 elif event.id == rid or (isinstance(event, ErrorResponse) and event.id is None):
-                    if isinstance(event, ErrorResponse):
-                        raise event.error
-                    return event.raw
+                    answer = event
                 else:
                     raise ProtocolViolation(f"an answer to id {event.id}, expected {rid}")
+        if isinstance(answer, ErrorResponse):
+            raise answer.error
+        return answer.raw
 
     def _read(
         self, deadline: float | None, what: str

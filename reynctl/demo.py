@@ -201,4 +201,3 @@ def _tour(opts: Options, workdir: Path, ready_timeout: float) -> None:
         "  reynd serve &   reynctl generations   reynctl rewind SEQ   reynctl branches",
         err=opts.json,
     )
-

@@ -129,13 +129,14 @@ class EmbeddedDaemon:
             self.proc.kill()
             self.proc.wait()
 
-    def log_tail(self, lines: int = 20) -> str:
-        """The last lines of the daemon's log, indented."""
+    def log_tail(self, lines: int = 8, width: int = 400) -> str:
+        """The last lines of the daemon's log, indented and cut to `width`."""
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return "  (no log)"
-        return "\n".join("  " + line for line in text.splitlines()[-lines:]) or "  (empty log)"
+        tail = [line if len(line) <= width else line[:width] + " …" for line in text.splitlines()]
+        return "\n".join("  " + line for line in tail[-lines:]) or "  (empty log)"
 
     def __enter__(self) -> EmbeddedDaemon:
         self.start()

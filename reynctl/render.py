@@ -322,9 +322,9 @@ def _summary(data: Mapping[str, Any], width: int) -> str:
         if isinstance(data.get(key), str):
             parts.append(str(data[key]))
     rest = {k: v for k, v in data.items() if k not in ("kind", "agent", "seq", "ts")}
-    parts += [
-        f"{k}={v if isinstance(v, int | float) else _compact(v, 40)}" for k, v in rest.items()
-    ]
+    for k, v in rest.items():
+        shown = truncate(v, 40) if isinstance(v, str) else _compact(v, 40)
+        parts.append(f"{k}={shown}")
     return truncate(" ".join(parts), width)
 
 

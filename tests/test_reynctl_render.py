@@ -1,0 +1,230 @@
+"""Pure tests of reynctl's human output: tables, the branch tree, state, diffs."""
+
+from __future__ import annotations
+
+from datetime import UTC
+
+from reynctl import render
+from reynctl.render import Cell, Style
+from reynd.protocol import methods as m
+from reynd.protocol.events import Message
+from reynd.protocol.state import AgentState, Chain
+
+PLAIN = Style(False)
+COLOR = Style(True)
+
+
+def test_table_aligns_columns_and_has_no_trailing_spaces():
+    out = render.table(
+        ["SEQ", "NAME", "NOTE"], [["5", "alice", ""], ["123", "bo", "x"]], PLAIN, align="rl"
+    )
+    assert out.splitlines() == [
+        "SEQ  NAME   NOTE",
+        "  5  alice",
+        "123  bo     x",
+    ]
+
+
+def test_colour_is_applied_after_alignment():
+    plain = render.table(["A", "B"], [[Cell("1", ("green",)), "x"]], PLAIN)
+    colored = render.table(["A", "B"], [[Cell("1", ("green",)), "x"]], COLOR)
+    assert "\x1b[" not in plain
+    assert "\x1b[32m1\x1b[0m" in colored
+    strip = colored.replace("\x1b[32m", "").replace("\x1b[1m", "").replace("\x1b[0m", "")
+    assert strip == plain
+
+
+def test_style_without_colour_is_identity():
+    assert PLAIN("x", "red", "bold") == "x"
+    assert COLOR("x", "red", "bold") == "\x1b[31;1mx\x1b[0m"
+    assert COLOR("", "red") == ""
+
+
+def _branches() -> m.BranchesResult:
+    # DESIGN.md's example: 1..10, rewind(5) -> R=11, 12..15, checkout(8) -> R=16.
+    return m.BranchesResult(
+        head=16,
+        branches=[
+            m.BranchInfo(id=16, origin_seq=8, parent=0, tip=16, active=True),
+            m.BranchInfo(id=0, origin_seq=0, parent=None, tip=10, active=False),
+            m.BranchInfo(id=11, origin_seq=5, parent=0, tip=15, active=False),
+        ],
+    )
+
+
+def test_branch_tree_design_example():
+    assert render.branch_tree(_branches(), PLAIN).splitlines() == [
+        "BRANCH  FORKED AT  SEQS",
+        "0                  1..10",
+        "├─ 11           5  11..15",
+        "└─ 16           8  16      * current (head 16)",
+    ]
+
+
+def test_branch_tree_nests_grandchildren_and_orders_by_fork_point():
+    res = m.BranchesResult(
+        head=30,
+        branches=[
+            m.BranchInfo(id=0, origin_seq=0, parent=None, tip=10, active=False),
+            m.BranchInfo(id=20, origin_seq=9, parent=0, tip=25, active=False),
+            m.BranchInfo(id=11, origin_seq=5, parent=0, tip=19, active=False),
+            m.BranchInfo(id=26, origin_seq=14, parent=11, tip=30, active=True),
+        ],
+    )
+    assert render.branch_tree(res, PLAIN).splitlines() == [
+        "BRANCH    FORKED AT  SEQS",
+        "0                    1..10",
+        "├─ 11             5  11..19",
+        "│  └─ 26         14  26..30  * current (head 30)",
+        "└─ 20             9  20..25",
+    ]
+
+
+def test_branch_tree_of_an_empty_log_and_orphans():
+    empty = m.BranchesResult(
+        head=0, branches=[m.BranchInfo(id=0, origin_seq=0, parent=None, tip=0, active=True)]
+    )
+    assert render.branch_tree(empty, PLAIN).splitlines()[1].startswith("0")
+    assert "empty" in render.branch_tree(empty, PLAIN)
+    # A branch whose parent was collected by retention is still drawn.
+    orphan = m.BranchesResult(
+        head=7, branches=[m.BranchInfo(id=7, origin_seq=3, parent=2, tip=7, active=True)]
+    )
+    assert "7" in render.branch_tree(orphan, PLAIN).splitlines()[1]
+    assert render.branch_tree(m.BranchesResult(head=0, branches=[]), PLAIN) == "no branches"
+
+
+def test_generations_table():
+    res = m.GenerationsResult(
+        generations=[
+            m.Generation(
+                seq=16,
+                kind="turn",
+                agent="ada",
+                active=False,
+                branch=0,
+                created_at=86400.0,
+                label="turn 3",
+            ),
+            m.Generation(seq=6, kind="turn", agent="ada", active=True, branch=0, created_at=0.0),
+        ]
+    )
+    lines = render.generations_table(res, PLAIN, tz=UTC).splitlines()
+    assert lines[0].split() == ["SEQ", "KIND", "AGENT", "BRANCH", "STATUS", "CREATED", "LABEL"]
+    assert lines[1].split() == [
+        "16",
+        "turn",
+        "ada",
+        "0",
+        "abandoned",
+        "1970-01-02",
+        "00:00:00",
+        "turn",
+        "3",
+    ]
+    assert lines[2].split() == ["6", "turn", "ada", "0", "active", "-"]
+    assert "no generations" in render.generations_table(m.GenerationsResult(generations=[]), PLAIN)
+
+
+def test_rewind_text_names_mode_and_cancelled_turns():
+    res = m.RewindResult(
+        mode="undo",
+        reset_seq=11,
+        target=5,
+        branch=11,
+        cancelled=[m.CancelledChain(agent="ada", turn_id="t3")],
+    )
+    assert render.rewind_text(res, PLAIN).splitlines() == [
+        "rewound to seq 5: reset record 11, now on branch 11",
+        "  cancelled turn t3 of ada",
+    ]
+    fork = m.RewindResult(mode="fork_switch", reset_seq=16, target=8, branch=16)
+    assert render.rewind_text(fork, PLAIN).startswith("switched to the abandoned branch at seq 8")
+
+
+def _agent() -> AgentState:
+    return AgentState(
+        name="ada",
+        session="demo",
+        executor="external",
+        options={},
+        created_seq=1,
+        applied_seq=11,
+        turns_completed=2,
+        history=[
+            Message(role="user", content="hi\nthere"),
+            Message(role="assistant", content="hello"),
+        ],
+        pending_chains=[Chain(turn_id="t3", message_id="m3", started_seq=12, open_step=1)],
+    )
+
+
+def test_state_text():
+    res = m.StateResult(seq=11, active=True, branch=0, agents={"ada": _agent()})
+    out = render.state_text(res, PLAIN)
+    assert out.splitlines()[0] == "state as of seq 11 (branch 0, active)"
+    assert "agent ada  executor external, session demo" in out
+    assert "turn t3 (from seq 12): 0 steps committed, step 1 open" in out
+    assert "user       hi ⏎ there" in out
+    assert "assistant  hello" in out
+    empty = m.StateResult(seq=0, active=True, branch=0, agents={})
+    assert render.state_text(empty, PLAIN).endswith("no agents")
+
+
+def test_diff_text():
+    res = m.DiffResult(
+        from_seq=5,
+        to_seq=9,
+        agents={
+            "ada": [
+                m.Change(path="/history/2", op="add", after={"role": "user", "content": "x"}),
+                m.Change(path="/turns_completed", op="change", before=1, after=2),
+                m.Change(path="/inbox/0", op="remove", before={"text": "y"}),
+            ],
+            "bob": [],
+        },
+    )
+    assert render.diff_text(res, PLAIN).splitlines() == [
+        "seq 5 → seq 9",
+        "agent ada: 3 changes",
+        '  + /history/2        {"role":"user","content":"x"}',
+        "  ~ /turns_completed  1 → 2",
+        '  - /inbox/0          {"text":"y"}',
+    ]
+    none = m.DiffResult(from_seq=1, to_seq=1, agents={"ada": []})
+    assert render.diff_text(none, PLAIN) == "seq 1 → seq 1: no differences"
+
+
+def test_notification_line():
+    n = m.Notification(
+        subscription="s1",
+        topic="records",
+        seq=42,
+        data={"kind": "turn.ended", "agent": "ada", "branch": 0},
+    )
+    assert render.notification_line(n, PLAIN) == "    42  records      turn.ended ada branch=0"
+    rw = m.Notification(
+        subscription="s1",
+        topic="rewinds",
+        seq=43,
+        data={"mode": "undo", "target": 5, "agent": None},
+    )
+    assert render.notification_line(rw, PLAIN).endswith("rewinds      mode=undo target=5")
+
+
+def test_truncate_and_durations():
+    assert render.truncate("abcdef", 4) == "abc…"
+    assert render.truncate("ab", 4) == "ab"
+    assert render.format_duration(42) == "42s"
+    assert render.format_duration(192) == "3m12s"
+    assert render.format_duration(7500) == "2h05m"
+    assert render.format_duration(2 * 86400 + 3 * 3600) == "2d03h"
+
+
+def test_status_text():
+    st = m.StatusResult(head=12, branch=11, version="0.1.0", pid=99, uptime_s=65, socket="/s.sock")
+    lines = render.status_text(st, PLAIN).splitlines()
+    assert lines[0] == "daemon       reynd 0.1.0, pid 99, protocol 1"
+    assert lines[1] == "head         seq 12 on branch 11"
+    assert "uptime       1m05s" in lines
+    assert lines[-1] == "socket       /s.sock"
