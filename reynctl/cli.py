@@ -22,16 +22,21 @@ from click.shell_completion import CompletionItem
 from reynctl import __version__, render
 from reynctl.client import Client, Reply, find_socket
 from reynctl.errors import ClientError
+from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.errors import ReyndError
 
-__all__ = ["EXIT_DAEMON", "EXIT_UNREACHABLE", "EXIT_USAGE", "Options", "cli", "main"]
+__all__ = ["EXIT_DAEMON", "EXIT_UNREACHABLE", "EXIT_USAGE", "REFUSALS", "Options", "cli", "main"]
 
 EXIT_DAEMON = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Errors by which the daemon refuses the connection itself, not the request:
+# to a script they mean the same as an absent daemon (exit 3).
+REFUSALS = (errors.PermissionDenied, errors.ConnectionLimit, errors.ShuttingDown)
 
 
 def use_color(choice: str, stream: Any, env: dict[str, str] | os._Environ[str]) -> bool:
@@ -84,8 +89,8 @@ def width() -> int:
 def fail(opts: Options | None, exc: ClientError | ReyndError) -> NoReturn:
     """Report an error on stderr and exit with its code."""
     if isinstance(exc, ReyndError):
-        code, name, status = exc.code, exc.name, EXIT_DAEMON
-        name = str(exc.data.get("error", name))
+        code, name = exc.code, str(exc.data.get("error", exc.name))
+        status = EXIT_UNREACHABLE if isinstance(exc, REFUSALS) else EXIT_DAEMON
     else:
         code, name, status = None, exc.name, EXIT_UNREACHABLE
     if opts is not None and opts.json:

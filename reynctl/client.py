@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from reynctl.errors import (
+    ClientError,
     ConnectionClosed,
     DaemonTimeout,
     DaemonUnreachable,
@@ -202,6 +203,9 @@ class Client:
         try:
             self._sock.sendall(data)
         except (BrokenPipeError, ConnectionResetError):
+            # A daemon that refuses us (peer check, connection cap) writes its
+            # reason and hangs up, maybe before we wrote: read the reason first.
+            self._raise_parting_error()
             raise ConnectionClosed(self.path) from None
         except TimeoutError:
             raise DaemonTimeout(self.path, method, self.timeout or 0) from None
@@ -218,6 +222,15 @@ class Client:
         if isinstance(answer, ErrorResponse):
             raise answer.error
         return answer.raw
+
+    def _raise_parting_error(self) -> None:
+        try:
+            events = self._read(time.monotonic() + 1.0, "the daemon's reason")
+        except ClientError:
+            return
+        for event in events:
+            if isinstance(event, ErrorResponse):
+                raise event.error
 
     def _read(
         self, deadline: float | None, what: str

@@ -1,0 +1,28 @@
+"""reynctl's import surface: the client must stay thin (DESIGN.md, STYLE.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+PROBE = """
+import json, sys
+import reynctl.cli, reynctl.client, reynctl.render, reynctl.watch, reynctl.demo
+import reynctl.embedded, reynctl.jsonrpc
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_reynctl_imports_only_the_protocol_from_reynd():
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    modules = json.loads(out)
+    reynd = [name for name in modules if name == "reynd" or name.startswith("reynd.")]
+    assert reynd, "the probe did not import reynctl"
+    assert all(
+        name in ("reynd", "reynd.protocol") or name.startswith("reynd.protocol.") for name in reynd
+    ), reynd
+    forbidden = ("trio", "reynd.daemon", "reynd.storage", "reynd.core", "structlog")
+    assert not [n for n in modules if n.split(".")[0] == "trio" or n.startswith(forbidden)]
