@@ -24,6 +24,7 @@ from reynd.protocol import errors
 from reynd.protocol import methods as m
 
 Handler = Callable[[dict[str, Any]], list[dict[str, Any]] | None]
+CLOSE: dict[str, Any] = {"close": True}  # last item of a handler's list: send, then hang up
 
 
 def _status(rid: Any, protocol: int = m.PROTOCOL_VERSION) -> dict[str, Any]:
@@ -35,7 +36,8 @@ def _status(rid: Any, protocol: int = m.PROTOCOL_VERSION) -> dict[str, Any]:
 def fake(tmp_path: Path) -> Iterator[Callable[[Handler], Path]]:
     """Start a one-connection fake daemon answering each request with `handler`.
 
-    The handler returns the messages to send back, or None to hang up.
+    The handler returns the messages to send back (ending with CLOSE to hang
+    up after them), or None to hang up at once.
     """
     threads: list[threading.Thread] = []
     listeners: list[socket.socket] = []
@@ -54,7 +56,11 @@ def fake(tmp_path: Path) -> Iterator[Callable[[Handler], Path]]:
                     replies = handler(json.loads(line))
                     if replies is None:
                         return
+                    close = bool(replies) and replies[-1] == CLOSE
+                    replies = replies[:-1] if close else replies
                     conn.sendall(b"".join(json.dumps(r).encode() + b"\n" for r in replies))
+                    if close:
+                        return
 
         t = threading.Thread(target=serve, daemon=True)
         t.start()
@@ -327,3 +333,85 @@ def test_notifications_arriving_during_a_call_are_kept_in_order(fake):
         stream = c.notifications(timeout=5)
         got = [json.loads(next(stream).params)["seq"] for _ in range(2)]
     assert got == [4, 5]
+
+
+# -- watch's ordering and resync -------------------------------------------------------------
+
+
+def _note(seq: int, topic: str = "records") -> dict[str, Any]:
+    params = {"subscription": "s1", "topic": topic, "seq": seq, "data": {"kind": "x"}}
+    return {"jsonrpc": "2.0", "method": "notify", "params": params}
+
+
+def _state(rid: Any, seq: int) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "result": {"seq": seq, "active": True, "branch": 0, "agents": {}},
+    }
+
+
+def test_check_order():
+    from reynctl.watch import Gap, check_order
+
+    def note(seq: int, topic: m.Topic = "records") -> m.Notification:
+        return m.Notification(subscription="s", topic=topic, seq=seq, data={})
+
+    assert check_order(5, note(6))
+    assert not check_order(5, note(5))  # already in the state read at 5
+    assert check_order(6, note(6, "generations"))  # caused by the record just shown
+    assert not check_order(6, note(4, "rewinds"))
+    with pytest.raises(Gap):
+        check_order(5, note(7))
+
+
+def test_watch_resyncs_on_a_gap_and_after_lagged(fake, capsys: pytest.CaptureFixture[str]):
+    from reynctl.cli import Options
+    from reynctl.watch import Watcher
+
+    calls: list[tuple[str, Any]] = []
+
+    def daemon(req: dict[str, Any]) -> list[dict[str, Any]]:
+        method, params, rid = req["method"], req.get("params"), req["id"]
+        calls.append((method, params.get("seq") if method == "state.get" else None))
+        n_state = sum(1 for c in calls if c[0] == "state.get")
+        if method == "daemon.status":
+            return [_status(rid)]
+        if method == "subscribe":
+            head = 3 if n_state == 0 else 9
+            return [{"jsonrpc": "2.0", "id": rid, "result": {"subscription": "s1", "head": head}}]
+        if n_state == 1:  # initial state at 3, then 4, then a gap: 6
+            return [_state(rid, 3), _note(3), _note(4), _note(6)]
+        if n_state == 2:  # the resync after the gap, then lagged
+            return [
+                _state(rid, 6),
+                _note(7),
+                {
+                    "jsonrpc": "2.0",
+                    "method": "lagged",
+                    "params": {"subscription": "s1", "dropped_after_seq": 7},
+                },
+            ]
+        return [_state(rid, 9), _note(10), CLOSE]
+
+    opts = Options(socket=str(fake(daemon)), json=True, color="never", timeout=5.0)
+    with pytest.raises(ce.ConnectionClosed):
+        Watcher(opts, None).run()
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(o["type"], o.get("reason"), o.get("seq") or o["state"]["seq"]) for o in out] == [
+        ("state", "initial", 3),
+        ("notify", None, 4),
+        ("state", "gap", 6),
+        ("notify", None, 7),
+        ("state", "lagged", 9),
+        ("notify", None, 10),
+    ]
+    # Subscribe first, then the state at the subscription's head; the gap reads the tip.
+    assert calls == [
+        ("daemon.status", None),
+        ("subscribe", None),
+        ("state.get", 3),
+        ("state.get", None),
+        ("subscribe", None),
+        ("state.get", 9),
+    ]
