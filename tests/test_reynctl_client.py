@@ -372,7 +372,7 @@ def test_watch_resyncs_on_a_gap_and_after_lagged(fake, capsys: pytest.CaptureFix
     calls: list[tuple[str, Any]] = []
 
     def daemon(req: dict[str, Any]) -> list[dict[str, Any]]:
-        method, params, rid = req["method"], req.get("params"), req["id"]
+        method, params, rid = req["method"], req.get("params") or {}, req["id"]
         calls.append((method, params.get("seq") if method == "state.get" else None))
         n_state = sum(1 for c in calls if c[0] == "state.get")
         if method == "daemon.status":
