@@ -156,8 +156,8 @@ pass_opts = click.make_pass_decorator(Options)
     "--socket",
     "socket_path",
     metavar="PATH",
-    help="Daemon socket. Default: $REYN_SOCKET, else $XDG_RUNTIME_DIR/reynd/reynd.sock, "
-    "else /run/reynd/reynd.sock.",
+    help="Daemon socket. Default: $REYN_SOCKET, else `socket` in reynd.toml, else "
+    "$XDG_RUNTIME_DIR/reynd/reynd.sock, else /run/reynd/reynd.sock.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON-RPC result exactly.")
 @click.option(
@@ -187,7 +187,7 @@ def cli(
 @json_option
 @pass_opts
 def status(opts: Options) -> None:
-    """Show the daemon's head, branch, version and health."""
+    """Show the daemon's head, branch and version."""
     with opts.client() as c:
         reply = c.call("daemon.status", m.StatusParams(), m.StatusResult)
     if reply.value.protocol != m.PROTOCOL_VERSION:
@@ -215,7 +215,11 @@ def generations(
     limit: int,
     cursor: int | None,
 ) -> None:
-    """List checkpoints (turn, plan-step and phase boundaries), newest first."""
+    """List checkpoints, newest first.
+
+    Generations are cut at turn, plan-step and phase boundaries; by default
+    only those on the active lineage are listed.
+    """
     params = m.GenerationsParams(
         agent=agent, kind=kind, all_branches=all_branches, limit=limit, cursor=cursor
     )
@@ -248,7 +252,7 @@ def rewind(opts: Options, seq: int) -> None:
 @json_option
 @pass_opts
 def checkout(opts: Options, seq: int, yes: bool) -> None:
-    """Move to SEQ: undo on the active branch, or switch to an abandoned one.
+    """Undo to SEQ, or switch to the abandoned branch that holds it.
 
     Every agent's state moves to SEQ and turns in flight are cancelled.
     Asks first on a terminal; elsewhere pass --yes.
@@ -287,7 +291,11 @@ def branches(opts: Options) -> None:
 @json_option
 @pass_opts
 def show(opts: Options, seq: int | None, agent: str | None) -> None:
-    """Show the state as of SEQ (default: the tip), without moving the tip."""
+    """Show the state as of SEQ (default: the tip).
+
+    A read: it never moves the tip, and works for any retained seq, active
+    or abandoned.
+    """
     with opts.client() as c:
         reply = c.call("state.get", m.StateParams(seq=seq, agent=agent), m.StateResult)
     opts.emit(reply, lambda: render.state_text(reply.value, opts.style, width()))
@@ -318,7 +326,7 @@ def diff(opts: Options, from_seq: int, to_seq: int, agent: str | None) -> None:
 @json_option
 @pass_opts
 def watch(opts: Options, topics: tuple[str, ...]) -> None:
-    """Print the current state, then every change as it happens (Ctrl-C stops).
+    """Stream the current state, then each change (Ctrl-C stops).
 
     Each change is tagged with its seq. With --json, one JSON object per line.
     """
@@ -338,7 +346,12 @@ def watch(opts: Options, topics: tuple[str, ...]) -> None:
 @json_option
 @pass_opts
 def append(opts: Options, agent: str, kind: str, data: str, based_on: int | None) -> None:
-    """Append one event of KIND for AGENT to the WAL (for external runtimes)."""
+    """Append one event to the WAL (for external agent runtimes).
+
+    KIND is an event kind (message.received, turn.ended, ...); --data holds its
+    fields. With --based-on, the daemon refuses the append (stale_branch) when
+    that seq was abandoned by a rewind since.
+    """
     try:
         fields = json.loads(data)
     except json.JSONDecodeError as exc:
@@ -383,7 +396,7 @@ def shutdown(opts: Options) -> None:
 @json_option
 @pass_opts
 def demo(opts: Options, keep: bool, ready_timeout: float) -> None:
-    """Run a short tour on an embedded daemon: turns, rewind, branch, checkout.
+    """A guided tour of time travel on a throwaway daemon.
 
     Starts a real `reynd serve` on a temporary state directory and drives it
     through its socket, exactly as any client would.

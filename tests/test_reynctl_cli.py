@@ -474,3 +474,43 @@ def test_demo_json_prints_one_result_per_line(tmp_path: Path):
         for line in lines
         if line["method"] == "checkout"
     )
+
+
+# -- shell completion (click's built-in mechanism) -----------------------------------------
+
+
+def _complete(words: str, sock: Path | None = None) -> list[str]:
+    cword = len(words.split()) - (0 if words.endswith(" ") else 1)
+    env = _env(
+        {"_REYNCTL_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "reynctl"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=TIMEOUT,
+        check=True,
+    ).stdout
+    return [line.split(",", 1)[1] for line in out.splitlines() if line]
+
+
+def test_completion_script_and_commands():
+    env = _env({"_REYNCTL_COMPLETE": "bash_source"})
+    script = subprocess.run(
+        [sys.executable, "-m", "reynctl"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=TIMEOUT,
+        check=True,
+    ).stdout
+    assert "_reynctl_completion" in script
+    assert _complete("reynctl gen") == ["generations"]
+
+
+def test_seq_completion_offers_the_daemons_checkpoints(daemon: Daemon):
+    ends = seed(daemon.socket)
+    got = _complete(f"reynctl --socket {daemon.socket} rewind ")
+    assert sorted(int(s) for s in got) == sorted(ends)
+    assert _complete(f"reynctl --socket {daemon.socket.parent / 'none'} rewind ") == []
