@@ -31,6 +31,7 @@ __all__ = ["EXIT_DAEMON", "EXIT_UNREACHABLE", "EXIT_USAGE", "REFUSALS", "Options
 EXIT_DAEMON = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
+EXIT_DECLINED = 1  # the user said no at a prompt (click's Abort uses 1 too)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -265,12 +266,13 @@ def checkout(opts: Options, seq: int, yes: bool) -> None:
     with opts.client() as c:
         if not yes:
             head = c.status().head
-            click.confirm(
+            if not click.confirm(
                 f"checkout seq {seq}: every agent moves to its state as of seq {seq} and turns "
                 f"in flight are cancelled (`reynctl checkout {head}` comes back). Continue?",
                 err=True,
-                abort=True,
-            )
+            ):
+                opts.note("cancelled: nothing changed")
+                sys.exit(EXIT_DECLINED)
         reply = c.call("checkout", m.CheckoutParams(seq=seq), m.RewindResult)
     opts.emit(reply, lambda: render.rewind_text(reply.value, opts.style))
 

@@ -131,8 +131,8 @@ def status_text(st: m.StatusResult, style: Style) -> str:
         ("daemon", f"reynd {st.version}, pid {st.pid}, protocol {st.protocol}"),
         ("head", f"seq {st.head} on branch {st.branch}"),
     ]
-    if st.floor:
-        rows.append(("floor", f"seq {st.floor} (older history was collected)"))
+    if st.floor > 1:  # the lowest seq still in the WAL; 1 means nothing was collected
+        rows.append(("history", f"from seq {st.floor} (older seqs were collected)"))
     rows += [
         ("agents", str(st.agents)),
         ("generations", str(st.generations)),
@@ -316,18 +316,38 @@ def diff_text(res: m.DiffResult, style: Style, width: int = 60) -> str:
 # -- watch ----------------------------------------------------------------------------
 
 
-def _summary(data: Mapping[str, Any], width: int) -> str:
+def _generic(data: Mapping[str, Any], width: int) -> str:
     parts: list[str] = []
-    for key in ("kind", "agent"):
-        if isinstance(data.get(key), str):
-            parts.append(str(data[key]))
-    rest = {k: v for k, v in data.items() if k not in ("kind", "agent", "seq", "ts")}
-    for k, v in rest.items():
+    for k, v in data.items():
         shown = truncate(v, 40) if isinstance(v, str) else _compact(v, 40)
         parts.append(f"{k}={shown}")
     return truncate(" ".join(parts), width)
 
 
+def _summary(topic: str, d: Mapping[str, Any], width: int) -> str:
+    """A topic's data in words; unknown shapes fall back to key=value."""
+    try:
+        if topic == "records":
+            who = f" {d['agent']}" if d.get("agent") else ""
+            return f"{d['kind']}{who}  (branch {d['branch']})"
+        if topic == "generations":
+            label = f": {truncate(d['label'], width // 2)}" if d.get("label") else ""
+            return f"{d['kind']} generation of {d['agent']}{label}"
+        if topic == "rewinds":
+            what = "switched to seq" if d["mode"] == "fork_switch" else "rewound to seq"
+            cancelled = d.get("cancelled") or []
+            n = len(cancelled)
+            more = f", cancelled {n} turn{'' if n == 1 else 's'}" if n else ""
+            return f"{what} {d['target']}, now on branch {d['branch']}{more}"
+        if topic == "agents":
+            return f"agent {d['agent']} {d['status']}"
+    except (KeyError, TypeError):
+        pass
+    return _generic(d, width)
+
+
 def notification_line(n: m.Notification, style: Style, width: int = 100) -> str:
     """One live notification: its seq, its topic and a summary of its data."""
-    return f"{style(str(n.seq).rjust(6), 'cyan')}  {n.topic:<11}  {_summary(n.data, width)}"
+    return (
+        f"{style(str(n.seq).rjust(6), 'cyan')}  {n.topic:<11}  {_summary(n.topic, n.data, width)}"
+    )

@@ -514,3 +514,36 @@ def test_seq_completion_offers_the_daemons_checkpoints(daemon: Daemon):
     got = _complete(f"reynctl --socket {daemon.socket} rewind ")
     assert sorted(int(s) for s in got) == sorted(ends)
     assert _complete(f"reynctl --socket {daemon.socket.parent / 'none'} rewind ") == []
+
+
+def _on_a_terminal(sock: Path, answer: bytes, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run reynctl with a pseudo-terminal as stdin, the answer already typed."""
+    master, slave = os.openpty()
+    try:
+        os.write(master, answer)  # the tty buffers it until the prompt reads
+        return subprocess.run(
+            [sys.executable, "-m", "reynctl", "--socket", str(sock), *args],
+            stdin=slave,
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=TIMEOUT,
+            check=False,
+        )
+    finally:
+        os.close(slave)
+        os.close(master)
+
+
+def test_checkout_asks_on_a_terminal(daemon: Daemon):
+    ends = seed(daemon.socket)
+    head = daemon.call("daemon.status")["head"]
+    declined = _on_a_terminal(daemon.socket, b"n\n", "checkout", str(ends[0]))
+    assert declined.returncode == 1
+    assert f"checkout seq {ends[0]}" in declined.stderr and "nothing changed" in declined.stderr
+    assert f"reynctl checkout {head}" in declined.stderr  # names the way back
+    assert daemon.call("daemon.status")["head"] == head
+    accepted = _on_a_terminal(daemon.socket, b"y\n", "checkout", str(ends[0]))
+    assert accepted.returncode == 0, accepted.stderr
+    assert accepted.stdout.startswith(f"rewound to seq {ends[0]}")
+    assert daemon.call("daemon.status")["head"] == head + 1

@@ -195,21 +195,41 @@ def test_diff_text():
     assert render.diff_text(none, PLAIN) == "seq 1 → seq 1: no differences"
 
 
-def test_notification_line():
-    n = m.Notification(
-        subscription="s1",
-        topic="records",
-        seq=42,
-        data={"kind": "turn.ended", "agent": "ada", "branch": 0},
+def _n(topic: m.Topic, data: dict[str, object], seq: int = 42) -> m.Notification:
+    return m.Notification(subscription="s1", topic=topic, seq=seq, data=data)
+
+
+def test_notification_lines_per_topic():
+    line = render.notification_line
+    rec = _n("records", {"kind": "turn.ended", "agent": "ada", "branch": 0})
+    assert line(rec, PLAIN) == "    42  records      turn.ended ada  (branch 0)"
+    reset = _n("records", {"kind": "rewind", "agent": None, "branch": 43}, 43)
+    assert line(reset, PLAIN).endswith("records      rewind  (branch 43)")
+    gen = _n(
+        "generations",
+        {"kind": "turn", "agent": "ada", "branch": 0, "label": "turn 1", "created_at": 1.0},
     )
-    assert render.notification_line(n, PLAIN) == "    42  records      turn.ended ada branch=0"
-    rw = m.Notification(
-        subscription="s1",
-        topic="rewinds",
-        seq=43,
-        data={"mode": "undo", "target": 5, "agent": None},
+    assert line(gen, PLAIN).endswith("generations  turn generation of ada: turn 1")
+    rw = _n(
+        "rewinds",
+        {
+            "mode": "fork_switch",
+            "reset_seq": 43,
+            "target": 5,
+            "branch": 43,
+            "cancelled": [{"agent": "ada", "turn_id": "t3"}],
+        },
+        43,
     )
-    assert render.notification_line(rw, PLAIN).endswith("rewinds      mode=undo target=5")
+    assert line(rw, PLAIN).endswith(
+        "rewinds      switched to seq 5, now on branch 43, cancelled 1 turn"
+    )
+    assert line(_n("agents", {"agent": "bo", "status": "created"}), PLAIN).endswith(
+        "agents       agent bo created"
+    )
+    # A shape this version does not know is still shown, as key=value.
+    odd = _n("rewinds", {"mode": "undo", "target": 5})
+    assert line(odd, PLAIN).endswith("rewinds      mode=undo target=5")
 
 
 def test_truncate_and_durations():
