@@ -1,9 +1,14 @@
 """Snapshot generations: the full runtime state as of one seq, one file each.
 
-File: `<state>/snapshots/<seq, 20 digits>.snap`, a 32-byte header then the
+File: `<state>/snapshots/<seq, 20 digits>.snap`, a 36-byte header then the
 msgpack-encoded RuntimeState:
 
-    magic "REYNSNAP" | version u32 | seq u64 | payload length u64 | crc32 u32
+    magic "REYNSNAP" | version u32 | seq u64 | payload length u64
+    | payload crc32 u32 | header crc32 u32 (over the 32 bytes before it)
+
+The header layout is frozen across format versions: only a header that
+passes its own checksum is believed, so a flipped bit in the version field
+reads as damage (fall back), never as "written by a newer reynd" (refuse).
 
 Written atomically (tmp, fsync, rename, fsync dir). On open every file is
 checked; a damaged one is set aside and an older one (or the WAL) serves
@@ -34,7 +39,7 @@ log = logging.getLogger(__name__)
 
 MAGIC: Final = b"REYNSNAP"
 SNAPSHOT_VERSION: Final = 1
-_HEADER: Final = struct.Struct("<8sIQQI")  # 32 bytes
+_HEADER: Final = struct.Struct("<8sIQQII")  # 36 bytes, the last 4 its own crc32
 SUFFIX: Final = ".snap"
 
 _encoder = msgspec.msgpack.Encoder()
@@ -44,10 +49,8 @@ _decoder = msgspec.msgpack.Decoder(RuntimeState)
 def encode_snapshot(state: RuntimeState) -> bytes:
     """The whole file for `state` (header + payload)."""
     payload = _encoder.encode(state)
-    return (
-        _HEADER.pack(MAGIC, SNAPSHOT_VERSION, state.seq, len(payload), zlib.crc32(payload))
-        + payload
-    )
+    head = _HEADER.pack(MAGIC, SNAPSHOT_VERSION, state.seq, len(payload), zlib.crc32(payload), 0)
+    return head[:-4] + struct.pack("<I", zlib.crc32(head[:-4])) + payload
 
 
 def decode_snapshot(data: bytes, path: Path) -> RuntimeState:
@@ -58,9 +61,11 @@ def decode_snapshot(data: bytes, path: Path) -> RuntimeState:
     """
     if len(data) < _HEADER.size:
         raise CorruptionError(path, 0, None, "snapshot shorter than its header")
-    magic, version, seq, length, crc = _HEADER.unpack_from(data)
+    magic, version, seq, length, crc, header_crc = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise CorruptionError(path, 0, None, "not a reynd snapshot (bad magic)")
+    if zlib.crc32(data[: _HEADER.size - 4]) != header_crc:
+        raise CorruptionError(path, 0, None, "snapshot header checksum mismatch")
     if version > SNAPSHOT_VERSION:
         raise UnsupportedVersion(
             f"{path} has snapshot format version {version}; this reynd reads up to "
