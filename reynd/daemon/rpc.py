@@ -12,23 +12,25 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 import structlog
 
-from reynd.daemon.app import Handler
 from reynd.daemon.context import CallContext
 from reynd.protocol import errors
 from reynd.protocol.methods import METHODS, MethodDef
 
-__all__ = ["Dispatcher", "encode_error_line", "validation_details"]
+__all__ = ["Dispatcher", "Handler", "encode_error_line", "validation_details"]
 
 log = structlog.get_logger("reynd.rpc")
 
 Id = int | float | str | None
+# A method implementation: decoded params Struct and the call's context in, result out.
+# (Same shape as reynd.daemon.app.Handler; defined here so the dispatcher needs no App.)
+Handler = Callable[[Any, CallContext], Awaitable[Any]]
 
 
 class _Request(msgspec.Struct):

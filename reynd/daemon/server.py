@@ -28,11 +28,10 @@ import msgspec
 import structlog
 import trio
 
-from reynd.daemon.app import Handler
 from reynd.daemon.context import CallContext, Peer, ServerInfo
 from reynd.daemon.hub import Hub, Subscription
 from reynd.daemon.listen import peer_credentials
-from reynd.daemon.rpc import Dispatcher, encode_error_line
+from reynd.daemon.rpc import Dispatcher, Handler, encode_error_line
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.openrpc import openrpc_document
