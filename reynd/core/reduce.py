@@ -142,16 +142,26 @@ def _skill_ended(a: AgentState, e: ev.SkillEnded) -> None:
 
 
 def _asked(a: AgentState, e: ev.InterventionAsked) -> None:
-    if e.intervention_id in a.buffered_answers:
-        return  # answered early: resolved the moment it is asked
+    early = a.buffered_answers.get(e.intervention_id)
+    if early is not None:
+        # Answered before it was asked: resolved the moment it is asked.
+        chain = find_chain(a, e.turn_id) if e.turn_id else None
+        if chain is not None:
+            chain.answers[e.intervention_id] = a.buffered_answers.pop(e.intervention_id)
+        return
     a.interventions[e.intervention_id] = Intervention(
         e.intervention_id, e.question, e.seq, e.turn_id
     )
 
 
 def _answered(a: AgentState, e: ev.InterventionAnswered) -> None:
-    if a.interventions.pop(e.intervention_id, None) is None:
+    asked = a.interventions.pop(e.intervention_id, None)
+    if asked is None:
         a.buffered_answers[e.intervention_id] = e.answer
+        return
+    chain = find_chain(a, asked.turn_id) if asked.turn_id else None
+    if chain is not None:
+        chain.answers[e.intervention_id] = e.answer
 
 
 _APPLY: dict[type[ev.Event], Callable[[AgentState, Any], None]] = {

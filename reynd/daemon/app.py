@@ -18,10 +18,12 @@ from reynd.core.reduce import check
 from reynd.daemon.committer import Committer
 from reynd.daemon.context import CallContext
 from reynd.daemon.coordinator import Coordinator, WriteGate
+from reynd.daemon.runtime_api import RuntimeApi
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.events import AgentCreated, AgentEvent, AnyEvent, Event, Rewind, boundary_kind
 from reynd.protocol.state import RuntimeState
+from reynd.runtime.registry import AgentRegistry
 from reynd.storage.errors import CorruptionError
 from reynd.storage.options import StorageOptions
 from reynd.storage.store import Store
@@ -57,6 +59,7 @@ class App:
         self.store: Store
         self.committer: Committer
         self.coordinator: Coordinator
+        self.registry: AgentRegistry
         self.gate = WriteGate()
         self._snapshot_due = trio.Event()
         self._agent_locks: dict[str, trio.Lock] = {}
@@ -77,14 +80,16 @@ class App:
             duration_ms=round((time.perf_counter() - started) * 1e3, 1),
         )
         self.committer = Committer(store, self._on_commit)
+        self.registry = AgentRegistry(store, self.append)
         self.coordinator = Coordinator(
-            store, self.committer, self.gate, self._cancel_all, self._on_reset
+            store, self.committer, self.gate, self.registry.cancel_all, self._on_reset
         )
         self.committer.start()
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.coordinator.run)
                 nursery.start_soon(self._snapshotter)
+                await nursery.start(self.registry.run)
                 task_status.started()
                 await self.committer.failed.wait()
                 raise StorageFatal(f"WAL write failed: {self.committer.failure!r}")
@@ -95,9 +100,15 @@ class App:
                     await trio.to_thread.run_sync(store.close)
                 log.info("storage.closed", head=store.head)
 
+    async def append(self, events: Sequence[Event]) -> list[Event]:
+        """The runtime's path to the WAL: shares the write gate with wal.append."""
+        async with self.gate.shared():
+            return await self.committer.append(events)
+
     def handlers(self) -> dict[str, Handler]:
         """Handlers for every method of METHODS except the transport's own."""
         return {
+            **RuntimeApi(self).handlers(),
             "daemon.status": self._status,
             "generations.list": self._generations,
             "rewind": self._rewind,
@@ -134,14 +145,13 @@ class App:
                 )
             if isinstance(event, AgentCreated):
                 self._publish("agents", event.seq, {"agent": event.agent, "status": "created"})
+        self.registry.on_commit(events)
         if self.store.snapshot_due():
             self._snapshot_due.set()
 
     def _on_reset(self, result: m.RewindResult) -> None:
+        self.registry.restart()
         self._publish("rewinds", result.reset_seq, msgspec.to_builtins(result))
-
-    async def _cancel_all(self) -> list[m.CancelledChain]:
-        return []  # no agent runtime in the daemon yet: nothing runs between appends
 
     async def _snapshotter(self) -> None:
         """Cut full snapshots when the replay distance says so (Store.snapshot_due)."""
@@ -172,6 +182,7 @@ class App:
             generations=len(store.catalog),
             connections=ctx.server.connections,
             uptime_s=round(time.time() - ctx.server.started_at, 3),
+            ambiguous=self.registry.ambiguous(),
         )
 
     async def _generations(self, p: m.GenerationsParams, ctx: CallContext) -> m.GenerationsResult:

@@ -10,13 +10,13 @@ throughout: they never take the gate.
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
 
+import structlog
 import trio
 
 from reynd.daemon.committer import Committer
@@ -26,7 +26,7 @@ from reynd.storage.store import Store
 
 __all__ = ["Coordinator", "WriteGate"]
 
-log = logging.getLogger("reynd.rewind")
+log = structlog.get_logger("reynd.rewind")
 
 
 class WriteGate:
@@ -82,10 +82,14 @@ class WriteGate:
 CancelAll = Callable[[], Awaitable[list[m.CancelledChain]]]
 
 
+Op = Literal["rewind", "checkout", "act_turn"]
+
+
 @dataclass(slots=True)
 class _Job:
-    op: Literal["rewind", "checkout"]
+    op: Op
     seq: int
+    agent: str | None
     reply: trio.MemorySendChannel[m.RewindResult | BaseException]
 
 
@@ -111,27 +115,31 @@ class Coordinator:
         task_status.started()
         async for job in self._receive:
             try:
-                result: m.RewindResult | BaseException = await self._reset(job.op, job.seq)
+                result: m.RewindResult | BaseException = await self._reset(
+                    job.op, job.seq, job.agent
+                )
             except Exception as exc:  # reported to the caller, which re-raises it
                 result = exc
             # A caller that went away is fine: the reset stands regardless.
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 job.reply.send_nowait(result)
 
-    async def request(self, op: Literal["rewind", "checkout"], seq: int) -> m.RewindResult:
-        """Queue a rewind or checkout and wait for its outcome."""
+    async def request(self, op: Op, seq: int, agent: str | None = None) -> m.RewindResult:
+        """Queue a rewind, checkout or act-turn rewind and wait for its outcome."""
         send, receive = trio.open_memory_channel[m.RewindResult | BaseException](1)
-        await self._send.send(_Job(op, seq, send))
+        await self._send.send(_Job(op, seq, agent, send))
         async with receive:
             result = await receive.receive()
         if isinstance(result, BaseException):
             raise result
         return result
 
-    async def _reset(self, op: Literal["rewind", "checkout"], seq: int) -> m.RewindResult:
+    async def _reset(self, op: Op, seq: int, agent: str | None) -> m.RewindResult:
         started = time.perf_counter()
         async with self._gate.exclusive():
-            mode, record = self._store.prepare_reset(seq, guard_active=op == "rewind", mode=op)
+            mode, record = self._store.prepare_reset(
+                seq, guard_active=op != "checkout", mode=op, agent=agent
+            )
             cancelled = await self._cancel_all()
             (durable,) = await self._committer.append([record])
             assert isinstance(durable, Rewind)
@@ -145,13 +153,12 @@ class Coordinator:
                 duration_ms=(time.perf_counter() - started) * 1000,
             )
         log.info(
-            "%s target=%d reset_seq=%d mode=%s cancelled=%d duration_ms=%.2f",
             op,
-            seq,
-            result.reset_seq,
-            mode,
-            len(cancelled),
-            result.duration_ms,
+            target=seq,
+            reset_seq=result.reset_seq,
+            mode=mode,
+            cancelled=len(cancelled),
+            duration_ms=round(result.duration_ms, 3),
         )
         self._on_reset(result)
         return result

@@ -12,7 +12,8 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
-from reynd.protocol import errors
+from reynd.protocol import agent_methods, errors
+from reynd.protocol.base import Params, Result
 from reynd.protocol.events import GenerationKind
 from reynd.protocol.state import AgentState
 
@@ -54,14 +55,6 @@ Seq = int
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 
 
-class Params(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """Base of method params: unknown fields are refused with -32602."""
-
-
-class Result(msgspec.Struct, kw_only=True):
-    """Base of method results: clients ignore fields they do not know."""
-
-
 class OkResult(Result, kw_only=True):
     ok: bool = True
 
@@ -74,6 +67,8 @@ class StatusParams(Params, kw_only=True):
 
 
 class StatusResult(Result, kw_only=True):
+    """`ambiguous` lists steps left without a result by a crash (see agents.resolve)."""
+
     head: Seq
     branch: int
     version: str
@@ -86,6 +81,7 @@ class StatusResult(Result, kw_only=True):
     generations: int = 0
     connections: int = 0
     uptime_s: float = 0.0
+    ambiguous: list[agent_methods.AmbiguousStep] = []
 
 
 class ShutdownParams(Params, kw_only=True):
@@ -262,6 +258,88 @@ class WalAppendResult(Result, kw_only=True):
     branch: int
 
 
+def _agent_methods() -> tuple[MethodDef, ...]:
+    a = agent_methods
+    unknown = (errors.UnknownAgent,)
+    return (
+        MethodDef(
+            "agents.create",
+            a.AgentsCreateParams,
+            a.AgentInfo,
+            "Create an agent with its executor (builtin, command or openai).",
+            (errors.AgentExists,),
+            mutating=True,
+        ),
+        MethodDef(
+            "agents.configure",
+            a.AgentsConfigureParams,
+            a.AgentInfo,
+            "Change an agent's executor or options (recorded in the WAL).",
+            unknown,
+            mutating=True,
+        ),
+        MethodDef(
+            "agents.list",
+            a.AgentsListParams,
+            a.AgentsListResult,
+            "Every agent with its runtime status.",
+        ),
+        MethodDef(
+            "agents.get",
+            a.AgentsGetParams,
+            a.AgentInfo,
+            "One agent's runtime status, including an ambiguous step.",
+            unknown,
+        ),
+        MethodDef(
+            "agents.send",
+            a.AgentsSendParams,
+            a.AgentsSendResult,
+            "Put a message in an agent's inbox; its turn runs in the daemon.",
+            unknown,
+            mutating=True,
+        ),
+        MethodDef(
+            "agents.cancel",
+            a.AgentsCancelParams,
+            a.AgentsCancelResult,
+            "Hard-cancel the agent's turn in flight (its step is not committed).",
+            unknown,
+            mutating=True,
+        ),
+        MethodDef(
+            "agents.resolve",
+            a.AgentsResolveParams,
+            a.AgentInfo,
+            "Resolve an ambiguous step after a crash: retry, skip or abort.",
+            (errors.UnknownAgent, errors.NothingToDo),
+            mutating=True,
+        ),
+        MethodDef(
+            "interventions.list",
+            a.InterventionsListParams,
+            a.InterventionsListResult,
+            "Questions agents are waiting on.",
+        ),
+        MethodDef(
+            "interventions.answer",
+            a.InterventionsAnswerParams,
+            a.InterventionsAnswerResult,
+            "Answer a question (an early answer is buffered).",
+            unknown,
+            mutating=True,
+        ),
+        MethodDef(
+            "act_turn.rewind",
+            a.ActTurnRewindParams,
+            a.ActTurnRewindResult,
+            "Rewind inside a turn: earlier steps replay from memos, later ones run again.",
+            (errors.UnknownAgent, errors.NotActive, errors.InvalidEvent, *_RANGE),
+            mutating=True,
+        ),
+    )
+
+
 # -- the table --------------------------------------------------------------
 
 
@@ -339,6 +417,7 @@ METHODS: Final[dict[str, MethodDef]] = {
             (errors.StaleBranch, errors.InvalidEvent, errors.UnknownAgent),
             mutating=True,
         ),
+        *_agent_methods(),
         MethodDef(
             "rpc.discover", RpcDiscoverParams, dict[str, Any], "This API as an OpenRPC document."
         ),

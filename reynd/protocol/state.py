@@ -56,6 +56,7 @@ class Chain(msgspec.Struct, forbid_unknown_fields=True):
     open_step: int | None = None
     open_step_input: dict[str, Any] | None = None
     open_step_seq: int | None = None
+    answers: dict[str, str] = {}  # operator answers to this turn's interventions
 
 
 class SkillRun(msgspec.Struct, forbid_unknown_fields=True):

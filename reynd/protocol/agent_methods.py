@@ -1,0 +1,177 @@
+"""Params and results of the agent runtime's methods (registered in methods.METHODS)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from reynd.protocol.base import Params, Result
+
+__all__ = [
+    "ActTurnRewindParams",
+    "ActTurnRewindResult",
+    "AgentInfo",
+    "AgentName",
+    "AgentsCancelParams",
+    "AgentsCancelResult",
+    "AgentsConfigureParams",
+    "AgentsCreateParams",
+    "AgentsGetParams",
+    "AgentsListParams",
+    "AgentsListResult",
+    "AgentsResolveParams",
+    "AgentsSendParams",
+    "AgentsSendResult",
+    "AmbiguousStep",
+    "ExecutorName",
+    "InterventionInfo",
+    "InterventionsAnswerParams",
+    "InterventionsAnswerResult",
+    "InterventionsListParams",
+    "InterventionsListResult",
+]
+
+AgentName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+ExecutorName = Literal["builtin", "command", "openai"]
+AgentStatus = Literal["idle", "running", "waiting", "ambiguous", "failed"]
+
+
+class AmbiguousStep(Result, kw_only=True):
+    """A step that started before a crash and has no committed result.
+
+    Its executor call may or may not have had effects: the operator decides
+    (`agents.resolve`: retry, skip or abort).
+    """
+
+    agent: str
+    turn_id: str
+    step: int
+    input: dict[str, Any]
+    started_seq: int
+
+
+class AgentInfo(Result, kw_only=True):
+    name: str
+    session: str
+    executor: str
+    options: dict[str, Any]
+    status: AgentStatus
+    created_seq: int
+    applied_seq: int
+    inbox: int
+    turn_id: str | None = None
+    step: int | None = None
+    turns_completed: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    ambiguous: AmbiguousStep | None = None
+    waiting_for: str | None = None  # intervention id
+    last_error: str | None = None
+    executor_calls: int = 0  # since the daemon started
+    ghost_replayed: int = 0  # steps replayed from memos since the daemon started
+
+
+class AgentsCreateParams(Params, kw_only=True):
+    name: AgentName
+    executor: ExecutorName = "builtin"
+    options: dict[str, Any] = {}
+    session: str = "default"
+
+
+class AgentsConfigureParams(Params, kw_only=True):
+    agent: str
+    executor: ExecutorName | None = None
+    options: dict[str, Any] | None = None
+
+
+class AgentsListParams(Params, kw_only=True):
+    session: str | None = None
+
+
+class AgentsListResult(Result, kw_only=True):
+    agents: list[AgentInfo]
+
+
+class AgentsGetParams(Params, kw_only=True):
+    agent: str
+
+
+class AgentsSendParams(Params, kw_only=True):
+    """Put a message in an agent's inbox; with `wait`, return when its turn ends."""
+
+    agent: str
+    text: Annotated[str, msgspec.Meta(min_length=1)]
+    wait: bool = False
+    timeout: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+
+
+class AgentsSendResult(Result, kw_only=True):
+    """`turn_id` is known at once; `boundary_seq` (the turn.ended seq) once it completed."""
+
+    message_id: str
+    seq: int
+    turn_id: str
+    boundary_seq: int | None = None
+    outcome: str | None = None
+    reply: str | None = None
+
+
+class AgentsCancelParams(Params, kw_only=True):
+    agent: str
+
+
+class AgentsCancelResult(Result, kw_only=True):
+    cancelled: list[dict[str, str]]
+
+
+class AgentsResolveParams(Params, kw_only=True):
+    agent: str
+    action: Literal["retry", "skip", "abort"]
+
+
+class InterventionInfo(Result, kw_only=True):
+    agent: str
+    intervention_id: str
+    question: str
+    asked_seq: int
+    turn_id: str | None = None
+
+
+class InterventionsListParams(Params, kw_only=True):
+    agent: str | None = None
+
+
+class InterventionsListResult(Result, kw_only=True):
+    interventions: list[InterventionInfo]
+
+
+class InterventionsAnswerParams(Params, kw_only=True):
+    """Answer a question; an answer to a question not asked yet is buffered."""
+
+    agent: str
+    intervention_id: Annotated[str, msgspec.Meta(min_length=1)]
+    answer: str
+
+
+class InterventionsAnswerResult(Result, kw_only=True):
+    seq: int
+    buffered: bool
+
+
+class ActTurnRewindParams(Params, kw_only=True):
+    """Rewind to a seq inside one of `agent`'s turns, between two act-steps."""
+
+    agent: str
+    seq: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class ActTurnRewindResult(Result, kw_only=True):
+    reset_seq: int
+    target: int
+    branch: int
+    turn_id: str
+    ghost_replayed: int  # committed steps replayed from memos: 0 executor calls
+    rerun: int  # steps that had run after the target and will run again
+    cancelled: list[dict[str, str]] = []
+    duration_ms: float = 0.0

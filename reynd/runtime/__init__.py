@@ -1,0 +1,1 @@
+"""The agent runtime: agents run inside the daemon as trio tasks."""

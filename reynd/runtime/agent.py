@@ -1,0 +1,306 @@
+"""One agent's runner: a trio task that takes messages and runs their turns.
+
+A turn is a sequence of act-steps. Each step appends `step.started`, calls
+the executor, and appends its memo (`step.committed`, plus the events its
+directives ask for) before the next step begins; `turn.ended` is the turn's
+generation boundary.
+
+Cancellation, the three kinds told apart:
+- `agents.cancel`: the runner cancels its own turn scope; the turn is aborted
+  at whatever await it is in (mid-executor call, mid-subprocess) and ends
+  with outcome `cancelled`.
+- a rewind: the registry cancels the runner's outer scope; nothing more is
+  appended, and a new runner continues from the rebuilt state.
+- the daemon itself being cancelled (shutdown): propagates untouched; the
+  turn stays in flight in the log and resumes on the next start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import msgspec
+import structlog
+import trio
+
+from reynd.core.reduce import find_chain
+from reynd.protocol import events as ev
+from reynd.protocol.agent_methods import AgentStatus, AmbiguousStep
+from reynd.protocol.executor import StepRequest, StepResult
+from reynd.protocol.state import AgentState, Chain, RuntimeState
+from reynd.runtime import resume
+from reynd.runtime.executors import Executor, StepFailed
+from reynd.runtime.history import complete_tool_cycles
+
+__all__ = ["AgentRunner", "Append"]
+
+log = structlog.get_logger("reynd.agent")
+
+Append = Callable[[Sequence[ev.Event]], Awaitable[list[ev.Event]]]
+Resolution = Literal["retry", "skip", "abort"]
+
+
+def turn_id_for(message_seq: int) -> str:
+    """A turn is named after the seq of the message it answers: known at send time."""
+    return f"t{message_seq}"
+
+
+@dataclass(slots=True)
+class _Counters:
+    ghost_replayed: int = 0
+    steps_run: int = 0
+
+
+class AgentRunner:
+    """Runs the turns of one agent, one at a time."""
+
+    def __init__(
+        self,
+        name: str,
+        state: Callable[[], RuntimeState],
+        append: Append,
+        executor_for: Callable[[AgentState], Executor],
+        *,
+        rerun_open_step: bool,
+    ) -> None:
+        self.name = name
+        self._state = state
+        self._append = append
+        self.scope = trio.CancelScope()  # cancelled by the registry (rewind)
+        self.stopped = trio.Event()
+        self.status: AgentStatus = "idle"
+        self.turn_id: str | None = None
+        self.step: int | None = None
+        self.waiting_for: str | None = None
+        self.last_error: str | None = None
+        self.ambiguous: AmbiguousStep | None = None
+        self.counters = _Counters()
+        self._kick = trio.Event()
+        self._turn_scope: trio.CancelScope | None = None
+        self._rerun_open_step = rerun_open_step
+        self._resolution: Resolution | None = None
+        self._executor_for = executor_for
+
+    # -- control (registry) ----------------------------------------------------------
+
+    def kick(self) -> None:
+        """Something about this agent changed: look again."""
+        self._kick.set()
+
+    def cancel_turn(self) -> str | None:
+        """Hard-cancel the turn in flight (agents.cancel); returns its id."""
+        if self._turn_scope is None or self.turn_id is None:
+            return None
+        self._turn_scope.cancel()
+        return self.turn_id
+
+    def resolve(self, action: Resolution) -> None:
+        self._resolution = action
+        self.kick()
+
+    # -- the loop ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            with self.scope:
+                await self._loop()
+        finally:
+            self.status = "idle" if self.status != "failed" else "failed"
+            self.stopped.set()
+
+    def _agent(self) -> AgentState | None:
+        return self._state().agents.get(self.name)
+
+    async def _loop(self) -> None:
+        while True:
+            self._kick = trio.Event()
+            agent = self._agent()
+            if agent is None:
+                return  # gone as of the current state (a rewind before its creation)
+            chain = agent.pending_chains[0] if agent.pending_chains else None
+            if chain is None and agent.inbox:
+                item = agent.inbox[0]
+                await self._append(
+                    [
+                        ev.TurnStarted(
+                            agent=self.name,
+                            turn_id=turn_id_for(item.seq),
+                            message_id=item.message_id,
+                        )
+                    ]
+                )
+                continue
+            if chain is None:
+                self.status, self.turn_id, self.step = "idle", None, None
+                await self._kick.wait()
+                continue
+            if chain.open_step is not None and not self._rerun_open_step:
+                if not await self._settle_ambiguous(agent, chain):
+                    await self._kick.wait()
+                continue
+            await self._run_turn(chain.turn_id)
+
+    async def _settle_ambiguous(self, agent: AgentState, chain: Chain) -> bool:
+        """Report a step left open by a crash; act once the operator resolved it."""
+        assert chain.open_step is not None
+        self.status, self.turn_id, self.step = "ambiguous", chain.turn_id, chain.open_step
+        self.ambiguous = AmbiguousStep(
+            agent=self.name,
+            turn_id=chain.turn_id,
+            step=chain.open_step,
+            input=chain.open_step_input or {},
+            started_seq=chain.open_step_seq or 0,
+        )
+        action, self._resolution = self._resolution, None
+        if action is None:
+            return False
+        self.ambiguous = None
+        log.info(
+            "agent.ambiguous_resolved",
+            agent=self.name,
+            turn_id=chain.turn_id,
+            step=chain.open_step,
+            action=action,
+        )
+        if action == "retry":
+            self._rerun_open_step = True
+        elif action == "skip":
+            await self._append(
+                [
+                    ev.StepCommitted(
+                        agent=self.name,
+                        turn_id=chain.turn_id,
+                        step=chain.open_step,
+                        output={"skipped": True},
+                    )
+                ]
+            )
+        else:
+            await self._append(
+                [
+                    ev.TurnEnded(
+                        agent=self.name,
+                        turn_id=chain.turn_id,
+                        outcome="aborted",
+                        reply="aborted by the operator",
+                    )
+                ]
+            )
+        return True
+
+    async def _run_turn(self, turn_id: str) -> None:
+        self.status, self.turn_id = "running", turn_id
+        scope = self._turn_scope = trio.CancelScope()
+        try:
+            with scope:
+                await self._turn_body(turn_id)
+        finally:
+            self._turn_scope = None
+        if scope.cancelled_caught:
+            # Our own cancel (agents.cancel): close the turn. A rewind or a
+            # shutdown cancels an outer scope and never reaches this line.
+            log.info("agent.turn_cancelled", agent=self.name, turn_id=turn_id, step=self.step)
+            await self._append(
+                [
+                    ev.TurnEnded(
+                        agent=self.name, turn_id=turn_id, outcome="cancelled", reply="cancelled"
+                    )
+                ]
+            )
+
+    async def _turn_body(self, turn_id: str) -> None:
+        agent = self._agent()
+        chain = find_chain(agent, turn_id) if agent else None
+        if agent is None or chain is None:
+            return
+        plan = resume.analyze(chain)
+        # Ghost replay: committed steps come from their memos, 0 executor calls.
+        self.counters.ghost_replayed += len(plan.committed)
+        missing = resume.missing_directives(agent, chain)
+        if missing:
+            await self._append(missing)
+        step = plan.open_step if plan.open_step is not None else plan.next_step
+        while True:
+            agent = self._agent()
+            chain = find_chain(agent, turn_id) if agent else None
+            if agent is None or chain is None:
+                return
+            waiting = [
+                i.intervention_id for i in agent.interventions.values() if i.turn_id == turn_id
+            ]
+            if waiting:
+                self.status, self.waiting_for = "waiting", waiting[0]
+                self._kick = trio.Event()
+                await self._kick.wait()
+                continue
+            self.status, self.waiting_for, self.step = "running", None, step
+            executor = self._executor_for(agent)  # the agent's config may have changed
+            request = StepRequest(
+                agent=self.name,
+                turn_id=turn_id,
+                step=step,
+                text=chain.text,
+                history=complete_tool_cycles(agent.history),
+                previous=[m.output for m in chain.steps],
+                answers=dict(chain.answers),
+                options=agent.options,
+            )
+            if chain.open_step != step:
+                await self._append(
+                    [
+                        ev.StepStarted(
+                            agent=self.name,
+                            turn_id=turn_id,
+                            step=step,
+                            input={"text": chain.text, "step": step},
+                        )
+                    ]
+                )
+            self._rerun_open_step = True  # from here on, an open step is ours
+            try:
+                result = await executor.step(request)
+            except StepFailed as exc:
+                self.last_error = str(exc)
+                log.warning(
+                    "agent.step_failed", agent=self.name, turn_id=turn_id, step=step, error=str(exc)
+                )
+                await self._append(
+                    [
+                        ev.TurnEnded(
+                            agent=self.name, turn_id=turn_id, outcome="failed", reply=str(exc)
+                        )
+                    ]
+                )
+                return
+            self.counters.steps_run += 1
+            await self._append(
+                [
+                    self._memo(turn_id, step, result),
+                    *resume.directive_events(self.name, turn_id, step, result),
+                ]
+            )
+            if result.done:
+                await self._append(
+                    [
+                        ev.TurnEnded(
+                            agent=self.name, turn_id=turn_id, reply=result.reply, label=result.label
+                        )
+                    ]
+                )
+                return
+            step += 1
+
+    def _memo(self, turn_id: str, step: int, result: StepResult) -> ev.StepCommitted:
+        output = msgspec.to_builtins(result)
+        output.pop("messages", None)  # kept once, in `messages`
+        return ev.StepCommitted(
+            agent=self.name,
+            turn_id=turn_id,
+            step=step,
+            output=output,
+            messages=tuple(result.messages),
+            tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out,
+        )

@@ -1,0 +1,68 @@
+"""The executor interface and the factory that builds one from an agent's config."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import msgspec
+
+from reynd.protocol import errors
+from reynd.protocol.executor import StepRequest, StepResult
+
+__all__ = ["Executor", "StepFailed", "make_executor", "validate_options"]
+
+
+class StepFailed(Exception):
+    """The executor could not produce a result; the message says why, for the operator."""
+
+
+class Executor(Protocol):
+    """Runs one act-step. Must be cancellable at every await (hard cancel)."""
+
+    calls: int
+
+    async def step(self, request: StepRequest) -> StepResult: ...
+
+
+def _options_type(name: str) -> type[msgspec.Struct]:
+    if name == "builtin":
+        from reynd.runtime.executors.builtin import BuiltinOptions
+
+        return BuiltinOptions
+    if name == "command":
+        from reynd.runtime.executors.command import CommandOptions
+
+        return CommandOptions
+    if name == "openai":
+        from reynd.runtime.executors.openai import OpenAIOptions
+
+        return OpenAIOptions
+    raise errors.InvalidParams(
+        f"unknown executor {name!r}: use builtin, command or openai", {"executor": name}
+    )
+
+
+def validate_options(name: str, options: dict[str, Any]) -> msgspec.Struct:
+    """Decode an agent's executor options, or raise InvalidParams naming the field."""
+    try:
+        return msgspec.convert(options, _options_type(name))
+    except msgspec.ValidationError as exc:
+        raise errors.InvalidParams(
+            f"invalid options for the {name} executor: {exc}", {"executor": name}
+        ) from None
+
+
+def make_executor(name: str, options: dict[str, Any]) -> Executor:
+    """Build the executor an agent is configured with."""
+    opts = validate_options(name, options)
+    if name == "builtin":
+        from reynd.runtime.executors.builtin import BuiltinExecutor
+
+        return BuiltinExecutor(opts)  # type: ignore[arg-type]
+    if name == "command":
+        from reynd.runtime.executors.command import CommandExecutor
+
+        return CommandExecutor(opts)  # type: ignore[arg-type]
+    from reynd.runtime.executors.openai import OpenAIExecutor
+
+    return OpenAIExecutor(opts)  # type: ignore[arg-type]

@@ -1,0 +1,274 @@
+"""The AgentRegistry: every agent's runner, and the runtime's methods.
+
+Runners live in one nursery owned by the registry. A rewind stops them all
+(`cancel_all`, under the coordinator's exclusive write gate, so nothing is
+half-appended) and starts fresh ones from the rebuilt state (`restart`):
+turns in flight as of the target continue by ghost replay of their memos.
+At start-up (`restore_all`) the same happens from the recovered state, and a
+step left open by a crash is reported as ambiguous for the operator.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import msgspec
+import structlog
+import trio
+
+from reynd.protocol import errors
+from reynd.protocol import events as ev
+from reynd.protocol import methods as m
+from reynd.protocol.agent_methods import (
+    AgentInfo,
+    AgentsSendResult,
+    AmbiguousStep,
+    InterventionInfo,
+)
+from reynd.protocol.state import AgentState
+from reynd.runtime.agent import AgentRunner, Append, Resolution, turn_id_for
+from reynd.runtime.executors import Executor, make_executor, validate_options
+from reynd.storage.store import Store
+
+__all__ = ["AgentRegistry"]
+
+log = structlog.get_logger("reynd.registry")
+
+
+class _TurnWaiter:
+    __slots__ = ("done", "ended")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.ended: ev.TurnEnded | None = None
+
+
+class AgentRegistry:
+    def __init__(self, store: Store, append: Append) -> None:
+        self._store = store
+        self._append = append
+        self._runners: dict[str, AgentRunner] = {}
+        self._executors: dict[str, tuple[bytes, Executor]] = {}
+        self._calls: dict[str, int] = {}  # executor calls per agent since start
+        self._waiters: dict[str, _TurnWaiter] = {}
+        self._nursery: trio.Nursery | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the runners' nursery; restore every agent, then run until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self.restore_all()
+            task_status.started()
+            await trio.sleep_forever()
+
+    def restore_all(self) -> None:
+        """Start a runner per agent of the tip's state (crash recovery = reconstruct(head)).
+
+        An open step is re-run when the log's last record is a reset record
+        (the daemon cut it on purpose); otherwise it may have had effects
+        before a crash, and the operator decides.
+        """
+        rerun = self._store.lineage.is_reset(self._store.head)
+        for name in self._store.state.agents:
+            self._start(name, rerun_open_step=rerun)
+
+    def restart(self) -> None:
+        """After a rewind: fresh runners from the rebuilt state."""
+        for name in self._store.state.agents:
+            self._start(name, rerun_open_step=True)
+
+    def _start(self, name: str, *, rerun_open_step: bool) -> None:
+        assert self._nursery is not None
+        runner = AgentRunner(
+            name,
+            lambda: self._store.state,
+            self._append,
+            self._executor_for,
+            rerun_open_step=rerun_open_step,
+        )
+        self._runners[name] = runner
+        self._nursery.start_soon(runner.run, name=f"agent:{name}")
+
+    async def cancel_all(self) -> list[m.CancelledChain]:
+        """Stop every runner (a rewind); returns the turns that were in flight."""
+        cancelled = [
+            m.CancelledChain(agent=r.name, turn_id=r.turn_id)
+            for r in self._runners.values()
+            if r.turn_id is not None and r.status in ("running", "waiting")
+        ]
+        for runner in self._runners.values():
+            runner.scope.cancel()
+        for runner in self._runners.values():
+            await runner.stopped.wait()
+        self._runners.clear()
+        return cancelled
+
+    def on_commit(self, events: Sequence[ev.Event]) -> None:
+        """Wake the runners whose agent changed; complete `send --wait` callers."""
+        for event in events:
+            if (
+                isinstance(event, ev.AgentCreated)
+                and event.agent not in self._runners
+                and self._nursery is not None
+            ):
+                self._start(event.agent, rerun_open_step=True)
+            agent = getattr(event, "agent", None)
+            runner = self._runners.get(agent) if agent else None
+            if runner is not None:
+                runner.kick()
+            if isinstance(event, ev.TurnEnded):
+                waiter = self._waiters.pop(event.turn_id, None)
+                if waiter is not None:
+                    waiter.ended = event
+                    waiter.done.set()
+
+    def _executor_for(self, agent: AgentState) -> Executor:
+        config = msgspec.json.encode([agent.executor, agent.options])
+        cached = self._executors.get(agent.name)
+        if cached is None or cached[0] != config:
+            if cached is not None:
+                self._calls[agent.name] = self._calls.get(agent.name, 0) + cached[1].calls
+            cached = (config, make_executor(agent.executor, agent.options))
+            self._executors[agent.name] = cached
+        return cached[1]
+
+    def executor_calls(self, name: str) -> int:
+        cached = self._executors.get(name)
+        return self._calls.get(name, 0) + (cached[1].calls if cached else 0)
+
+    # -- queries --------------------------------------------------------------------------
+
+    def _agent(self, name: str) -> AgentState:
+        agent = self._store.state.agents.get(name)
+        if agent is None:
+            raise errors.UnknownAgent(
+                f"no agent {name!r}: create it with `reynctl agents create {name}`", {"agent": name}
+            )
+        return agent
+
+    def info(self, name: str) -> AgentInfo:
+        agent = self._agent(name)
+        runner = self._runners.get(name)
+        return AgentInfo(
+            name=agent.name,
+            session=agent.session,
+            executor=agent.executor,
+            options=agent.options,
+            status=runner.status if runner else "idle",
+            created_seq=agent.created_seq,
+            applied_seq=agent.applied_seq,
+            inbox=len(agent.inbox),
+            turn_id=runner.turn_id if runner else None,
+            step=runner.step if runner else None,
+            turns_completed=agent.turns_completed,
+            tokens_in=agent.tokens_in,
+            tokens_out=agent.tokens_out,
+            ambiguous=runner.ambiguous if runner else None,
+            waiting_for=runner.waiting_for if runner else None,
+            last_error=runner.last_error if runner else None,
+            executor_calls=self.executor_calls(name),
+            ghost_replayed=runner.counters.ghost_replayed if runner else 0,
+        )
+
+    def infos(self, session: str | None = None) -> list[AgentInfo]:
+        return [
+            self.info(name)
+            for name, a in sorted(self._store.state.agents.items())
+            if session is None or a.session == session
+        ]
+
+    def ambiguous(self) -> list[AmbiguousStep]:
+        return [r.ambiguous for r in self._runners.values() if r.ambiguous is not None]
+
+    def interventions(self, agent: str | None) -> list[InterventionInfo]:
+        agents = [self._agent(agent)] if agent else list(self._store.state.agents.values())
+        return [
+            InterventionInfo(
+                agent=a.name,
+                intervention_id=i.intervention_id,
+                question=i.question,
+                asked_seq=i.asked_seq,
+                turn_id=i.turn_id,
+            )
+            for a in agents
+            for i in a.interventions.values()
+        ]
+
+    # -- commands --------------------------------------------------------------------------
+
+    async def create(
+        self, name: str, executor: str, options: dict[str, object], session: str
+    ) -> AgentInfo:
+        validate_options(executor, dict(options))
+        if name in self._store.state.agents:
+            raise errors.AgentExists(f"agent {name!r} already exists", {"agent": name})
+        await self._append(
+            [ev.AgentCreated(agent=name, session=session, executor=executor, options=dict(options))]
+        )
+        return self.info(name)
+
+    async def configure(
+        self, name: str, executor: str | None, options: dict[str, object] | None
+    ) -> AgentInfo:
+        agent = self._agent(name)
+        validate_options(
+            executor or agent.executor, dict(options if options is not None else agent.options)
+        )
+        await self._append(
+            [
+                ev.AgentConfigured(
+                    agent=name,
+                    executor=executor,
+                    options=dict(options) if options is not None else None,
+                )
+            ]
+        )
+        return self.info(name)
+
+    async def send(
+        self, name: str, text: str, *, wait: bool, wait_seconds: float
+    ) -> AgentsSendResult:
+        self._agent(name)
+        message_id = f"m{uuid.uuid4().hex[:12]}"
+        (received,) = await self._append(
+            [ev.MessageReceived(agent=name, message_id=message_id, text=text)]
+        )
+        turn_id = turn_id_for(received.seq)
+        result = AgentsSendResult(message_id=message_id, seq=received.seq, turn_id=turn_id)
+        if not wait:
+            return result
+        waiter = self._waiters.setdefault(turn_id, _TurnWaiter())
+        with trio.move_on_after(wait_seconds):
+            await waiter.done.wait()
+        if waiter.ended is not None:
+            result.boundary_seq = waiter.ended.seq
+            result.outcome = waiter.ended.outcome
+            result.reply = waiter.ended.reply
+        return result
+
+    async def cancel(self, name: str) -> list[dict[str, str]]:
+        self._agent(name)
+        runner = self._runners.get(name)
+        turn_id = runner.cancel_turn() if runner else None
+        return [{"agent": name, "turn_id": turn_id}] if turn_id else []
+
+    def resolve(self, name: str, action: Resolution) -> AgentInfo:
+        self._agent(name)
+        runner = self._runners.get(name)
+        if runner is None or runner.ambiguous is None:
+            raise errors.NothingToDo(
+                f"agent {name!r} has no ambiguous step to resolve", {"agent": name}
+            )
+        runner.resolve(action)
+        return self.info(name)
+
+    async def answer(self, name: str, intervention_id: str, answer: str) -> tuple[int, bool]:
+        agent = self._agent(name)
+        buffered = intervention_id not in agent.interventions
+        (event,) = await self._append(
+            [ev.InterventionAnswered(agent=name, intervention_id=intervention_id, answer=answer)]
+        )
+        return event.seq, buffered
