@@ -57,6 +57,11 @@ class ServeOptions:
 
 def serve(opts: ServeOptions) -> int:
     """Run the daemon until it is told to stop; returns the process exit code."""
+    # Outside the signal receiver's lifetime (start-up, the last steps after
+    # storage is closed) a SIGTERM must not kill us with the default action.
+    # A Python-level no-op, not SIG_IGN: exec'd children get default handlers back.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _ignore_signal)
     try:
         trio.run(_serve, opts)
     except BaseException as exc:  # mapped to an exit code below
@@ -67,12 +72,14 @@ def serve(opts: ServeOptions) -> int:
         if isinstance(leaf, ListenError | CorruptionError):
             print(f"reynd: {leaf}", file=sys.stderr)
             return EXIT_FAILURE
-        if isinstance(leaf, KeyboardInterrupt):
-            return EXIT_OK  # a second ^C during shutdown
         log.critical("fatal", exc_info=exc)
         print(f"reynd: fatal: {leaf!r} (see the log above)", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
+
+
+def _ignore_signal(signum: int, frame: object) -> None:
+    pass
 
 
 def _single(exc: BaseException) -> BaseException:
