@@ -29,9 +29,9 @@ from typing import Final
 import msgspec
 
 from reynd.protocol.state import RuntimeState
-from reynd.storage import crashpoints
+from reynd.storage import crashpoints, fsops
 from reynd.storage.errors import CorruptionError, UnsupportedVersion
-from reynd.storage.fsutil import fsync_dir, write_all
+from reynd.storage.fsutil import fsync_dir, make_dirs, write_all
 
 __all__ = ["SNAPSHOT_VERSION", "SnapshotStore", "decode_snapshot", "encode_snapshot"]
 
@@ -103,14 +103,12 @@ class SnapshotStore:
         Contents are checked when a snapshot is loaded (`load`), where a
         damaged file falls back to an older one.
         """
-        created = not directory.exists()
-        directory.mkdir(parents=True, exist_ok=True)
-        if created:
+        if make_dirs(directory):
             fsync_dir(directory.parent)
         store = cls(directory)
         for p in directory.iterdir():
             if p.name.startswith(".tmp-"):
-                p.unlink()  # a write that never reached its rename
+                fsops.unlink(p)  # a write that never reached its rename
                 continue
             if p.suffix != SUFFIX:
                 continue
@@ -130,17 +128,17 @@ class SnapshotStore:
         """Publish an encoded snapshot atomically; safe to call from a worker thread."""
         final = self.path(seq)
         tmp = self.dir / f".tmp-{final.name}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = fsops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             half = len(data) // 2
             write_all(fd, data[:half])
             crashpoints.hit("snapshot.mid_write")
             write_all(fd, data[half:])
-            os.fsync(fd)
+            fsops.fsync(fd)
         finally:
-            os.close(fd)
+            fsops.close(fd)
         crashpoints.hit("snapshot.before_rename")
-        os.replace(tmp, final)
+        fsops.replace(tmp, final)
         fsync_dir(self.dir)
 
     def add(self, seq: int, size: int) -> None:
@@ -159,7 +157,7 @@ class SnapshotStore:
         """Set a damaged snapshot aside (renamed, not deleted) and forget it."""
         path = self.path(seq)
         if path.exists():
-            os.replace(path, path.with_suffix(".damaged"))
+            fsops.replace(path, path.with_suffix(".damaged"))
             fsync_dir(self.dir)
         log.warning("snapshot %s set aside: %s", path, reason)
         if seq in self.sizes:

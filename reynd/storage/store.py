@@ -34,7 +34,7 @@ from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints
 from reynd.storage.errors import CorruptionError
 from reynd.storage.framing import encode_frame
-from reynd.storage.fsutil import fsync_dir
+from reynd.storage.fsutil import fsync_dir, make_dirs
 from reynd.storage.lock import hold_lock
 from reynd.storage.options import StorageOptions
 from reynd.storage.snapshots import SnapshotStore, encode_snapshot
@@ -96,8 +96,7 @@ class Store:
     def _open(self) -> None:
         created = not self.root.exists()
         state_dir = self.root / "state"
-        state_created = not state_dir.exists()
-        state_dir.mkdir(parents=True, exist_ok=True)
+        state_created = make_dirs(state_dir)
         # Each new directory's entry lives in its parent: sync both levels.
         if state_created:
             fsync_dir(self.root)

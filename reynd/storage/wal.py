@@ -23,10 +23,10 @@ from pathlib import Path
 import msgspec
 
 from reynd.protocol.events import AnyEvent, Event
-from reynd.storage import crashpoints
+from reynd.storage import crashpoints, fsops
 from reynd.storage.errors import CorruptionError
 from reynd.storage.framing import FrameInvalid, next_frame
-from reynd.storage.fsutil import fsync_dir, write_all
+from reynd.storage.fsutil import fsync_dir, make_dirs, write_all, write_durable
 
 __all__ = ["Placement", "RecoveryReport", "Segment", "Wal", "segment_path"]
 
@@ -122,9 +122,7 @@ class Wal:
         acknowledged: it is cut, kept under wal/torn/, and synced. Any other
         bad record raises CorruptionError.
         """
-        created = not wal_dir.exists()
-        wal_dir.mkdir(parents=True, exist_ok=True)
-        if created:
+        if make_dirs(wal_dir):
             fsync_dir(wal_dir.parent)
         wal = cls(wal_dir, segment_bytes)
         report = RecoveryReport()
@@ -188,7 +186,7 @@ class Wal:
     def _cut_tail(self, path: Path, data: bytes, pos: int, report: RecoveryReport) -> None:
         torn_dir = self.dir / TORN_DIR
         if not torn_dir.exists():
-            torn_dir.mkdir()
+            fsops.mkdir(torn_dir)
             fsync_dir(self.dir)
         # A retried append lands at the same offset and may tear again: never
         # overwrite an earlier copy.
@@ -197,20 +195,15 @@ class Wal:
         while saved.exists():
             saved = torn_dir / f"{path.stem}.{pos}.{n}.torn"
             n += 1
-        saved.write_bytes(data[pos:])
-        fd = os.open(saved, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_durable(saved, data[pos:])
         fsync_dir(torn_dir)
         # Only after the copy is durable do we cut the original.
-        fd = os.open(path, os.O_WRONLY)
+        fd = fsops.open(path, os.O_WRONLY)
         try:
-            os.ftruncate(fd, pos)
-            os.fsync(fd)
+            fsops.ftruncate(fd, pos)
+            fsops.fsync(fd)
         finally:
-            os.close(fd)
+            fsops.close(fd)
         log.warning(
             "cut torn WAL tail: %s at %d (%d bytes kept in %s)", path, pos, len(data) - pos, saved
         )
@@ -225,7 +218,7 @@ class Wal:
         if self.segments:
             seg = self.segments[-1]
             self._wfirst, self._wsize = seg.first_seq, seg.size
-            self._wfd = os.open(seg.path, os.O_WRONLY | os.O_APPEND)
+            self._wfd = fsops.open(seg.path, os.O_WRONLY | os.O_APPEND)
         # else: the first write creates segment 1.
 
     # -- properties -------------------------------------------------------------
@@ -275,16 +268,16 @@ class Wal:
             # Records in the old segment must be durable before the new file
             # can hold later ones: recovery treats only the last segment's
             # tail as possibly torn.
-            os.fdatasync(self._wfd)
-            os.close(self._wfd)
+            fsops.fdatasync(self._wfd)
+            fsops.close(self._wfd)
         path = segment_path(self.dir, first_seq)
-        self._wfd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        self._wfd = fsops.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         fsync_dir(self.dir)
         self._wfirst, self._wsize = first_seq, 0
 
     def sync(self) -> None:
         """fdatasync the current segment. An error here is fatal for the caller."""
-        os.fdatasync(self._wfd)
+        fsops.fdatasync(self._wfd)
         crashpoints.hit("wal.after_sync")
 
     # -- owner thread ------------------------------------------------------------
@@ -305,7 +298,7 @@ class Wal:
         for seg, a, b in self._spans(lo, hi):
             start = seg.offsets[a]
             end = seg.offsets[b + 1] if b + 1 < len(seg.offsets) else seg.size
-            data = os.pread(self._read_fd(seg), end - start, start)
+            data = fsops.pread(self._read_fd(seg), end - start, start)
             pos = 0
             for i in range(a, b + 1):
                 seq = seg.first_seq + i
@@ -334,18 +327,18 @@ class Wal:
     def _read_fd(self, seg: Segment) -> int:
         fd = self._read_fds.get(seg.first_seq)
         if fd is None:
-            fd = os.open(seg.path, os.O_RDONLY)
+            fd = fsops.open(seg.path, os.O_RDONLY)
             self._read_fds[seg.first_seq] = fd
         return fd
 
     def close(self) -> None:
         """Sync and close every descriptor."""
         if self._wfd >= 0:
-            os.fdatasync(self._wfd)
-            os.close(self._wfd)
+            fsops.fdatasync(self._wfd)
+            fsops.close(self._wfd)
             self._wfd = -1
         for fd in self._read_fds.values():
-            os.close(fd)
+            fsops.close(fd)
         self._read_fds.clear()
 
 

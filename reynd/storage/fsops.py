@@ -1,0 +1,70 @@
+"""The storage core's file-system calls, behind one indirection.
+
+The WAL, the snapshots and fsutil call `fsops.write(...)`, `fsops.fdatasync(...)`
+and so on, never the `os` functions directly, so that a test can put a
+simulated disk underneath them (power loss that drops or tears unsynced
+writes, I/O errors at the Nth call: tests/storage/simdisk.py).
+
+In production every name below *is* the `os` function: no wrapper, no flag,
+and a call costs the same one module-attribute lookup that `os.write` did.
+Reads of whole files at open (`Path.read_bytes`, `iterdir`) stay direct:
+they do not change the disk.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = [
+    "NAMES",
+    "close",
+    "fdatasync",
+    "fsync",
+    "ftruncate",
+    "installed",
+    "mkdir",
+    "open",
+    "pread",
+    "replace",
+    "unlink",
+    "write",
+]
+
+open = os.open
+close = os.close
+write = os.write
+pread = os.pread
+fsync = os.fsync
+fdatasync = os.fdatasync
+ftruncate = os.ftruncate
+replace = os.replace
+unlink = os.unlink
+mkdir = os.mkdir
+
+NAMES = (
+    "open",
+    "close",
+    "write",
+    "pread",
+    "fsync",
+    "fdatasync",
+    "ftruncate",
+    "replace",
+    "unlink",
+    "mkdir",
+)
+
+
+@contextmanager
+def installed(layer: object) -> Iterator[None]:
+    """Route each call of NAMES through `layer`'s method of that name, for the block (tests)."""
+    scope = globals()
+    saved = {name: scope[name] for name in NAMES}
+    try:
+        for name in NAMES:
+            scope[name] = getattr(layer, name)
+        yield
+    finally:
+        scope.update(saved)
