@@ -58,16 +58,17 @@ def test_hung_client_does_not_delay_shutdown(short_tmp: Path) -> None:
 def test_state_reopens_after_sigterm(short_tmp: Path) -> None:
     d = start_daemon(short_tmp)
     with d.connect() as c:
+        # agent.created only: a message would start a turn that keeps appending.
         c.call("wal.append", {"agent": "a", "kind": "agent.created"})
-        c.call(
-            "wal.append",
-            {"agent": "a", "kind": "message.received", "data": {"message_id": "m1", "text": "hi"}},
-        )
+        c.call("wal.append", {"agent": "b", "kind": "agent.created"})
         head = c.call("daemon.status")["head"]
+        before = c.call("state.get")
     d.stop()
     again = start_daemon(short_tmp, state_dir=d.state_dir, socket_path=d.socket)
     try:
-        assert again.call("daemon.status")["head"] == head
+        with again.connect() as c:
+            assert c.call("daemon.status")["head"] == head
+            assert c.call("state.get") == before
     finally:
         again.stop()
 
