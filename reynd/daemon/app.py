@@ -23,7 +23,7 @@ from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.events import AgentCreated, AgentEvent, AnyEvent, Event, Rewind, boundary_kind
 from reynd.protocol.state import RuntimeState
-from reynd.runtime.registry import AgentRegistry
+from reynd.runtime.registry import EXTERNAL, AgentRegistry
 from reynd.storage.errors import CorruptionError
 from reynd.storage.options import StorageOptions
 from reynd.storage.store import Store
@@ -300,8 +300,12 @@ class App:
                     ),
                     {"field": f"data.{reserved}"},
                 )
+        fields: dict[str, Any] = {"kind": p.kind, "agent": p.agent, **p.data}
+        if p.kind == "agent.created":
+            # An agent created by an outside runtime is driven by it, not by reynd.
+            fields.setdefault("executor", EXTERNAL)
         try:
-            event = msgspec.convert({"kind": p.kind, "agent": p.agent, **p.data}, AnyEvent)
+            event = msgspec.convert(fields, AnyEvent)
         except msgspec.ValidationError as exc:
             raise errors.InvalidParams(
                 f"invalid {p.kind!r} event: {exc}", {"kind": p.kind, "reason": str(exc)}

@@ -31,7 +31,9 @@ from reynd.runtime.agent import AgentRunner, Append, Resolution, turn_id_for
 from reynd.runtime.executors import Executor, make_executor, validate_options
 from reynd.storage.store import Store
 
-__all__ = ["AgentRegistry"]
+__all__ = ["EXTERNAL", "AgentRegistry"]
+
+EXTERNAL = "external"  # the executor of agents that an outside runtime drives
 
 log = structlog.get_logger("reynd.registry")
 
@@ -82,6 +84,9 @@ class AgentRegistry:
 
     def _start(self, name: str, *, rerun_open_step: bool) -> None:
         assert self._nursery is not None
+        agent = self._store.state.agents.get(name)
+        if agent is None or agent.executor == EXTERNAL or name in self._runners:
+            return  # an external runtime drives this agent through wal.append
         runner = AgentRunner(
             name,
             lambda: self._store.state,
@@ -109,11 +114,7 @@ class AgentRegistry:
     def on_commit(self, events: Sequence[ev.Event]) -> None:
         """Wake the runners whose agent changed; complete `send --wait` callers."""
         for event in events:
-            if (
-                isinstance(event, ev.AgentCreated)
-                and event.agent not in self._runners
-                and self._nursery is not None
-            ):
+            if isinstance(event, ev.AgentCreated | ev.AgentConfigured) and self._nursery:
                 self._start(event.agent, rerun_open_step=True)
             agent = getattr(event, "agent", None)
             runner = self._runners.get(agent) if agent else None
