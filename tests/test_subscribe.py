@@ -12,6 +12,8 @@ from reynd.daemon.hub import Hub
 from tests.harness import Client, Daemon, start_daemon
 
 
+# Only inert events (agent.created / agent.configured): a message would make
+# the daemon's agent runtime start a turn and append records of its own.
 def append(c: Client, kind: str, agent: str = "a", **data: Any) -> int:
     return int(c.call("wal.append", {"agent": agent, "kind": kind, "data": data})["seq"])
 
@@ -38,8 +40,8 @@ def test_subscriber_sees_records_and_agents(daemon: Daemon) -> None:
 def test_subscriber_sees_the_rewind_of_another_client(daemon: Daemon) -> None:
     with daemon.connect() as sub, daemon.connect() as writer:
         append(writer, "agent.created")
-        first = append(writer, "message.received", message_id="m1", text="one")
-        append(writer, "message.received", message_id="m2", text="two")
+        first = append(writer, "agent.configured", options={"n": 1})
+        append(writer, "agent.configured", options={"n": 2})
         sid = sub.call("subscribe", {"topics": ["rewinds"]})["subscription"]
         rewound = writer.call("rewind", {"seq": first})
         note = next_notify(sub)
@@ -52,7 +54,7 @@ def test_topics_filter_and_unsubscribe(daemon: Daemon) -> None:
     with daemon.connect() as sub, daemon.connect() as writer:
         sid = sub.call("subscribe", {"topics": ["agents"]})["subscription"]
         append(writer, "agent.created", agent="x")
-        append(writer, "message.received", agent="x", message_id="m", text="t")
+        append(writer, "agent.configured", agent="x", options={"n": 1})
         note = next_notify(sub)
         assert note["topic"] == "agents" and note["data"]["agent"] == "x"
         assert sub.call("unsubscribe", {"subscription": sid}) == {"ok": True}
@@ -101,8 +103,8 @@ def test_stuck_subscriber_is_dropped_with_lagged_and_blocks_no_one(short_tmp: Pa
 def _append_line(i: int) -> bytes:
     params = {
         "agent": "a",
-        "kind": "message.received",
-        "data": {"message_id": f"m{i}", "text": "x" * 100},
+        "kind": "agent.configured",
+        "data": {"options": {"i": i, "pad": "x" * 100}},
     }
     msg = {"jsonrpc": "2.0", "id": i, "method": "wal.append", "params": params}
     return json.dumps(msg).encode() + b"\n"
