@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+_Socket = socket.socket  # Daemon has a field named `socket`
+
 READY_TIMEOUT = 30.0
 IO_TIMEOUT = 15.0
 
@@ -132,7 +134,7 @@ class Daemon:
     socket: Path
     proc: subprocess.Popen[bytes]
     stderr_path: Path
-    notify_sock: socket.socket
+    notify_sock: _Socket
     notifications: list[str] = field(default_factory=list)
 
     @property

@@ -48,10 +48,16 @@ def test_inherited_sockets_ignored_for_another_pid() -> None:
 
 
 class _Stream(io.StringIO):
+    """A text stream with a binary `buffer`, like sys.stderr."""
+
     def __init__(self, tty: bool) -> None:
         super().__init__()
-        self.buffer = io.BytesIO()
+        self.raw_buffer = io.BytesIO()
         self._tty = tty
+
+    @property
+    def buffer(self) -> io.BytesIO:
+        return self.raw_buffer
 
     def isatty(self) -> bool:
         return self._tty
@@ -64,7 +70,7 @@ def test_json_lines_with_journald_priority(monkeypatch: pytest.MonkeyPatch) -> N
     log = structlog.get_logger("t")
     log.debug("hidden")
     log.warning("careful", n=1)
-    lines = stream.buffer.getvalue().splitlines()
+    lines = stream.raw_buffer.getvalue().splitlines()
     assert len(lines) == 1 and lines[0].startswith(b"<4>{")
     record = json.loads(lines[0][3:])
     assert record["event"] == "careful" and record["n"] == 1 and record["level"] == "warning"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ STATUS = {"jsonrpc": "2.0", "method": "daemon.status"}
 
 
 @pytest.fixture
-def client(shared_daemon: Daemon) -> Client:
+def client(shared_daemon: Daemon) -> Iterator[Client]:
     c = shared_daemon.connect()
     yield c
     c.close()
@@ -44,7 +45,8 @@ def assert_error(reply: Any, code: int, id: Any = None) -> dict[str, Any]:
     assert reply["id"] == id
     assert reply["error"]["code"] == code, reply
     assert isinstance(reply["error"]["message"], str)
-    return reply["error"]
+    error: dict[str, Any] = reply["error"]
+    return error
 
 
 # -- requests -------------------------------------------------------------------
@@ -60,6 +62,7 @@ def test_request_echoes_id(client: Client, id: Any) -> None:
 
 
 def test_params_by_name_by_position_null_and_absent(client: Client) -> None:
+    params: Any
     for params in ({}, [], None):
         msg = {**STATUS, "id": 1, "params": params}
         assert "result" in exchange(client, json.dumps(msg))
