@@ -72,4 +72,16 @@ def configure_logging(
         logger_factory=factory,
         cache_logger_on_first_use=True,
     )
+    # The storage core logs through the standard library (it runs without the
+    # daemon too): send those records down the same structlog pipeline.
+    root = logging.getLogger()
+    root.handlers = [_ToStructlog()]
+    root.setLevel(level.upper())
     return "json" if fmt == "json" else "console"
+
+
+class _ToStructlog(logging.Handler):
+    """A stdlib handler that re-emits each record as a structlog event."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        structlog.get_logger().log(record.levelno, record.getMessage(), logger=record.name)

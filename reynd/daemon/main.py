@@ -32,7 +32,7 @@ from reynd.daemon.context import ServerInfo
 from reynd.daemon.hub import Hub
 from reynd.daemon.listen import AnotherDaemon, ListenError, open_socket
 from reynd.daemon.server import Server, ServerLimits
-from reynd.storage.errors import CorruptionError
+from reynd.storage.errors import StorageError
 from reynd.storage.lock import StateLocked
 
 __all__ = ["EXIT_ANOTHER_DAEMON", "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "ServeOptions", "serve"]
@@ -69,7 +69,7 @@ def serve(opts: ServeOptions) -> int:
         if isinstance(leaf, StateLocked | AnotherDaemon):
             print(f"reynd: {leaf}", file=sys.stderr)
             return EXIT_ANOTHER_DAEMON
-        if isinstance(leaf, ListenError | CorruptionError):
+        if isinstance(leaf, ListenError | StorageError):
             print(f"reynd: {leaf}", file=sys.stderr)
             return EXIT_FAILURE
         log.critical("fatal", exc_info=exc)
