@@ -20,7 +20,9 @@ class StepRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One act-step's input.
 
     `history` never holds half a tool cycle: an assistant message's tool calls
-    and their results are passed together or not at all.
+    and their results are passed together or not at all. The one exception is
+    this turn's own open cycle at the very end: the tool calls its previous
+    step made, which this step is expected to answer.
     """
 
     agent: str

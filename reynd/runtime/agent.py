@@ -242,7 +242,7 @@ class AgentRunner:
                 turn_id=turn_id,
                 step=step,
                 text=chain.text,
-                history=complete_tool_cycles(agent.history),
+                history=complete_tool_cycles(agent.history, keep_open_tail=True),
                 previous=[m.output for m in chain.steps],
                 answers=dict(chain.answers),
                 options=agent.options,
