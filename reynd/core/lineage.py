@@ -71,12 +71,7 @@ class Lineage:
         if seq != self.head + 1:
             raise ValueError(f"seq {seq} does not follow head {self.head}")
         if target is None:
-            self.head = seq
-            if self._active_hi and self._active_hi[-1] == seq - 1:
-                self._active_hi[-1] = seq
-            else:
-                self._active_lo.append(seq)
-                self._active_hi.append(seq)
+            self.observe_plain_through(seq)
             return
         if not 0 <= target < seq:
             raise ValueError(f"reset {seq} targets {target}, which does not precede it")
@@ -91,6 +86,32 @@ class Lineage:
         self.head = seq
         self._active_lo.append(seq)
         self._active_hi.append(seq)
+
+    def observe_plain_through(self, seq: int) -> None:
+        """Record plain (non-reset) records head+1..seq at once, in O(1)."""
+        if seq <= self.head:
+            return
+        if self._active_hi and self._active_hi[-1] == self.head:
+            self._active_hi[-1] = seq
+        else:
+            self._active_lo.append(self.head + 1)
+            self._active_hi.append(seq)
+        self.head = seq
+
+    @classmethod
+    def restore(cls, resets: list[tuple[int, int]], head: int) -> Lineage:
+        """The lineage of a log 1..head whose only reset records are `resets`.
+
+        Retention drops old WAL records but keeps their reset records (they
+        shape the lineage of what is kept); this rebuilds the lineage from
+        them in O(number of resets).
+        """
+        lineage = cls()
+        for seq, target in sorted(resets):
+            lineage.observe_plain_through(seq - 1)
+            lineage.observe(seq, target)
+        lineage.observe_plain_through(head)
+        return lineage
 
     def _truncate_active(self, n: int) -> None:
         i = bisect_right(self._active_lo, n)  # intervals[i:] start above n
