@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -34,6 +34,7 @@ from reynctl.errors import (
     StaleSocket,
 )
 from reynctl.jsonrpc import ErrorResponse, Response, ServerMessage, Session, decode_result
+from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 from reynd.protocol.errors import InvalidParams, MethodNotFound
 from reynd.protocol.paths import SOCKET_ENV, SYSTEM_SOCKET, default_socket, resolve_state_dir
@@ -316,6 +317,56 @@ class Client:
     def append(self, params: m.WalAppendParams) -> m.WalAppendResult:
         """wal.append."""
         return self.call("wal.append", params, m.WalAppendResult).value
+
+    # -- the agent runtime ------------------------------------------------------------
+
+    def agents(self, session: str | None = None) -> a.AgentsListResult:
+        """agents.list."""
+        params = a.AgentsListParams(session=session)
+        return self.call("agents.list", params, a.AgentsListResult).value
+
+    def agent(self, name: str) -> a.AgentInfo:
+        """agents.get."""
+        return self.call("agents.get", a.AgentsGetParams(agent=name), a.AgentInfo).value
+
+    def create_agent(self, params: a.AgentsCreateParams) -> a.AgentInfo:
+        """agents.create."""
+        return self.call("agents.create", params, a.AgentInfo).value
+
+    def configure_agent(self, params: a.AgentsConfigureParams) -> a.AgentInfo:
+        """agents.configure."""
+        return self.call("agents.configure", params, a.AgentInfo).value
+
+    def send(self, params: a.AgentsSendParams) -> a.AgentsSendResult:
+        """agents.send (with `wait`, set this client's timeout above `params.timeout`)."""
+        return self.call("agents.send", params, a.AgentsSendResult).value
+
+    def cancel(self, agent: str) -> a.AgentsCancelResult:
+        """agents.cancel."""
+        params = a.AgentsCancelParams(agent=agent)
+        return self.call("agents.cancel", params, a.AgentsCancelResult).value
+
+    def resolve(self, agent: str, action: Literal["retry", "skip", "abort"]) -> a.AgentInfo:
+        """agents.resolve."""
+        params = a.AgentsResolveParams(agent=agent, action=action)
+        return self.call("agents.resolve", params, a.AgentInfo).value
+
+    def interventions(self, agent: str | None = None) -> a.InterventionsListResult:
+        """interventions.list."""
+        params = a.InterventionsListParams(agent=agent)
+        return self.call("interventions.list", params, a.InterventionsListResult).value
+
+    def answer(self, agent: str, intervention_id: str, text: str) -> a.InterventionsAnswerResult:
+        """interventions.answer."""
+        params = a.InterventionsAnswerParams(
+            agent=agent, intervention_id=intervention_id, answer=text
+        )
+        return self.call("interventions.answer", params, a.InterventionsAnswerResult).value
+
+    def act_turn_rewind(self, agent: str, seq: int) -> a.ActTurnRewindResult:
+        """act_turn.rewind."""
+        params = a.ActTurnRewindParams(agent=agent, seq=seq)
+        return self.call("act_turn.rewind", params, a.ActTurnRewindResult).value
 
     def discover(self) -> dict[str, Any]:
         """rpc.discover: the OpenRPC document."""
