@@ -33,6 +33,15 @@ class OpenAIOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     system: str | None = None
     tools: bool = True
 
+    def __post_init__(self) -> None:
+        # Refused at agents.create, not at the first step (msgspec reports it as invalid).
+        try:
+            url = httpx.URL(self.base_url)
+        except (httpx.InvalidURL, UnicodeError) as exc:
+            raise ValueError(f"base_url {self.base_url!r} is not a URL: {exc}") from None
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"base_url {self.base_url!r} must be an http:// or https:// URL")
+
 
 def _tool_time(arguments: dict[str, Any]) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -112,7 +121,7 @@ class OpenAIExecutor:
         for call in calls:
             tool = TOOLS.get(call.name)
             try:
-                args = msgspec.json.decode(call.arguments or "{}")
+                args = msgspec.json.decode(call.arguments or "{}", type=dict[str, Any])
                 content = tool[0](args) if tool else f"error: unknown tool {call.name!r}"
             except (msgspec.DecodeError, TypeError) as exc:
                 content = f"error: bad arguments for {call.name}: {exc}"
@@ -153,6 +162,9 @@ class OpenAIExecutor:
             raise StepFailed(f"{url} did not answer within {opts.timeout:g}s") from None
         except httpx.HTTPError as exc:
             raise StepFailed(f"cannot reach {url}: {exc}") from None
+        except (httpx.InvalidURL, UnicodeError) as exc:
+            # A URL httpx refuses, or a key from the environment that is not ASCII.
+            raise StepFailed(f"cannot send a request to {url}: {exc}") from None
         if response.status_code != 200:
             raise StepFailed(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")
         try:
