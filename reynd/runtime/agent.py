@@ -261,17 +261,22 @@ class AgentRunner:
             self._rerun_open_step = True  # from here on, an open step is ours
             try:
                 result = await executor.step(request)
-            except StepFailed as exc:
-                self.last_error = str(exc)
+            except Exception as exc:
+                # StepFailed is the executor's own report. Anything else is a bug
+                # in one executor: it fails this turn, never the whole daemon.
+                # (Cancellation is a BaseException and passes through untouched.)
+                error = str(exc) if isinstance(exc, StepFailed) else f"executor error: {exc!r}"
+                self.last_error = error
                 log.warning(
-                    "agent.step_failed", agent=self.name, turn_id=turn_id, step=step, error=str(exc)
+                    "agent.step_failed",
+                    agent=self.name,
+                    turn_id=turn_id,
+                    step=step,
+                    error=error,
+                    exc_info=not isinstance(exc, StepFailed),
                 )
                 await self._append(
-                    [
-                        ev.TurnEnded(
-                            agent=self.name, turn_id=turn_id, outcome="failed", reply=str(exc)
-                        )
-                    ]
+                    [ev.TurnEnded(agent=self.name, turn_id=turn_id, outcome="failed", reply=error)]
                 )
                 return
             self.counters.steps_run += 1
