@@ -160,7 +160,7 @@ def server() -> Iterator[ChatServer]:
 def reynd() -> Iterator[Daemon]:
     """One daemon for the module; every test uses its own agents."""
     with short_tempdir() as path:
-        d = start_daemon(path, env={KEY_ENV: KEY})
+        d = start_daemon(path, env={KEY_ENV: KEY, "REYND_TEST_NON_ASCII_KEY": "clé"})
         yield d
         d.stop()
 
@@ -328,6 +328,28 @@ def test_openai_rewind_aborts_the_request_in_flight(short_tmp: Path, server: Cha
         d.stop()
 
 
+def test_openai_tool_arguments_that_are_not_an_object(reynd: Daemon, server: ChatServer) -> None:
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "echo", "arguments": args}}
+        for i, args in enumerate(["null", "[1]", '"x"', "{bad"])
+    ]
+    scenario, url = server.scenario("badargs", completion(None, calls=calls), completion("ok"))
+    agent = create(reynd, "openai", {"base_url": url})
+    assert send(reynd, agent, "hi")["reply"] == "ok"
+    tool_messages = [m for m in scenario.seen[1].body["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["c0", "c1", "c2", "c3"]
+    assert all(m["content"].startswith("error: bad arguments for echo") for m in tool_messages)
+
+
+def test_openai_key_that_cannot_be_a_header(reynd: Daemon, server: ChatServer) -> None:
+    scenario, url = server.scenario("badkey", completion("unreachable"))
+    agent = create(reynd, "openai", {"base_url": url, "api_key_env": "REYND_TEST_NON_ASCII_KEY"})
+    result = send(reynd, agent, "hi")
+    assert result["outcome"] == "failed", result
+    assert result["reply"].startswith(f"cannot send a request to {url}/chat/completions")
+    assert scenario.seen == []
+
+
 # -- command --------------------------------------------------------------------------------------
 
 PROGRAM = """
@@ -442,6 +464,18 @@ def test_command_timeout_kills_the_program(reynd: Daemon, short_tmp: Path) -> No
         assert not Path(f"/proc/{pid}").exists(), "the timed-out program is still there"
 
 
+def test_an_executor_that_raises_fails_the_turn_not_the_daemon(reynd: Daemon) -> None:
+    # subprocess refuses an argv with a NUL byte with ValueError, not OSError:
+    # the runner turns any exception but a cancellation into a failed turn.
+    agent = create(reynd, "command", {"argv": ["model\x00cli"]})
+    result = send(reynd, agent, "hi")
+    assert result["outcome"] == "failed", result
+    assert result["reply"].startswith("executor error: ValueError(")
+    assert reynd.proc.poll() is None
+    builtin = create(reynd, "builtin", {})
+    assert send(reynd, builtin, "still there?")["outcome"] == "completed"
+
+
 # -- option validation at agents.create ----------------------------------------------------------
 
 
@@ -456,6 +490,8 @@ def test_command_timeout_kills_the_program(reynd: Daemon, short_tmp: Path) -> No
         ("openai", {"timeout": -1}, "timeout"),
         ("openai", {"base_url": 42}, "base_url"),
         ("openai", {"modle": "typo"}, "modle"),
+        ("openai", {"base_url": "localhost:8080/v1"}, "base_url"),
+        ("openai", {"base_url": "http://\x01x/v1"}, "base_url"),
         ("builtin", {"delay": -1}, "delay"),
     ],
 )
