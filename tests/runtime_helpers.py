@@ -126,12 +126,15 @@ def records(d: Daemon, *, after: int = 0, **match: Any) -> list[dict[str, Any]]:
 
 
 def wait_turn_end(d: Daemon, turn_id: str, *, after: int = 0) -> dict[str, Any]:
-    """The turn.ended record of `turn_id` above seq `after`, once it is durable."""
+    """The turn.ended record of `turn_id` above seq `after`, once it is durable.
+
+    Its `outcome` is filled in (the WAL omits the default, `completed`).
+    """
     found = wait_until(
         lambda: records(d, after=after, kind="turn.ended", turn_id=turn_id),
         f"turn.ended of {turn_id} above seq {after}",
     )
-    return found[0]
+    return {"outcome": "completed", **found[0]}
 
 
 def wait_open_step(d: Daemon, name: str, step: int, timeout: float = DEADLINE) -> dict[str, Any]:
