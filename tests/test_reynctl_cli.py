@@ -132,6 +132,13 @@ def test_every_command_is_listed_in_help():
         "discover",
         "shutdown",
         "demo",
+        "agents",
+        "send",
+        "cancel",
+        "resolve",
+        "interventions",
+        "answer",
+        "act-turn-rewind",
     ):
         assert f"  {name}" in out
 
@@ -448,17 +455,30 @@ def test_watch_resyncs_after_being_dropped_as_lagged(short_tmp: Path):
 
 
 def test_demo_exits_0_and_shows_the_mechanism(tmp_path: Path):
+    started = time.monotonic()
     proc = reynctl("--color", "never", "demo", env={"TMPDIR": "/tmp"}, timeout=120)
+    elapsed = time.monotonic() - started
     out = ok(proc)
     for needle in (
-        "Rewind to seq 11",
+        "Creating agent ada with the builtin executor",
+        "[builtin demo executor",  # real turns, run by the daemon's builtin executor
+        "plan_step",
+        "phase",
+        "Rewind to seq 28, the end of the plan turn",
         "stale_branch",
+        "accepted at seq",
+        "Add a day trip to Nara instead.",
+        "Act-turn rewind to seq 22, inside the plan turn",
+        "ghost-replayed  3 steps",
+        "re-run          2 steps",
+        "executor calls went 16 → 18 (+2)",
         "[mode fork_switch]",
         "* current",
-        "Sunday is now Nara",
+        "Two futures compared",
         "stopped (exit status 0)",
     ):
         assert needle in out, needle
+    assert elapsed < 10, f"the demo took {elapsed:.1f}s"
 
 
 def test_demo_json_prints_one_result_per_line(tmp_path: Path):
@@ -466,14 +486,18 @@ def test_demo_json_prints_one_result_per_line(tmp_path: Path):
     lines = [json.loads(line) for line in ok(proc).splitlines()]
     methods = [line["method"] for line in lines]
     assert methods[0] == "daemon.status" and methods[-1] == "daemon.shutdown"
-    assert "checkout" in methods and "rewind" in methods
+    for method in ("agents.create", "agents.send", "rewind", "act_turn.rewind", "checkout"):
+        assert method in methods, method
     kept = proc.stderr.rsplit("state directory kept: ", 1)[1].strip()
     assert (Path(kept) / "state").is_dir()
-    assert any(
-        line["result"].get("mode") == "fork_switch"
-        for line in lines
-        if line["method"] == "checkout"
-    )
+    by_method = {line["method"]: line["result"] for line in lines}
+    assert by_method["checkout"]["mode"] == "fork_switch"
+    act = by_method["act_turn.rewind"]
+    assert act["ghost_replayed"] == 3 and act["rerun"] == 2
+    sends = [line["result"] for line in lines if line["method"] == "agents.send"]
+    assert len(sends) == 4 and all(s["outcome"] == "completed" for s in sends)
+    # The narration went to stderr.
+    assert "Act-turn rewind" in proc.stderr
 
 
 # -- shell completion (click's built-in mechanism) -----------------------------------------
