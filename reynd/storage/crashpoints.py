@@ -1,24 +1,66 @@
-"""Named crash points: tests kill the process exactly at one with SIGKILL.
+"""Named crash and fault points: tests kill the process, or fail an I/O call, exactly there.
 
-`REYN_CRASH_AT=name` kills at the first hit of `name`, `name:3` at the third.
-Unset (production), `hit` is one dict lookup.
+`REYN_CRASH_AT` arms points, comma-separated, each `name[:count[:action]]`:
+
+    wal.after_sync           SIGKILL at the first hit of wal.after_sync
+    wal.after_sync:3         SIGKILL at the third hit
+    wal.sync:5:eio           raise OSError(EIO) at the 5th hit only (a transient error)
+    wal.sync:5+:eio          raise at the 5th hit and at every later one (persistent)
+    wal.write:2:enospc       raise OSError(ENOSPC) at the 2nd hit
+
+Actions: `kill` (the default: SIGKILL, a process crash), `eio`, `enospc`. An
+error is raised where the point is, as the I/O call right after it would
+raise it, and goes through the same paths as a real one (for the daemon: the
+committer fails every pending append and the daemon exits non-zero).
+
+The points:
+
+    wal.write               start of a write batch, nothing written yet (a failing write)
+    wal.after_write         the batch is written, not synced
+    wal.sync                just before the batch's fdatasync: an error here is a
+                            failed fsync (the bytes are in the file, not durable)
+    wal.after_sync          the batch is durable, not yet acknowledged
+    snapshot.mid_write      half of a snapshot's tmp file is written
+    snapshot.before_rename  the tmp file is written and fsynced, not renamed
+    reset.durable           a reset record is durable, the state not yet rebuilt
+
+Unset (production), `hit` is one truthiness test.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+from dataclasses import dataclass
 
 __all__ = ["CRASH_ENV", "hit"]
 
 CRASH_ENV = "REYN_CRASH_AT"
 
+_ERRNOS = {"eio": errno.EIO, "enospc": errno.ENOSPC}
 
-def _parse(spec: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for part in filter(None, spec.split(",")):
-        name, _, count = part.partition(":")
-        out[name.strip()] = int(count) if count else 1
+
+@dataclass(slots=True)
+class _Armed:
+    remaining: int  # hits before the one that fires
+    errno: int | None  # None: SIGKILL
+    persistent: bool  # an error fires at every hit from then on
+
+
+def _parse(spec: str) -> dict[str, _Armed]:
+    out: dict[str, _Armed] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, _, rest = part.partition(":")
+        count, _, action = rest.partition(":")
+        persistent = count.endswith("+")
+        n = int(count.rstrip("+")) if count.rstrip("+") else 1
+        action = action.strip().lower() or "kill"
+        if action != "kill" and action not in _ERRNOS:
+            raise ValueError(f"{CRASH_ENV}: unknown action {action!r} in {part!r}")
+        if n < 1:
+            raise ValueError(f"{CRASH_ENV}: count must be at least 1 in {part!r}")
+        out[name.strip()] = _Armed(n, _ERRNOS.get(action), persistent)
     return out
 
 
@@ -26,9 +68,18 @@ _armed = _parse(os.environ.get(CRASH_ENV, ""))
 
 
 def hit(name: str) -> None:
-    """Die here, by SIGKILL, when this crash point is armed and its count is reached."""
-    if not _armed or name not in _armed:
+    """Act here when this point is armed and its count is reached: SIGKILL, or raise OSError."""
+    if not _armed:
         return
-    _armed[name] -= 1
-    if _armed[name] <= 0:
+    armed = _armed.get(name)
+    if armed is None:
+        return
+    armed.remaining -= 1
+    if armed.remaining > 0:
+        return
+    if armed.errno is None:
         os.kill(os.getpid(), signal.SIGKILL)
+        return
+    if armed.remaining < 0 and not armed.persistent:
+        return  # a transient error fired once, at the count
+    raise OSError(armed.errno, f"{os.strerror(armed.errno)} (injected at {name})")

@@ -247,6 +247,7 @@ class Wal:
 
     def write_batch(self, frames: list[tuple[int, bytes]]) -> list[Placement]:
         """Write framed records (seq, frame) in order; not durable until `sync`."""
+        crashpoints.hit("wal.write")
         out: list[Placement] = []
         buf: list[bytes] = []
         for seq, frame in frames:
@@ -277,6 +278,7 @@ class Wal:
 
     def sync(self) -> None:
         """fdatasync the current segment. An error here is fatal for the caller."""
+        crashpoints.hit("wal.sync")
         fsops.fdatasync(self._wfd)
         crashpoints.hit("wal.after_sync")
 
