@@ -6,6 +6,7 @@ from datetime import UTC
 
 from reynctl import render
 from reynctl.render import Cell, Style
+from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 from reynd.protocol.events import Message
 from reynd.protocol.state import AgentState, Chain
@@ -248,3 +249,88 @@ def test_status_text():
     assert lines[1] == "head         seq 12 on branch 11"
     assert "uptime       1m05s" in lines
     assert lines[-1] == "socket       /s.sock"
+
+
+# -- the agent runtime ---------------------------------------------------------------------
+
+
+def _info(**kw: object) -> a.AgentInfo:
+    base: dict[str, object] = {
+        "name": "ada",
+        "session": "default",
+        "executor": "builtin",
+        "options": {},
+        "status": "idle",
+        "created_seq": 1,
+        "applied_seq": 9,
+        "inbox": 0,
+    }
+    return a.AgentInfo(**{**base, **kw})  # type: ignore[arg-type]
+
+
+AMBIGUOUS = a.AmbiguousStep(agent="ada", turn_id="t2", step=0, input={}, started_seq=4)
+
+
+def test_a_right_aligned_last_column_is_padded():
+    out = render.table(["A", "N"], [["x", "5"], ["y", "123"]], PLAIN, align="lr")
+    assert out.splitlines() == ["A    N", "x    5", "y  123"]
+
+
+def test_agents_table_aligns_counters_and_lists_what_agents_need():
+    res = a.AgentsListResult(
+        agents=[
+            _info(executor_calls=13, turns_completed=3),
+            _info(
+                name="bob",
+                status="ambiguous",
+                turn_id="t2",
+                step=0,
+                ambiguous=AMBIGUOUS,
+                executor_calls=1,
+            ),
+            _info(name="cy", status="waiting", turn_id="t7", step=0, waiting_for="t7.s0"),
+        ]
+    )
+    lines = render.agents_table(res, PLAIN).splitlines()
+    assert lines[0] == "AGENT  SESSION  EXECUTOR  STATUS     TURN  STEP  INBOX  TURNS  CALLS"
+    assert lines[1] == "ada    default  builtin   idle       -        -      0      3     13"
+    assert lines[2] == "bob    default  builtin   ambiguous  t2       0      0      0      1"
+    assert lines[4] == ""
+    assert "reynctl resolve bob retry|skip|abort" in lines[5]
+    assert lines[6].endswith("reynctl answer cy t7.s0 TEXT")
+    assert "no agents" in render.agents_table(a.AgentsListResult(agents=[]), PLAIN)
+
+
+def test_status_puts_ambiguous_steps_with_their_command():
+    st = m.StatusResult(head=4, branch=0, version="0.1.0", pid=1, ambiguous=[AMBIGUOUS])
+    out = render.status_text(st, PLAIN)
+    assert "! 1 ambiguous step: started before a crash" in out
+    assert "ada    turn t2  step 0  started at seq 4  reynctl resolve ada retry|skip|abort" in out
+    assert "ambiguous" not in render.status_text(
+        m.StatusResult(head=4, branch=0, version="0.1.0", pid=1), PLAIN
+    )
+    assert "\x1b[31;1m! 1 ambiguous" in render.status_text(st, COLOR)
+
+
+def test_send_text_by_outcome():
+    done = a.AgentsSendResult(
+        message_id="m1", seq=3, turn_id="t3", boundary_seq=11, outcome="completed", reply="hi"
+    )
+    assert render.send_text(done, PLAIN, waited=300).splitlines() == [
+        "turn      t3 (message m1 at seq 3)",
+        "outcome   completed",
+        "boundary  seq 11 (turn.ended)",
+        "reply     hi",
+    ]
+    pending = a.AgentsSendResult(message_id="m1", seq=3, turn_id="t3")
+    assert "queued" in render.send_text(pending, PLAIN, waited=None)
+    assert "still in flight after 2.5s" in render.send_text(pending, PLAIN, waited=2.5)
+
+
+def test_act_turn_text_counts():
+    res = a.ActTurnRewindResult(
+        reset_seq=58, target=22, branch=58, turn_id="t12", ghost_replayed=3, rerun=1
+    )
+    out = render.act_turn_text(res, "ada", PLAIN)
+    assert out.startswith("rewound ada to seq 22, inside turn t12: reset record 58")
+    assert "ghost-replayed  3 steps" in out and "re-run          1 step " in out
