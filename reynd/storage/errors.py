@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CorruptionError", "StorageError", "UnsupportedVersion"]
+__all__ = ["CorruptionError", "StorageError", "UnsupportedVersion", "WalFailed"]
 
 
 class StorageError(Exception):
@@ -39,3 +39,12 @@ class CorruptionError(StorageError):
 
 class UnsupportedVersion(StorageError):
     """A file written by a newer reynd, in a format this version cannot read."""
+
+
+class WalFailed(StorageError):
+    """A write or sync of the WAL failed earlier: the log refuses every later write.
+
+    What reached the disk is unknown (a failed fsync may have dropped the
+    pages for good), so carrying on could acknowledge records after a hole.
+    Reopening the store (recovery) is the only way on (DURABILITY rule 5).
+    """

@@ -24,7 +24,7 @@ import msgspec
 
 from reynd.protocol.events import AnyEvent, Event
 from reynd.storage import crashpoints, fsops
-from reynd.storage.errors import CorruptionError
+from reynd.storage.errors import CorruptionError, WalFailed
 from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, write_all, write_durable
 
@@ -105,6 +105,7 @@ class Wal:
         self._wfd = -1
         self._wfirst = 0
         self._wsize = 0
+        self._failed: BaseException | None = None  # a write or sync failed: no more writes
 
     # -- opening and recovery -----------------------------------------------
 
@@ -246,7 +247,19 @@ class Wal:
     # -- writer thread -------------------------------------------------------------
 
     def write_batch(self, frames: list[tuple[int, bytes]]) -> list[Placement]:
-        """Write framed records (seq, frame) in order; not durable until `sync`."""
+        """Write framed records (seq, frame) in order; not durable until `sync`.
+
+        Any failure here or in `sync` leaves the log refusing every later
+        write (WalFailed): what reached the disk is unknown.
+        """
+        self._check_writable()
+        try:
+            return self._write_batch(frames)
+        except BaseException as exc:
+            self._failed = exc
+            raise
+
+    def _write_batch(self, frames: list[tuple[int, bytes]]) -> list[Placement]:
         crashpoints.hit("wal.write")
         out: list[Placement] = []
         buf: list[bytes] = []
@@ -278,9 +291,25 @@ class Wal:
 
     def sync(self) -> None:
         """fdatasync the current segment. An error here is fatal for the caller."""
-        crashpoints.hit("wal.sync")
-        fsops.fdatasync(self._wfd)
+        self._check_writable()
+        if self._wfd < 0:
+            return  # nothing was ever written (an empty batch on an empty log)
+        try:
+            crashpoints.hit("wal.sync")
+            fsops.fdatasync(self._wfd)
+        except BaseException as exc:
+            # Never retried: after a failed fsync Linux may have dropped the
+            # pages, and a later fsync would report success (rule 5).
+            self._failed = exc
+            raise
         crashpoints.hit("wal.after_sync")
+
+    def _check_writable(self) -> None:
+        if self._failed is not None:
+            raise WalFailed(
+                f"an earlier WAL write or sync failed ({self._failed!r}); "
+                "nothing more is written until the store is reopened (recovery)"
+            ) from self._failed
 
     # -- owner thread ------------------------------------------------------------
 
@@ -334,9 +363,10 @@ class Wal:
         return fd
 
     def close(self) -> None:
-        """Sync and close every descriptor."""
+        """Sync and close every descriptor (no sync after a failed write or sync)."""
         if self._wfd >= 0:
-            fsops.fdatasync(self._wfd)
+            if self._failed is None:
+                fsops.fdatasync(self._wfd)
             fsops.close(self._wfd)
             self._wfd = -1
         for fd in self._read_fds.values():
