@@ -501,9 +501,11 @@ def agents_create(
     """Create agent NAME with its executor and options.
 
     \b
-    builtin  options: delay (seconds per step)
-    command  options: the program to run per step (see docs/cli.md)
-    openai   options: base URL, model, key (see docs/cli.md)
+    builtin  delay (seconds per step; a deterministic demo, no model)
+    command  argv (a JSON list), timeout, env, cwd: one program run per step,
+             JSON request on stdin, JSON result on stdout
+    openai   base_url, model, api_key_env, timeout, temperature, system, tools:
+             an OpenAI-compatible chat-completions server (llama.cpp, Ollama, vLLM)
     """
     params = a.AgentsCreateParams(
         name=name,
@@ -732,6 +734,16 @@ def demo(opts: Options, keep: bool, ready_timeout: float) -> None:
     from reynctl.demo import run_demo
 
     run_demo(opts, keep=keep, ready_timeout=ready_timeout)
+
+
+@cli.command()
+@click.option("--agent", help="The agent of the chat pane (default: the first one).")
+@pass_opts
+def tui(opts: Options, agent: str | None) -> None:
+    """Live timeline, rewind picker (Esc Esc) and chat pane, in the terminal."""
+    from reynctl.tui import run
+
+    run(find_socket(opts.socket), agent=agent, timeout=opts.timeout)
 
 
 def main() -> None:
