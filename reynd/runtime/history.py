@@ -25,32 +25,34 @@ def complete_tool_cycles(
 ) -> list[Message]:
     """`history` minus every tool cycle that is not complete, calls and results together.
 
-    With `keep_open_tail`, an open cycle at the end (the last assistant message
-    with tool calls, followed by nothing but results of those calls) is kept.
+    A cycle is an assistant message with tool calls and the tool messages
+    right after it; it is complete when those answer every call. Providers
+    match results to calls by position, not only by id (ids may repeat across
+    turns), so a tool message anywhere else is an orphan and is dropped, and
+    so are duplicate or foreign results inside a cycle.
+
+    With `keep_open_tail`, an incomplete cycle at the very end (the last
+    assistant message with tool calls, followed by nothing but tool messages)
+    is kept with the results it has.
     """
-    tail: list[Message] = []
-    if keep_open_tail:
-        for i in range(len(history) - 1, -1, -1):
-            m = history[i]
-            if m.role == "assistant" and m.tool_calls:
-                ids = {c.id for c in m.tool_calls}
-                if all(r.role == "tool" and r.tool_call_id in ids for r in history[i + 1 :]):
-                    history, tail = history[:i], list(history[i:])
-                break
-            if m.role != "tool":
-                break
-    answered = {m.tool_call_id for m in history if m.role == "tool"}
     out: list[Message] = []
-    open_ids: set[str] = set()  # calls of kept assistant messages
-    for m in history:
-        if m.role == "assistant" and m.tool_calls:
-            ids = {c.id for c in m.tool_calls}
-            if not ids <= answered:
-                continue  # dropped, and below its partial results with it
-            open_ids |= ids
-        elif m.role == "tool":
-            if m.tool_call_id not in open_ids:
-                continue  # a result whose call was dropped, or never made
-            open_ids.discard(m.tool_call_id)
-        out.append(m)
-    return out + tail
+    i, n = 0, len(history)
+    while i < n:
+        m = history[i]
+        i += 1
+        if m.role == "tool":
+            continue  # no call right before it
+        if m.role != "assistant" or not m.tool_calls:
+            out.append(m)
+            continue
+        ids = {c.id for c in m.tool_calls}
+        results: dict[str, Message] = {}
+        while i < n and history[i].role == "tool":
+            r = history[i]
+            if r.tool_call_id in ids and r.tool_call_id not in results:
+                results[r.tool_call_id] = r
+            i += 1
+        if len(results) == len(ids) or (keep_open_tail and i == n):
+            out.append(m)
+            out.extend(results.values())  # in the order they came
+    return out
