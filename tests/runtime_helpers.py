@@ -7,6 +7,7 @@ bounded deadline: never by sleeping a guessed time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -172,7 +173,5 @@ def restart(d: Daemon, workdir: Path, env: dict[str, str] | None = None) -> Daem
 def kill_stray(pid: int) -> None:
     """Test cleanup only: a process the daemon should have killed."""
     if not pid_gone(pid):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

@@ -11,6 +11,8 @@ The message text is the script: word i says what act-step i does.
 Every request is appended as one JSON line to `$PROG_DIR/requests.jsonl`. A
 history with half a tool cycle in it (a call not answered right after, or a
 result without its call) makes the program exit 3 naming it: the step fails.
+The one exception is the open cycle of the turn in flight at the very end (its
+previous step made the calls that this step answers).
 """
 
 from __future__ import annotations
@@ -22,8 +24,12 @@ import time
 from typing import Any
 
 
-def half_cycle(history: list[dict[str, Any]]) -> str | None:
-    """What is wrong with `history`'s tool cycles, or None (provider rules)."""
+def half_cycle(history: list[dict[str, Any]], open_tail: str | None = None) -> str | None:
+    """What is wrong with `history`'s tool cycles, or None (provider rules).
+
+    With `open_tail` (a turn id), an unanswered cycle at the very end is allowed
+    when its calls are that turn's own: the step in flight must answer them.
+    """
     i = 0
     while i < len(history):
         m = history[i]
@@ -37,7 +43,8 @@ def half_cycle(history: list[dict[str, Any]]) -> str | None:
                 return f"result {tid!r} at {i} answers no call of the message before it"
             calls.discard(tid)
             i += 1
-        if calls:
+        own = open_tail is not None and all(c.startswith(f"{open_tail}.") for c in calls)
+        if calls and not (i == len(history) and own):
             return f"calls {sorted(calls)} at {i} are not answered"
     return None
 
@@ -47,7 +54,7 @@ def main() -> int:
     out_dir = os.environ["PROG_DIR"]
     with open(os.path.join(out_dir, "requests.jsonl"), "a") as log:
         log.write(json.dumps(request) + "\n")
-    problem = half_cycle(request.get("history", []))
+    problem = half_cycle(request.get("history", []), open_tail=request["turn_id"])
     if problem:
         print(f"half a tool cycle: {problem}", file=sys.stderr)
         return 3

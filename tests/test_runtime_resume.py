@@ -143,8 +143,9 @@ def test_crash_after_a_rewinds_reset_record_reruns_the_open_step(short_tmp: Path
             2,
             3,
         ]
-        assert state(d2, "a")["plans"][f"{turn}.plan"]["steps"] == state(
-            d2, "a", done["boundary_seq"]
-        )["plans"][f"{turn}.plan"]["steps"]
+        assert (
+            state(d2, "a")["plans"][f"{turn}.plan"]["steps"]
+            == state(d2, "a", done["boundary_seq"])["plans"][f"{turn}.plan"]["steps"]
+        )
     finally:
         d2.stop()
