@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import tempfile
 import threading
 import time
@@ -142,6 +143,8 @@ class Daemon:
         self.proc = proc
         self.client = Client(proc.socket)
         self._n = 0
+        self.names: dict[str, list[str]] = {"runtime": []}
+        self.single: set[str] = set()  # agents that ran alone (1 writer)
 
     def head(self) -> int:
         return int(self.client.call("daemon.status")["head"])
@@ -154,6 +157,9 @@ class Daemon:
     def measure(self, mode: str, writers: int, seconds: float) -> dict[str, float]:
         if mode == "runtime":
             names = self.new_names("b", writers)
+            self.names["runtime"] += names
+            if writers == 1:
+                self.single |= set(names)
             for name in names:
                 self.client.call("agents.create", {"name": name, "executor": "builtin"})
             work = self._runtime_work(names)
@@ -273,6 +279,35 @@ def measure_history(d: Daemon, turns: int, seconds: float) -> dict[str, float]:
     return out
 
 
+def step_gaps(state_dir: Path, agents: list[str]) -> dict[str, float]:
+    """Median time between consecutive records of lone builtin agents, from WAL timestamps.
+
+    `started->committed` is the executor call (instant for builtin) plus one
+    durable append; `committed->started` is the runner's work between two
+    steps plus one durable append: their difference is the runner's own
+    overhead per step, with the fsync cancelled out.
+    """
+    wanted = set(agents)
+    per: dict[str, list[float]] = {"started_to_committed": [], "committed_to_started": []}
+    with Store.open(state_dir) as store:
+        last: dict[str, ev.Event] = {}
+        for e in store.wal.read(1, store.head):
+            agent = getattr(e, "agent", None)
+            if agent not in wanted:
+                continue
+            prev = last.get(agent)
+            last[agent] = e
+            if isinstance(prev, ev.StepStarted) and isinstance(e, ev.StepCommitted):
+                per["started_to_committed"].append(e.ts - prev.ts)
+            elif isinstance(prev, ev.StepCommitted) and isinstance(e, ev.StepStarted):
+                per["committed_to_started"].append(e.ts - prev.ts)
+    if not all(per.values()):
+        return {}
+    out = {f"{k}_us": statistics.median(v) * 1e6 for k, v in per.items()}
+    out["runner_us_per_step"] = out["committed_to_started_us"] - out["started_to_committed_us"]
+    return out
+
+
 # -- main ----------------------------------------------------------------------------------
 
 
@@ -292,8 +327,10 @@ def run(base: Path, seconds: float, rounds: int, history: int) -> dict[str, Any]
                         w = d.measure(mode, writers, seconds)
                     windows.setdefault((mode, writers), []).append(w)
         hist = measure_history(d, history, seconds) if history else None
+        single = [n for n in d.names["runtime"] if n in d.single]
     finally:
         d.close()
+    gaps = step_gaps(base / "state", single)
     rows = []
     for writers in WRITERS:
         row: dict[str, Any] = {"writers": writers}
@@ -324,6 +361,7 @@ def run(base: Path, seconds: float, rounds: int, history: int) -> dict[str, Any]
         "rounds": rounds,
         "rows": rows,
         "history": hist,
+        "step_gaps": gaps,
     }
 
 
@@ -370,6 +408,14 @@ def main() -> None:
             f"runtime/wal.append {row['ratio_vs_wal_append']:.2f}; above the floor per record: "
             f"runtime {row['runtime_us_per_record_above_floor']:.0f} us, "
             f"wal.append {row['wal_append_us_per_record_above_floor']:.0f} us"
+        )
+    g = out["step_gaps"]
+    if g:
+        print(
+            f"lone builtin agent, median between records (WAL timestamps): "
+            f"step.started->step.committed {g['started_to_committed_us']:.0f} us, "
+            f"step.committed->next step.started {g['committed_to_started_us']:.0f} us: "
+            f"runner overhead {g['runner_us_per_step']:.0f} us per step"
         )
     h = out["history"]
     if h:
