@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import msgspec
 import trio
 
 from reynd.daemon.committer import Committer
@@ -24,8 +25,6 @@ from reynd.protocol import events as ev
 from reynd.storage.framing import encode_frame
 from reynd.storage.options import StorageOptions
 from reynd.storage.store import Store
-
-import msgspec
 
 
 def _record(i: int) -> ev.Event:
