@@ -1,0 +1,191 @@
+"""The timeline as a graph, like `git log --graph`: pure functions, no I/O.
+
+Nodes are the generations (turn / plan-step / phase boundaries) of every
+branch, the reset records that made the branches (from `branches.list`), the
+tip when it is not itself a node, and genesis (seq 0). Each node's parent is
+the nearest node below it on its own lineage (DESIGN.md, Lineage), so an
+abandoned branch is drawn as a lane that joins the lane of the seq it forked
+from. The newest node is the tip, so the active lineage is always column 0.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from reynd.protocol import methods as m
+
+__all__ = ["Node", "Row", "build_nodes", "layout", "lineage_intervals"]
+
+NodeKind = Literal["turn", "plan_step", "phase", "reset", "tip", "genesis"]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One row of the timeline that stands for a seq."""
+
+    seq: int
+    kind: NodeKind
+    active: bool
+    branch: int
+    agent: str = ""
+    label: str = ""
+    created_at: float = 0.0
+    target: int | None = None  # a reset record's target seq
+    parent: int | None = None  # the seq of the parent node
+    here: bool = False  # the tip: "you are here"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A line of the graph: a node (`node` set) or a link line that joins lanes."""
+
+    graph: str
+    node: Node | None = None
+    below: str = ""  # the lanes just under a node row (to draw rows inside it)
+
+
+def _branch_of(seq: int, branches: Sequence[m.BranchInfo]) -> m.BranchInfo | None:
+    best: m.BranchInfo | None = None
+    for b in branches:
+        if b.id <= seq and (best is None or b.id > best.id) and (seq <= b.tip or b.id == seq):
+            best = b
+    if best is None:  # a seq above every known tip (the lists raced): the newest branch
+        older = [b for b in branches if b.id <= seq]
+        best = max(older, key=lambda b: b.id, default=None)
+    return best
+
+
+def lineage_intervals(seq: int, branches: Sequence[m.BranchInfo]) -> list[tuple[int, int]]:
+    """lineage(seq) as closed intervals, newest first: [(branch id, seq), (.., origin), ...]."""
+    out: list[tuple[int, int]] = []
+    seen: set[int] = set()
+    at: int | None = seq
+    while at is not None:
+        b = _branch_of(at, branches)
+        if b is None or b.id in seen:
+            out.append((0, at))
+            break
+        seen.add(b.id)
+        out.append((b.id, at))
+        at = b.origin_seq if b.parent is not None else None
+    return out
+
+
+def _on(seq: int, intervals: Iterable[tuple[int, int]]) -> bool:
+    return any(lo <= seq <= hi for lo, hi in intervals)
+
+
+def build_nodes(
+    generations: Iterable[m.Generation], branches: Sequence[m.BranchInfo], head: int
+) -> list[Node]:
+    """Every node, newest first, each with its parent."""
+    active = lineage_intervals(head, branches)
+    nodes: dict[int, Node] = {0: Node(seq=0, kind="genesis", active=True, branch=0)}
+    for g in generations:
+        nodes[g.seq] = Node(
+            seq=g.seq,
+            kind=g.kind,
+            active=g.active,
+            branch=g.branch,
+            agent=g.agent,
+            label=g.label,
+            created_at=g.created_at,
+        )
+    for b in branches:
+        if b.parent is not None:
+            nodes[b.id] = Node(
+                seq=b.id, kind="reset", active=_on(b.id, active), branch=b.id, target=b.origin_seq
+            )
+    if head not in nodes:
+        holder = _branch_of(head, branches)
+        nodes[head] = Node(seq=head, kind="tip", active=True, branch=holder.id if holder else 0)
+    seqs = sorted(nodes)
+    out: list[Node] = []
+    for seq in reversed(seqs):
+        parent: int | None = None
+        if seq > 0:
+            for lo, hi in lineage_intervals(seq, branches):
+                i = bisect.bisect_right(seqs, min(hi, seq - 1)) - 1
+                if i >= 0 and seqs[i] >= lo:
+                    parent = seqs[i]
+                    break
+            else:
+                parent = 0
+        node = nodes[seq]
+        out.append(
+            Node(
+                seq=node.seq,
+                kind=node.kind,
+                active=node.active,
+                branch=node.branch,
+                agent=node.agent,
+                label=node.label,
+                created_at=node.created_at,
+                target=node.target,
+                parent=parent,
+                here=seq == head,
+            )
+        )
+    return out
+
+
+def _cells(lanes: Sequence[int | None]) -> list[str]:
+    return ["│" if lane is not None else " " for lane in lanes]
+
+
+def _join(cells: Sequence[str], fill: Sequence[str] | None = None) -> str:
+    if not cells:
+        return ""
+    gaps = fill if fill is not None else [" "] * (len(cells) - 1)
+    parts = [cells[0]]
+    for gap, cell in zip(gaps, cells[1:], strict=True):
+        parts += [gap, cell]
+    return "".join(parts).rstrip()
+
+
+def layout(nodes: Sequence[Node]) -> list[Row]:
+    """Lanes for `nodes` (newest first): one row per node, plus link rows where lanes join."""
+    lanes: list[int | None] = []  # the seq each lane waits for
+    rows: list[Row] = []
+    for node in nodes:
+        mine = [i for i, want in enumerate(lanes) if want == node.seq]
+        if mine:
+            col, merged = mine[0], mine[1:]
+        else:
+            col = lanes.index(None) if None in lanes else len(lanes)
+            if col == len(lanes):
+                lanes.append(None)
+            merged = []
+        if merged:
+            last = max(merged)
+            cells = _cells(lanes)
+            fill = [" "] * (len(lanes) - 1)
+            for i in range(col, last):
+                fill[i] = "─"
+            cells[col] = "├"
+            for i in range(col + 1, last + 1):
+                if i in merged:
+                    cells[i] = "┘" if i == last else "┴"
+                elif lanes[i] is not None:
+                    cells[i] = "┼"
+                else:
+                    cells[i] = "─"
+            rows.append(Row(graph=_join(cells, fill)))
+            for i in merged:
+                lanes[i] = None
+        cells = _cells(lanes)
+        while len(cells) <= col:
+            cells.append(" ")
+        cells[col] = "◉" if node.here else ("●" if node.active else "○")
+        graph = _join(cells)
+        lanes[col] = node.parent
+        while lanes and lanes[-1] is None:
+            lanes.pop()
+        below = _cells(lanes)
+        while len(below) <= col:
+            below.append(" ")
+        rows.append(Row(graph=graph, node=node, below=_join(below)))
+    return rows
