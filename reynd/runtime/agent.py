@@ -85,6 +85,11 @@ class AgentRunner:
 
     # -- control (registry) ----------------------------------------------------------
 
+    @property
+    def rerun_open_step(self) -> bool:
+        """False while a step open in the log may have run before a crash (operator decides)."""
+        return self._rerun_open_step
+
     def kick(self) -> None:
         """Something about this agent changed: look again."""
         self._kick.set()

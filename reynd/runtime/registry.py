@@ -54,6 +54,9 @@ class AgentRegistry:
         self._executors: dict[str, tuple[bytes, Executor]] = {}
         self._calls: dict[str, int] = {}  # executor calls per agent since start
         self._waiters: dict[str, _TurnWaiter] = {}
+        # Per agent, the step.started seqs of steps a crash left open that the
+        # operator has not resolved yet, noted by cancel_all for restart.
+        self._held: dict[str, set[int | None]] = {}
         self._nursery: trio.Nursery | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -78,9 +81,16 @@ class AgentRegistry:
             self._start(name, rerun_open_step=rerun)
 
     def restart(self) -> None:
-        """After a rewind: fresh runners from the rebuilt state."""
-        for name in self._store.state.agents:
-            self._start(name, rerun_open_step=True)
+        """After a rewind: fresh runners from the rebuilt state.
+
+        A step open as of the target was cut by the daemon and runs again,
+        unless it is a step left open by a crash that the operator has not
+        resolved yet: a rewind that keeps it does not decide for them.
+        """
+        held, self._held = self._held, {}
+        for name, agent in self._store.state.agents.items():
+            open_seqs = {c.open_step_seq for c in agent.pending_chains if c.open_step is not None}
+            self._start(name, rerun_open_step=not open_seqs & held.get(name, set()))
 
     def _start(self, name: str, *, rerun_open_step: bool) -> None:
         assert self._nursery is not None
@@ -104,6 +114,13 @@ class AgentRegistry:
             for r in self._runners.values()
             if r.turn_id is not None and r.status in ("running", "waiting")
         ]
+        self._held = {}
+        for runner in self._runners.values():
+            agent = self._store.state.agents.get(runner.name)
+            if agent is not None and not runner.rerun_open_step:
+                self._held[runner.name] = {
+                    c.open_step_seq for c in agent.pending_chains if c.open_step is not None
+                }
         for runner in self._runners.values():
             runner.scope.cancel()
         for runner in self._runners.values():
