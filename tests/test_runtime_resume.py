@@ -10,6 +10,7 @@ import pytest
 from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import (
     agent,
+    chain,
     create_builtin,
     kill_daemon,
     records,
@@ -104,6 +105,24 @@ def test_each_operator_choice(crashed: tuple[Daemon, str, int], action: str) -> 
     assert final["pending_chains"] == []
     # And the agent serves the next message.
     assert send(d, "a", "next")["outcome"] == "completed"
+
+
+def test_a_rewind_that_keeps_the_ambiguous_step_does_not_resolve_it(
+    crashed: tuple[Daemon, str, int],
+) -> None:
+    d, turn, started_seq = crashed
+    wait_until(lambda: d.call("daemon.status")["ambiguous"], "ambiguous step")
+    d.call("agents.configure", {"agent": "a", "options": {"delay": 0}})
+    n = d.call("daemon.status")["head"]
+    create_builtin(d, "b")
+    reset = d.call("rewind", {"seq": n})  # above the open step: it stays open
+    assert chain(d, "a", turn)["open_step_seq"] == started_seq  # type: ignore[index]
+    (again,) = wait_until(lambda: d.call("daemon.status")["ambiguous"], "ambiguous again")
+    assert again["turn_id"] == turn and again["started_seq"] == started_seq
+    assert agent(d, "a")["executor_calls"] == 0
+    assert records(d, after=reset["reset_seq"]) == []  # nothing ran on its own
+    d.call("agents.resolve", {"agent": "a", "action": "retry"})
+    assert wait_turn_end(d, turn, after=reset["reset_seq"])["outcome"] == "completed"
 
 
 def test_resolve_without_an_ambiguous_step_is_refused(daemon: Daemon) -> None:
