@@ -34,49 +34,42 @@ class WriteGate:
 
     Appenders that validate against the tip (fencing, `check`) do it inside
     the shared section, so no reset record can slip in between their check
-    and their append.
+    and their append. No lock on the shared path: trio runs one task at a
+    time, so the check and the count cannot interleave with another task.
     """
 
     def __init__(self) -> None:
         self._writers = 0
         self._closed = False
-        self._cond = trio.Condition()
+        self._reopened = trio.Event()
+        self._drained = trio.Event()
+        self._exclusive = trio.Lock()
 
     @asynccontextmanager
     async def shared(self) -> AsyncIterator[None]:
-        async with self._cond:
-            while self._closed:
-                await self._cond.wait()
-            self._writers += 1
+        while self._closed:
+            await self._reopened.wait()
+        self._writers += 1
         try:
             yield
         finally:
             self._writers -= 1
             if self._writers == 0:
-                with trio.CancelScope(shield=True):
-                    async with self._cond:
-                        self._cond.notify_all()
+                self._drained.set()
 
     @asynccontextmanager
     async def exclusive(self) -> AsyncIterator[None]:
-        async with self._cond:
-            while self._closed:
-                await self._cond.wait()
+        async with self._exclusive:
             self._closed = True
+            self._reopened = trio.Event()
             try:
                 while self._writers:
-                    await self._cond.wait()
-            except BaseException:
+                    self._drained = trio.Event()
+                    await self._drained.wait()
+                yield
+            finally:
                 self._closed = False
-                self._cond.notify_all()
-                raise
-        try:
-            yield
-        finally:
-            with trio.CancelScope(shield=True):
-                async with self._cond:
-                    self._closed = False
-                    self._cond.notify_all()
+                self._reopened.set()
 
 
 CancelAll = Callable[[], Awaitable[list[m.CancelledChain]]]
