@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -133,3 +134,19 @@ def test_early_answer_is_buffered_and_the_turn_does_not_wait(daemon: Daemon) -> 
     final = state(daemon, "q")
     assert final["buffered_answers"] == {} and final["interventions"] == {}
     assert records(daemon, kind="intervention.asked", intervention_id=intervention_id(turn_id, 0))
+
+
+def test_send_wait_returns_abandoned_when_a_rewind_drops_the_message(daemon: Daemon) -> None:
+    """A `send --wait` caller is not left hanging when its message is rewound away."""
+    daemon.call("agents.create", {"name": "slow", "options": {"delay": 30}})
+    before = daemon.call("daemon.status")["head"]
+    with daemon.connect() as waiting:
+        waiting.send_json({"jsonrpc": "2.0", "id": 1, "method": "agents.send",
+                           "params": {"agent": "slow", "text": "hi", "wait": True}})
+        deadline = time.monotonic() + 10
+        while daemon.call("agents.get", {"agent": "slow"})["status"] != "running":
+            assert time.monotonic() < deadline, "the turn never started"
+        daemon.call("rewind", {"seq": before})
+        reply = waiting.recv_json()
+    assert reply["result"]["outcome"] == "abandoned"
+    assert reply["result"]["boundary_seq"] is None

@@ -112,6 +112,8 @@ def _step_committed(a: AgentState, e: ev.StepCommitted) -> None:
 
 def _turn_ended(a: AgentState, e: ev.TurnEnded) -> None:
     a.pending_chains = [c for c in a.pending_chains if c.turn_id != e.turn_id]
+    # A question of a turn that ended (cancelled, aborted) has nobody waiting for it.
+    a.interventions = {k: i for k, i in a.interventions.items() if i.turn_id != e.turn_id}
     if e.outcome == "completed":
         a.turns_completed += 1
 

@@ -107,7 +107,11 @@ class AgentsSendParams(Params, kw_only=True):
 
 
 class AgentsSendResult(Result, kw_only=True):
-    """`turn_id` is known at once; `boundary_seq` (the turn.ended seq) once it completed."""
+    """`turn_id` is known at once; `boundary_seq` (the turn.ended seq) once it completed.
+
+    `outcome` is the turn's outcome, or `abandoned` when a rewind abandoned
+    the message before its turn ended; None when `wait` timed out.
+    """
 
     message_id: str
     seq: int

@@ -39,11 +39,13 @@ log = structlog.get_logger("reynd.registry")
 
 
 class _TurnWaiter:
-    __slots__ = ("done", "ended")
+    __slots__ = ("abandoned", "done", "ended", "message_seq")
 
-    def __init__(self) -> None:
+    def __init__(self, message_seq: int) -> None:
+        self.message_seq = message_seq
         self.done = trio.Event()
         self.ended: ev.TurnEnded | None = None
+        self.abandoned = False
 
 
 class AgentRegistry:
@@ -91,6 +93,13 @@ class AgentRegistry:
         for name, agent in self._store.state.agents.items():
             open_seqs = {c.open_step_seq for c in agent.pending_chains if c.open_step is not None}
             self._start(name, rerun_open_step=not open_seqs & held.get(name, set()))
+        # A `send --wait` whose message the rewind abandoned will never see its turn end.
+        lineage = self._store.lineage
+        for turn_id, waiter in list(self._waiters.items()):
+            if not lineage.is_active(waiter.message_seq):
+                del self._waiters[turn_id]
+                waiter.abandoned = True
+                waiter.done.set()
 
     def _start(self, name: str, *, rerun_open_step: bool) -> None:
         assert self._nursery is not None
@@ -109,10 +118,13 @@ class AgentRegistry:
 
     async def cancel_all(self) -> list[m.CancelledChain]:
         """Stop every runner (a rewind); returns the turns that were in flight."""
+        # Every turn in flight that a runner is driving (not one held as ambiguous).
+        agents = self._store.state.agents
         cancelled = [
-            m.CancelledChain(agent=r.name, turn_id=r.turn_id)
-            for r in self._runners.values()
-            if r.turn_id is not None and r.status in ("running", "waiting")
+            m.CancelledChain(agent=name, turn_id=chain.turn_id)
+            for name, runner in self._runners.items()
+            if runner.status != "ambiguous" and name in agents
+            for chain in agents[name].pending_chains
         ]
         self._held = {}
         for runner in self._runners.values():
@@ -258,13 +270,19 @@ class AgentRegistry:
         result = AgentsSendResult(message_id=message_id, seq=received.seq, turn_id=turn_id)
         if not wait:
             return result
-        waiter = self._waiters.setdefault(turn_id, _TurnWaiter())
-        with trio.move_on_after(wait_seconds):
-            await waiter.done.wait()
+        waiter = self._waiters.setdefault(turn_id, _TurnWaiter(received.seq))
+        try:
+            with trio.move_on_after(wait_seconds):
+                await waiter.done.wait()
+        finally:
+            if self._waiters.get(turn_id) is waiter and not waiter.done.is_set():
+                del self._waiters[turn_id]  # timed out or the caller went away
         if waiter.ended is not None:
             result.boundary_seq = waiter.ended.seq
             result.outcome = waiter.ended.outcome
             result.reply = waiter.ended.reply
+        elif waiter.abandoned:
+            result.outcome = "abandoned"  # a rewind abandoned the message before its turn ended
         return result
 
     async def cancel(self, name: str) -> list[dict[str, str]]:
