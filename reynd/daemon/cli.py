@@ -108,8 +108,9 @@ def repair_command(state_dir: str | None, truncate_at: str, yes: bool) -> None:
         if not sys.stdin.isatty():
             click.echo("reynd: repair gives up records; pass --yes to confirm", err=True)
             sys.exit(EXIT_USAGE)
-        click.confirm(f"Cut {segment} at byte {offset_text} and give up every later record?",
-                      abort=True)
+        click.confirm(
+            f"Cut {segment} at byte {offset_text} and give up every later record?", abort=True
+        )
     try:
         report = cut(state, segment, int(offset_text))
     except StateLocked as exc:

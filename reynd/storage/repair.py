@@ -21,7 +21,7 @@ from pathlib import Path
 
 from reynd.protocol.events import Lost
 from reynd.storage.framing import FrameInvalid, next_frame
-from reynd.storage.fsutil import fsync_dir
+from reynd.storage.fsutil import fsync_dir, write_durable
 from reynd.storage.lock import hold_lock
 from reynd.storage.wal import SUFFIX, TORN_DIR
 
@@ -52,8 +52,7 @@ def truncate_at(root: Path, segment_name: str, offset: int) -> RepairReport:
         if not 0 <= offset <= len(data):
             raise ValueError(f"offset {offset} is outside {segment} (0..{len(data)})")
         first_lost = int(segment.stem) + _count_records(data, offset, segment)
-        later = sorted(p for p in wal_dir.iterdir()
-                       if p.suffix == SUFFIX and p.name > segment.name)
+        later = sorted(p for p in wal_dir.iterdir() if p.suffix == SUFFIX and p.name > segment.name)
         torn_dir = wal_dir / TORN_DIR
         torn_dir.mkdir(exist_ok=True)
         highest = first_lost - 1
@@ -95,8 +94,9 @@ def _count_records(data: bytes, offset: int, path: Path) -> int:
         try:
             _, pos = next_frame(data, pos)
         except FrameInvalid:
-            raise ValueError(f"{path}: offset {offset} is past a bad record at {pos}; "
-                             f"cut at {pos} instead") from None
+            raise ValueError(
+                f"{path}: offset {offset} is past a bad record at {pos}; cut at {pos} instead"
+            ) from None
         count += 1
     if pos != offset:
         raise ValueError(f"{path}: offset {offset} is not at a record boundary")
@@ -109,10 +109,5 @@ def _highest_seq(data: bytes) -> int:
 
 
 def _save(path: Path, data: bytes) -> Path:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_durable(path, data)
     return path
