@@ -52,6 +52,18 @@ def idle(d: Daemon, agent: str) -> bool:
     return i["status"] == "idle" and i["turn_id"] is None
 
 
+def turn_ended_after(d: Daemon, seq: int) -> bool:
+    """A turn generation above `seq` exists (a resumed turn has ended)."""
+    gens = d.call("generations.list", {"kind": "turn", "limit": 1})["generations"]
+    return bool(gens) and gens[0]["seq"] > seq
+
+
+def step_open(d: Daemon, agent: str) -> bool:
+    """The agent's turn has a step started (durably) and not committed."""
+    state = d.call("state.get", {"agent": agent})["agents"][agent]
+    return any(c.get("open_step") is not None for c in state["pending_chains"])
+
+
 def refused(proc: subprocess.CompletedProcess[str], name: str, code: int) -> None:
     assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
     assert proc.stdout == ""
@@ -290,14 +302,15 @@ def test_act_turn_rewind(daemon: Daemon):
     out = ok(reynctl("--color", "never", "act-turn-rewind", "ada", str(steps[1]), sock=sock))
     assert f"rewound ada to seq {steps[1]}, inside turn t" in out
     assert "ghost-replayed  3 steps" in out and "re-run          2 steps" in out
-    wait_for("the re-run", lambda: idle(daemon, "ada"))
+    reset = int(out.split("reset record ")[1].split(",")[0])
+    wait_for("the re-run", lambda: turn_ended_after(daemon, reset))
     assert info(daemon, "ada")["executor_calls"] == calls + 2
 
     raw = ok(reynctl("--json", "act-turn-rewind", "ada", str(steps[0]), sock=sock))
     res = msgspec.json.decode(raw, type=a.ActTurnRewindResult)
     assert res.target == steps[0] and res.ghost_replayed == 2 and res.rerun == 3
     assert daemon.call("daemon.status")["branch"] == res.branch
-    wait_for("the re-run", lambda: idle(daemon, "ada"))
+    wait_for("the re-run", lambda: turn_ended_after(daemon, res.reset_seq))
 
     # Refusals: a boundary outside any turn, an abandoned seq, an unknown agent.
     refused(
@@ -317,7 +330,7 @@ def test_status_shows_an_ambiguous_step_and_resolve_settles_it(short_tmp: Path):
     try:
         ok(reynctl("agents", "create", "ada", "-o", "delay=30", sock=d.socket))
         ok(reynctl("send", "ada", "hello", "--no-wait", sock=d.socket))
-        wait_for("the step to start", lambda: info(d, "ada")["status"] == "running")
+        wait_for("the step to start", lambda: step_open(d, "ada"))
     finally:
         d.stop(signal.SIGKILL, expect=None)
     d = start_daemon(short_tmp, state_dir=d.state_dir, socket_path=d.socket)
