@@ -172,10 +172,13 @@ def test_picker_undo_then_fork_switch(daemon: Daemon) -> None:
             assert node is not None and node.here
             abandoned = app.node_at(g2)
             assert abandoned is not None and not abandoned.active
-            assert shows(app, "◀ you are here", "abandoned (branch 0)")
+            assert shows(app, "◀ you are here", "abandoned, branch 0")
 
-            # Fork switch: back to the abandoned second turn.
+            # Fork switch: back to the abandoned second turn (the first one's steps shown).
             await open_picker(pilot)
+            await move_to(pilot, f"n{g1}")
+            await pilot.press("right")
+            await until(pilot, lambda: "step 2" in screen_text(app.screen), "the steps")
             await move_to(pilot, f"n{g2}")
             await until(pilot, lambda: shows(app, f"as of seq {g2}", "abandoned"), "preview")
             app.save_screenshot("tui-picker.svg", str(DOCS))

@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
+import msgspec
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
@@ -53,6 +54,8 @@ MAX_GENERATIONS = 2000  # newest first; older ones are left out of the timeline
 BACKOFF_FIRST = 0.2
 BACKOFF_MAX = 5.0
 PLAIN = render.Style(False)
+
+IN_TURN = ("turn.started", "step.started", "step.committed")
 
 ConnState = Literal["connecting", "connected", "no_daemon", "lost"]
 
@@ -130,19 +133,19 @@ def node_prompt(node: Node, graph: str, width: int) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(graph.ljust(width), style="bold magenta" if node.active else "magenta")
     text.append(f" {node.seq:>5} ", style="cyan")
-    body = f"{_kind_text(node):<12} {node.agent:<10} "
+    body = f"{_kind_text(node):<11} {render.truncate(node.agent, 8):<8} "
     label = node.label
     if node.kind == "genesis":
         label = "the empty state"
     elif node.kind == "tip":
         label = "the tip (no checkpoint here yet)"
     text.append(body, style="" if node.active else "dim")
-    text.append(render.truncate(label, 36).ljust(36), style="" if node.active else "dim")
+    text.append(render.truncate(label, 24).ljust(24), style="" if node.active else "dim")
     text.append(f" {_clock(node.created_at):>8}", style="dim")
     if node.here:
         text.append("  ◀ you are here", style="bold green")
     elif not node.active:
-        text.append(f"  abandoned (branch {node.branch})", style="dim yellow")
+        text.append(f"  abandoned, branch {node.branch}", style="dim yellow")
     return text
 
 
@@ -304,7 +307,8 @@ class PickerScreen(Screen[None]):
 
     async def _preview(self, seq: int) -> None:
         pane = self.query_one("#preview", Static)
-        text = await self.tui.preview_text(seq)
+        width = self.query_one("#preview-pane").size.width
+        text = await self.tui.preview_text(seq, width=max(30, width - 16))
         if text is not None:
             pane.update(text)
 
@@ -657,8 +661,14 @@ class ReyndTui(App[None]):
                 if n.seq > self.loaded_at and self.by_seq.get(self.head) is None:
                     self.rebuild()  # the tip moved inside a turn: redraw the "you are here"
             if d.get("agent") and d.get("agent") == self.agent:
+                name = str(d["agent"])
                 await self._chat_record(client, n)
-                await self._refresh_agent(client, str(d["agent"]))
+                await self._refresh_agent(client, name)
+                info = self.agents.get(name)
+                if d.get("kind") in IN_TURN and info is not None and info.status == "idle":
+                    # The runner updates its status around its appends: the record wins.
+                    self.agents[name] = msgspec.structs.replace(info, status="running")
+                    self.show_agent()
         elif n.topic in ("generations", "rewinds"):
             if n.seq > self.loaded_at:
                 await self._load_timeline(client)
@@ -860,7 +870,7 @@ class ReyndTui(App[None]):
             await self._load_timeline(client)
         return True
 
-    async def preview_text(self, seq: int) -> Text | None:
+    async def preview_text(self, seq: int, width: int = 56) -> Text | None:
         client = self.client
         if client is None:
             return Text("not connected", style="red")
@@ -875,9 +885,9 @@ class ReyndTui(App[None]):
             return Text(exc.message, style="red")
         text = Text()
         text.append(f"as of seq {seq}\n", style="bold underline")
-        text.append(render.state_text(st, PLAIN, width=56))
+        text.append(render.state_text(st, PLAIN, width=width))
         text.append(f"\n\ndiff to the tip (seq {self.head})\n", style="bold underline")
-        text.append(render.diff_text(diff, PLAIN, width=48))
+        text.append(render.diff_text(diff, PLAIN, width=width - 8))
         return text
 
     async def steps_of(self, node: Node) -> list[StepRow] | str:
