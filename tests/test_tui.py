@@ -368,3 +368,39 @@ def test_tui_imports_no_trio_and_only_the_protocol() -> None:
     assert not [n for n in modules if n.split(".")[0] == "trio"]
     reynd = [n for n in modules if n == "reynd" or n.startswith("reynd.")]
     assert all(n in ("reynd", "reynd.protocol") or n.startswith("reynd.protocol.") for n in reynd)
+
+
+def test_graph_of_the_worked_example() -> None:
+    """docs/concepts.md: 1..10, rewind(5) -> 11, 12..15, checkout(8) -> 16."""
+    from reynctl.tui.graph import build_nodes, layout
+    from reynd.protocol import methods as m
+
+    branches = [
+        m.BranchInfo(id=0, origin_seq=0, parent=None, tip=10, active=False),
+        m.BranchInfo(id=11, origin_seq=5, parent=0, tip=15, active=False),
+        m.BranchInfo(id=16, origin_seq=8, parent=0, tip=16, active=True),
+    ]
+    gens = [
+        m.Generation(
+            seq=s, kind="turn", agent="a", active=s <= 8, branch=0 if s <= 10 else 11, created_at=0
+        )
+        for s in (3, 5, 7, 9, 10, 12, 14)
+    ]
+    rows = layout(build_nodes(gens, branches, 16))
+    drawn = [(r.graph, r.node.seq if r.node else None) for r in rows]
+    assert drawn == [
+        ("◉", 16),
+        ("│ ○", 14),
+        ("│ ○", 12),
+        ("│ ○", 11),
+        ("│ │ ○", 10),
+        ("│ │ ○", 9),
+        ("├─┼─┘", None),
+        ("● │", 7),
+        ("├─┘", None),
+        ("●", 5),
+        ("●", 3),
+        ("●", 0),
+    ]
+    parents = {r.node.seq: r.node.parent for r in rows if r.node}
+    assert parents[16] == 7 and parents[11] == 5 and parents[9] == 7 and parents[12] == 11
