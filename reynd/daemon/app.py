@@ -15,9 +15,11 @@ import trio
 from reynd import __version__
 from reynd.core.diff import diff_values
 from reynd.core.reduce import check
+from reynd.core.retention import RetentionPolicy
 from reynd.daemon.committer import Committer
 from reynd.daemon.context import CallContext
-from reynd.daemon.coordinator import Coordinator, WriteGate
+from reynd.daemon.coordinator import Coordinator, Gate
+from reynd.daemon.retention_api import RetentionApi, gc_loop
 from reynd.daemon.runtime_api import RuntimeApi
 from reynd.protocol import errors
 from reynd.protocol import methods as m
@@ -51,7 +53,11 @@ class App:
     """
 
     def __init__(
-        self, state_dir: Path, publish: Publish, options: StorageOptions | None = None
+        self,
+        state_dir: Path,
+        publish: Publish,
+        options: StorageOptions | None = None,
+        retention: RetentionPolicy | None = None,
     ) -> None:
         self.state_dir = state_dir
         self._publish = publish
@@ -60,7 +66,10 @@ class App:
         self.committer: Committer
         self.coordinator: Coordinator
         self.registry: AgentRegistry
-        self.gate = WriteGate()
+        self.gate = Gate()  # writes share it; a rewind holds it alone
+        self.reads = Gate()  # as-of reads share it; GC holds it while it deletes files
+        self.retention = retention or RetentionPolicy()
+        self.retention_changed = trio.Event()
         self._snapshot_due = trio.Event()
         self._agent_locks: dict[str, trio.Lock] = {}
 
@@ -90,6 +99,7 @@ class App:
                 await nursery.start(self.coordinator.run)
                 nursery.start_soon(self._snapshotter)
                 await nursery.start(self.registry.run)
+                nursery.start_soon(gc_loop, self)
                 task_status.started()
                 await self.committer.failed.wait()
                 raise StorageFatal(f"WAL write failed: {self.committer.failure!r}")
@@ -109,6 +119,7 @@ class App:
         """Handlers for every method of METHODS except the transport's own."""
         return {
             **RuntimeApi(self).handlers(),
+            **RetentionApi(self).handlers(),
             "daemon.status": self._status,
             "generations.list": self._generations,
             "rewind": self._rewind,
@@ -234,14 +245,15 @@ class App:
         store = self.store
         if seq is None or seq == store.head:
             return store.state
-        while True:
-            plan = store.plan(seq)
-            try:
-                return await trio.to_thread.run_sync(store.execute, plan)
-            except CorruptionError as exc:
-                if not plan.snapshot or exc.path != store.snapshots.path(plan.snapshot):
-                    raise
-                store.snapshots.discard(plan.snapshot, exc.reason)
+        async with self.reads.shared():  # GC never deletes a file a read is using
+            while True:
+                plan = store.plan(seq)
+                try:
+                    return await trio.to_thread.run_sync(store.execute, plan)
+                except CorruptionError as exc:
+                    if not plan.snapshot or exc.path != store.snapshots.path(plan.snapshot):
+                        raise
+                    store.snapshots.discard(plan.snapshot, exc.reason)
 
     async def _state_get(self, p: m.StateParams, ctx: CallContext) -> m.StateResult:
         seq = self.store.head if p.seq is None else p.seq

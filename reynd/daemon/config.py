@@ -17,6 +17,7 @@ from typing import Annotated
 
 import msgspec
 
+from reynd.core.retention import RetentionPolicy
 from reynd.daemon.rpc import validation_details
 from reynd.storage.options import StorageOptions
 
@@ -47,6 +48,7 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # Seconds in-flight requests get to finish at shutdown before they are cancelled.
     shutdown_grace_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 5.0
     storage: StorageOptions = msgspec.field(default_factory=StorageOptions)
+    retention: RetentionPolicy = msgspec.field(default_factory=RetentionPolicy)
 
     def allowed_gid(self) -> int | None:
         """The allowed group as a gid (resolved by name); ConfigError if unknown."""

@@ -14,7 +14,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Literal
+from functools import partial
+from typing import Any, Literal, TypeVar, cast
 
 import structlog
 import trio
@@ -24,13 +25,13 @@ from reynd.protocol import methods as m
 from reynd.protocol.events import Rewind
 from reynd.storage.store import Store
 
-__all__ = ["Coordinator", "WriteGate"]
+__all__ = ["Coordinator", "Gate"]
 
 log = structlog.get_logger("reynd.rewind")
 
 
-class WriteGate:
-    """Appends share the gate; a rewind holds it alone.
+class Gate:
+    """Shared or exclusive. For writes: appends share it, a rewind holds it alone.
 
     Appenders that validate against the tip (fencing, `check`) do it inside
     the shared section, so no reset record can slip in between their check
@@ -76,24 +77,23 @@ CancelAll = Callable[[], Awaitable[list[m.CancelledChain]]]
 
 
 Op = Literal["rewind", "checkout", "act_turn"]
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
 class _Job:
-    op: Op
-    seq: int
-    agent: str | None
-    reply: trio.MemorySendChannel[m.RewindResult | BaseException]
+    work: Callable[[], Awaitable[Any]]
+    reply: trio.MemorySendChannel[tuple[bool, Any]]
 
 
 class Coordinator:
-    """Owns every reset of the tip."""
+    """Owns every reset of the tip, and every other job that must not overlap one (GC)."""
 
     def __init__(
         self,
         store: Store,
         committer: Committer,
-        gate: WriteGate,
+        gate: Gate,
         cancel_all: CancelAll,
         on_reset: Callable[[m.RewindResult], None],
     ) -> None:
@@ -108,24 +108,26 @@ class Coordinator:
         task_status.started()
         async for job in self._receive:
             try:
-                result: m.RewindResult | BaseException = await self._reset(
-                    job.op, job.seq, job.agent
-                )
+                outcome: tuple[bool, Any] = (True, await job.work())
             except Exception as exc:  # reported to the caller, which re-raises it
-                result = exc
-            # A caller that went away is fine: the reset stands regardless.
+                outcome = (False, exc)
+            # A caller that went away is fine: the job's effect stands regardless.
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                job.reply.send_nowait(result)
+                job.reply.send_nowait(outcome)
+
+    async def serialized(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Run `work` in the coordinator task, after every job queued before it."""
+        send, receive = trio.open_memory_channel[tuple[bool, Any]](1)
+        await self._send.send(_Job(work, send))
+        async with receive:
+            ok, value = await receive.receive()
+        if not ok:
+            raise value
+        return cast(T, value)
 
     async def request(self, op: Op, seq: int, agent: str | None = None) -> m.RewindResult:
         """Queue a rewind, checkout or act-turn rewind and wait for its outcome."""
-        send, receive = trio.open_memory_channel[m.RewindResult | BaseException](1)
-        await self._send.send(_Job(op, seq, agent, send))
-        async with receive:
-            result = await receive.receive()
-        if isinstance(result, BaseException):
-            raise result
-        return result
+        return await self.serialized(partial(self._reset, op, seq, agent))
 
     async def _reset(self, op: Op, seq: int, agent: str | None) -> m.RewindResult:
         started = time.perf_counter()

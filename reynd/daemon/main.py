@@ -105,7 +105,7 @@ async def _serve(opts: ServeOptions) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as root:
             root.start_soon(_watch_signals, signals, shutdown, root.cancel_scope)
-            app = App(opts.state_dir, hub.publish, config.storage)
+            app = App(opts.state_dir, hub.publish, config.storage, config.retention)
             await root.start(app.run)
             bound = open_socket(opts.socket)
             try:

@@ -45,6 +45,12 @@ __all__ = [
     "SubscribeResult",
     "Topic",
     "UnsubscribeParams",
+    "GcResult",
+    "RetentionGcParams",
+    "RetentionGetParams",
+    "RetentionInfo",
+    "RetentionPolicyInfo",
+    "RetentionSetParams",
     "WalAppendParams",
     "WalAppendResult",
 ]
@@ -258,6 +264,86 @@ class WalAppendResult(Result, kw_only=True):
     branch: int
 
 
+# -- retention ---------------------------------------------------------------
+
+
+class RetentionPolicyInfo(Result, kw_only=True):
+    """The policy in force (see docs/operations.md#retention)."""
+
+    wal_keep_records: int
+    wal_keep_age_s: float
+    wal_keep_bytes: int
+    snapshot_keep: int
+    snapshot_keep_age_s: float
+    gc_interval_s: float
+
+
+class RetentionGetParams(Params, kw_only=True):
+    pass
+
+
+class RetentionInfo(Result, kw_only=True):
+    """`floor`: the lowest seq still in the WAL; `coarse`: snapshot seqs kept below it."""
+
+    policy: RetentionPolicyInfo
+    floor: Seq
+    head: Seq
+    wal_bytes: int
+    segments: int
+    snapshots: int
+    coarse: list[Seq]
+
+
+class RetentionSetParams(Params, kw_only=True):
+    """Change the policy in force until the daemon stops (fields left out keep their value)."""
+
+    wal_keep_records: NonNegative | None = None
+    wal_keep_age_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    wal_keep_bytes: NonNegative | None = None
+    snapshot_keep: NonNegative | None = None
+    snapshot_keep_age_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    gc_interval_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
+
+
+class RetentionGcParams(Params, kw_only=True):
+    pass
+
+
+class GcResult(Result, kw_only=True):
+    floor_before: Seq
+    floor: Seq
+    segments_dropped: int
+    bytes_dropped: int
+    snapshots_dropped: int
+    snapshots_written: int
+    duration_ms: float
+
+
+def _retention_methods() -> tuple[MethodDef, ...]:
+    return (
+        MethodDef(
+            "retention.get",
+            RetentionGetParams,
+            RetentionInfo,
+            "The retention policy, the WAL floor and what is kept.",
+        ),
+        MethodDef(
+            "retention.set",
+            RetentionSetParams,
+            RetentionInfo,
+            "Change the retention policy (until the daemon stops).",
+            mutating=True,
+        ),
+        MethodDef(
+            "retention.gc",
+            RetentionGcParams,
+            GcResult,
+            "Collect now what the policy no longer keeps.",
+            mutating=True,
+        ),
+    )
+
+
 def _agent_methods() -> tuple[MethodDef, ...]:
     a = agent_methods
     unknown = (errors.UnknownAgent,)
@@ -418,6 +504,7 @@ METHODS: Final[dict[str, MethodDef]] = {
             mutating=True,
         ),
         *_agent_methods(),
+        *_retention_methods(),
         MethodDef(
             "rpc.discover", RpcDiscoverParams, dict[str, Any], "This API as an OpenRPC document."
         ),

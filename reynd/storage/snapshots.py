@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import time
 import zlib
 from bisect import bisect_right
 from pathlib import Path
@@ -95,6 +96,7 @@ class SnapshotStore:
         self.dir = directory
         self.seqs: list[int] = []  # ascending, files known to be intact at open
         self.sizes: dict[int, int] = {}
+        self._times: dict[int, float] = {}  # when each was written (retention by age)
 
     @classmethod
     def open(cls, directory: Path) -> SnapshotStore:
@@ -116,8 +118,10 @@ class SnapshotStore:
                 seq = int(p.stem)
             except ValueError:
                 continue
+            st = p.stat()
             store.seqs.append(seq)
-            store.sizes[seq] = p.stat().st_size
+            store.sizes[seq] = st.st_size
+            store._times[seq] = st.st_mtime
         store.seqs.sort()
         return store
 
@@ -147,6 +151,19 @@ class SnapshotStore:
         if i == 0 or self.seqs[i - 1] != seq:
             self.seqs.insert(i, seq)
         self.sizes[seq] = size
+        self._times.setdefault(seq, time.time())
+
+    def times(self) -> dict[int, float]:
+        """When each indexed snapshot was written."""
+        return dict(self._times)
+
+    def remove(self, seq: int) -> None:
+        """Delete a snapshot retention no longer keeps (owner thread)."""
+        fsops.unlink(self.path(seq))
+        fsync_dir(self.dir)
+        self.seqs.remove(seq)
+        del self.sizes[seq]
+        self._times.pop(seq, None)
 
     def load(self, seq: int) -> RuntimeState:
         """Read and validate one snapshot."""
@@ -163,3 +180,4 @@ class SnapshotStore:
         if seq in self.sizes:
             self.seqs.remove(seq)
             del self.sizes[seq]
+            self._times.pop(seq, None)

@@ -37,6 +37,7 @@ from reynd.storage.framing import encode_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs
 from reynd.storage.lock import hold_lock
 from reynd.storage.options import StorageOptions
+from reynd.storage.retained import Retained, load_retained
 from reynd.storage.snapshots import SnapshotStore, encode_snapshot
 from reynd.storage.wal import Placement, RecoveryReport, Wal
 
@@ -75,6 +76,7 @@ class Store:
         # restart would replay. Drives when the next snapshot is cut.
         self._since_snapshot = 0
         self._snapshot_base = 0
+        self.retained = Retained()
 
     # -- open / close ----------------------------------------------------------------
 
@@ -105,11 +107,26 @@ class Store:
         self._exit.enter_context(hold_lock(self.root))
         self.snapshots = SnapshotStore.open(state_dir / "snapshots")
 
+        self.retained = load_retained(state_dir)
+
         def on_record(event: Event, nbytes: int) -> None:
+            if self.lineage.head == 0 and event.seq > 1:
+                # History below the first kept record was dropped by retention:
+                # its reset records come from the retained file.
+                below = [(r, t) for r, t in self.retained.resets if r < event.seq]
+                self.lineage = Lineage.restore(below, event.seq - 1)
             self._index(event)
 
         self.wal, self.recovery = Wal.open(state_dir / "wal", self.options.segment_bytes, on_record)
         self._exit.callback(self.wal.close)
+        if self.wal.head + 1 < self.retained.next_seq:
+            raise CorruptionError(
+                state_dir / "wal",
+                0,
+                self.wal.head + 1,
+                f"the log ends at seq {self.wal.head} but seqs up to "
+                f"{self.retained.next_seq - 1} were issued: newer segments are missing",
+            )
         self._next_seq = self.wal.head + 1
         for seq in [s for s in self.snapshots.seqs if s > self.wal.head]:
             # Only possible when a torn tail was cut: a snapshot is written after
@@ -162,7 +179,7 @@ class Store:
 
         A reset record is indexed here; `finish_reset` then rebuilds the state.
         """
-        self.wal.publish(placements)
+        self.wal.publish(placements, staged.events[0].ts if staged.events else 0.0)
         for event, (_, frame) in zip(staged.events, staged.frames, strict=True):
             self._index(event)
             if not isinstance(event, Rewind):

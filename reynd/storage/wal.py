@@ -49,6 +49,7 @@ class Segment:
     path: Path
     offsets: array[int] = field(default_factory=lambda: array("Q"))
     size: int = 0  # end of the last durable record
+    last_ts: float = 0.0  # time of the last record (retention by age)
 
     @property
     def last_seq(self) -> int:
@@ -174,6 +175,7 @@ class Wal:
                     seg.path, pos, seq, f"record carries seq {event.seq}, expected {seq}"
                 )
             seg.offsets.append(pos)
+            seg.last_ts = event.ts
             try:
                 on_record(event, end - pos)
             except ValueError as exc:
@@ -313,8 +315,8 @@ class Wal:
 
     # -- owner thread ------------------------------------------------------------
 
-    def publish(self, placements: list[Placement]) -> None:
-        """Make durable records visible to readers, in seq order."""
+    def publish(self, placements: list[Placement], ts: float = 0.0) -> None:
+        """Make durable records visible to readers, in seq order; `ts` is their append time."""
         for p in placements:
             if not self.segments or self.segments[-1].first_seq != p.segment:
                 self._add_segment(Segment(p.segment, segment_path(self.dir, p.segment)))
@@ -323,6 +325,27 @@ class Wal:
                 raise AssertionError(f"placement of seq {p.seq} out of order")
             seg.offsets.append(p.offset)
             seg.size = p.offset + p.length
+            seg.last_ts = ts
+
+    def drop_oldest(self, count: int) -> list[Path]:
+        """Delete the `count` oldest segments (never the last one); returns their paths.
+
+        Oldest first, so that a crash part-way leaves a contiguous log; the
+        directory is synced once at the end. Owner thread only.
+        """
+        count = min(count, len(self.segments) - 1)
+        dropped = self.segments[:count]
+        for seg in dropped:
+            fd = self._read_fds.pop(seg.first_seq, None)
+            if fd is not None:
+                fsops.close(fd)
+            fsops.unlink(seg.path)
+            crashpoints.hit("gc.after_unlink")
+        if dropped:
+            fsync_dir(self.dir)
+        del self.segments[:count]
+        del self._firsts[:count]
+        return [seg.path for seg in dropped]
 
     def read(self, lo: int, hi: int) -> Iterator[Event]:
         """Durable events with lo <= seq <= hi, in order, checksums verified."""

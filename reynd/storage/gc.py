@@ -1,0 +1,168 @@
+"""Garbage collection of WAL segments and snapshots, in three steps.
+
+1. `plan_gc` (owner thread, cheap): which segments go, the new floor, and the
+   entry points into the dropped history that kept seqs still depend on (the
+   seq just below the new floor, and the target of every kept reset record
+   that forks from below it).
+2. `prepare_gc` (any thread, reads only): a snapshot at every entry point
+   that lacks one, then the retained file (floor, the reset records below
+   it, the seq watermark), then a trial reconstruct of the tip under the new
+   floor. Nothing is deleted unless all of this succeeded.
+3. `apply_gc` (owner thread): delete the segments, oldest first, and the
+   snapshots outside both windows; forget their catalog entries.
+
+A crash between any two operations leaves a state that opens: the retained
+file is durable before the first segment is deleted, and a segment that
+survived a crash is simply collected again next time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reynd.core.reconstruct import plan_reconstruct
+from reynd.core.reduce import apply
+from reynd.core.retention import (
+    RetentionPolicy,
+    SegmentInfo,
+    floor_for_recovery,
+    plan_wal_drop,
+    snapshots_to_keep,
+)
+from reynd.storage import crashpoints
+from reynd.storage.retained import Retained, save_retained
+from reynd.storage.snapshots import encode_snapshot
+from reynd.storage.store import Store
+
+__all__ = ["GcPlan", "GcReport", "apply_gc", "collect", "plan_gc", "prepare_gc"]
+
+
+@dataclass(slots=True)
+class GcPlan:
+    floor: int  # the new floor (first seq of the first kept segment)
+    drop_segments: int
+    drop_bytes: int
+    entries: list[int]  # seqs below the floor that kept history depends on
+    policy: RetentionPolicy
+    now: float
+    written: list[tuple[int, int]] = field(default_factory=list)  # entry snapshots (seq, size)
+
+
+@dataclass(frozen=True, slots=True)
+class GcReport:
+    floor_before: int
+    floor: int
+    segments_dropped: int
+    bytes_dropped: int
+    snapshots_dropped: int
+    snapshots_written: int
+    duration_ms: float
+    dropped: tuple[Path, ...] = ()
+
+
+def segment_infos(store: Store) -> list[SegmentInfo]:
+    return [SegmentInfo(s.first_seq, s.last_seq, s.size, s.last_ts) for s in store.wal.segments]
+
+
+def newest_active_snapshot(store: Store) -> int:
+    for seq in reversed(store.snapshots.seqs):
+        if seq <= store.head and store.lineage.is_active(seq):
+            return seq
+    return 0
+
+
+def plan_gc(store: Store, policy: RetentionPolicy, now: float | None = None) -> GcPlan:
+    """Step 1: what may go under `policy` (pure over the store's in-memory indexes)."""
+    now = time.time() if now is None else now
+    segments = segment_infos(store)
+    required = floor_for_recovery(store.state, newest_active_snapshot(store))
+    drop = plan_wal_drop(segments, store.head, required, policy, now)
+    floor = segments[drop].first_seq if drop else store.floor
+    entries: set[int] = set()
+    if drop:
+        entries.add(floor - 1)
+        entries.update(t for r, t in store.lineage.resets if r >= floor and t < floor)
+        entries.discard(0)  # genesis needs no snapshot
+    return GcPlan(floor, drop, sum(s.size for s in segments[:drop]), sorted(entries), policy, now)
+
+
+def prepare_gc(store: Store, plan: GcPlan) -> None:
+    """Step 2: make the dropped history unnecessary; read-only for the in-memory indexes."""
+    if not plan.drop_segments:
+        return
+    for seq in plan.entries:
+        if seq in store.snapshots.sizes:
+            continue
+        data = encode_snapshot(store.execute(store.plan(seq)))
+        store.snapshots.write(data, seq)
+        plan.written.append((seq, len(data)))
+    crashpoints.hit("gc.after_entry_snapshots")
+    resets = [(r, t) for r, t in store.lineage.resets if r < plan.floor]
+    save_retained(
+        store.root / "state", Retained(floor=plan.floor, next_seq=store.head + 1, resets=resets)
+    )
+    crashpoints.hit("gc.after_retained")
+    # The trial: the tip rebuilds under the new floor from what will remain.
+    snapshots = sorted({*store.snapshots.seqs, *(s for s, _ in plan.written)})
+    trial = plan_reconstruct(store.lineage, store.head, snapshots, plan.floor)
+    state = store.snapshots.load(trial.snapshot) if trial.snapshot else None
+    if state is not None:
+        for lo, hi in trial.ranges:
+            for event in store.wal.read(lo, hi):
+                apply(state, event)
+
+
+def apply_gc(store: Store, plan: GcPlan) -> GcReport:
+    """Step 3: delete what `prepare_gc` made unnecessary (owner thread)."""
+    started = time.perf_counter()
+    floor_before = store.floor
+    for seq, size in plan.written:
+        store.snapshots.add(seq, size)
+    dropped = store.wal.drop_oldest(plan.drop_segments) if plan.drop_segments else []
+    store.catalog.drop_below(store.floor)
+    store.retained = Retained(
+        floor=store.floor,
+        next_seq=store.head + 1,
+        resets=[(r, t) for r, t in store.lineage.resets if r < store.floor],
+    )
+    keep = snapshots_to_keep(
+        store.snapshots.seqs,
+        floor=store.floor,
+        pinned=set(plan.entries),
+        times=store.snapshots.times(),
+        policy=plan.policy,
+        now=plan.now,
+    )
+    gone = [s for s in store.snapshots.seqs if s not in keep]
+    for seq in gone:
+        store.snapshots.remove(seq)
+    return GcReport(
+        floor_before,
+        store.floor,
+        len(dropped),
+        plan.drop_bytes if dropped else 0,
+        len(gone),
+        len(plan.written),
+        (time.perf_counter() - started) * 1e3,
+        tuple(dropped),
+    )
+
+
+def collect(store: Store, policy: RetentionPolicy, now: float | None = None) -> GcReport:
+    """All three steps in a row (tests, tools, a stopped daemon's state directory)."""
+    started = time.perf_counter()
+    plan = plan_gc(store, policy, now)
+    prepare_gc(store, plan)
+    report = apply_gc(store, plan)
+    return GcReport(
+        report.floor_before,
+        report.floor,
+        report.segments_dropped,
+        report.bytes_dropped,
+        report.snapshots_dropped,
+        report.snapshots_written,
+        (time.perf_counter() - started) * 1e3,
+        report.dropped,
+    )
