@@ -77,9 +77,11 @@ class ReyndThread:
             if limit is not None or cursor is None:
                 return count
 
-    def rewind(self, seq: int) -> None:
+    def rewind(self, seq: int) -> float:
+        """Rewind to `seq`; returns the daemon's own duration in seconds."""
         res = self.client.call("rewind", {"seq": seq})
         self.tip = int(res["reset_seq"])
+        return float(res["duration_ms"]) / 1e3
 
     def state_at(self, seq: int) -> int:
         res = self.client.call("state.get", {"seq": seq, "agent": AGENT})
@@ -119,7 +121,7 @@ def _expected(turns: list[int]) -> list[tuple[str, str]]:
 
 
 def run(base: Path, turns: int, *, peer_sync: str | None, peer_full_max: int,
-        sample: int = 10, forks: int = 3, reads: int = 5, log: Callable[[str], None] = print,
+        sample: int = 10, forks: int = 5, reads: int = 5, log: Callable[[str], None] = print,
         ) -> dict[str, Any]:
     """One T: reynd and the peer, alternating turn by turn. Returns both sides' figures.
 
@@ -193,14 +195,23 @@ def run(base: Path, turns: int, *, peer_sync: str | None, peer_full_max: int,
 
         # -- go back to the middle and continue -----------------------------------------
         back = mid if not sampled else turns - sample
-        rb, pb = [], []
+        rb, pb, rewind_server = [], [], []
         for k in range(forks):
             tag = f"f{k}"
-            t = time.perf_counter()
-            reynd.rewind(reynd_seq[back - 1])
-            reynd.turn(turns + k, tag)
-            rb.append(time.perf_counter() - t)
-            pb.append(peer.turn(turns + k, peer_cfg[back - 1]))
+
+            def reynd_back(k: int = k, tag: str = tag) -> None:
+                t = time.perf_counter()
+                rewind_server.append(reynd.rewind(reynd_seq[back - 1]))
+                reynd.turn(turns + k, tag)
+                rb.append(time.perf_counter() - t)
+
+            def peer_back(k: int = k) -> None:
+                pb.append(peer.turn(turns + k, peer_cfg[back - 1]))
+
+            # Alternate which side goes first: whatever the one before leaves
+            # behind (dirty pages, a busy disk) hits both alike.
+            for step in ((reynd_back, peer_back) if k % 2 == 0 else (peer_back, reynd_back)):
+                step()
         # ... and a few more turns on the last fork: both states must agree.
         for j in range(1, 4):
             reynd.turn(turns + forks + j)
@@ -211,13 +222,15 @@ def run(base: Path, turns: int, *, peer_sync: str | None, peer_full_max: int,
             raise AssertionError("reynd: unexpected history after the fork")
         if peer.messages() != want:
             raise AssertionError("peer: unexpected history after the fork")
-        r.figures.update(back_s=statistics.median(rb), back_to_turn=back)
-        p.figures.update(back_s=statistics.median(pb), back_to_turn=back)
+        r.figures.update(back_s=statistics.median(rb), back_to_turn=back,
+                         back_s_all=rb, rewind_server_s=statistics.median(rewind_server))
+        p.figures.update(back_s=statistics.median(pb), back_to_turn=back, back_s_all=pb)
     finally:
         reynd.close()
         peer.close()
     for side in (r, p):
         side.figures["write_s"] = statistics.fmean(side.write_s)
+        side.figures["write_s_median"] = statistics.median(side.write_s)
         side.figures["write_s_last"] = statistics.fmean(side.write_s[-sample:])
     r.figures["bytes_per_turn"] = r.figures["bytes"] / turns
     if sampled:
