@@ -89,7 +89,7 @@ class App:
             duration_ms=round((time.perf_counter() - started) * 1e3, 1),
         )
         self.committer = Committer(store, self._on_commit)
-        self.registry = AgentRegistry(store, self.append)
+        self.registry = AgentRegistry(store, self.append, self._publish)
         self.coordinator = Coordinator(
             store, self.committer, self.gate, self.registry.cancel_all, self._on_reset
         )

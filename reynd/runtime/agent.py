@@ -70,7 +70,8 @@ class AgentRunner:
         self._append = append
         self.scope = trio.CancelScope()  # cancelled by the registry (rewind)
         self.stopped = trio.Event()
-        self.status: AgentStatus = "idle"
+        self._status: AgentStatus = "idle"
+        self.on_status: Callable[[AgentRunner], None] = lambda runner: None
         self.turn_id: str | None = None
         self.step: int | None = None
         self.waiting_for: str | None = None
@@ -82,6 +83,18 @@ class AgentRunner:
         self._rerun_open_step = rerun_open_step
         self._resolution: Resolution | None = None
         self._executor_for = executor_for
+
+    @property
+    def status(self) -> AgentStatus:
+        return self._status
+
+    @status.setter
+    def status(self, value: AgentStatus) -> None:
+        # Assigned last wherever turn_id/step change with it, so that the
+        # callback sees a consistent runner.
+        if value != self._status:
+            self._status = value
+            self.on_status(self)
 
     # -- control (registry) ----------------------------------------------------------
 
@@ -138,7 +151,7 @@ class AgentRunner:
                 )
                 continue
             if chain is None:
-                self.status, self.turn_id, self.step = "idle", None, None
+                self.turn_id, self.step, self.status = None, None, "idle"
                 await self._kick.wait()
                 continue
             if chain.open_step is not None and not self._rerun_open_step:
@@ -150,7 +163,7 @@ class AgentRunner:
     async def _settle_ambiguous(self, agent: AgentState, chain: Chain) -> bool:
         """Report a step left open by a crash; act once the operator resolved it."""
         assert chain.open_step is not None
-        self.status, self.turn_id, self.step = "ambiguous", chain.turn_id, chain.open_step
+        self.turn_id, self.step, self.status = chain.turn_id, chain.open_step, "ambiguous"
         self.ambiguous = AmbiguousStep(
             agent=self.name,
             turn_id=chain.turn_id,
@@ -196,7 +209,7 @@ class AgentRunner:
         return True
 
     async def _run_turn(self, turn_id: str) -> None:
-        self.status, self.turn_id = "running", turn_id
+        self.turn_id, self.status = turn_id, "running"
         scope = self._turn_scope = trio.CancelScope()
         try:
             with scope:
@@ -236,11 +249,11 @@ class AgentRunner:
                 i.intervention_id for i in agent.interventions.values() if i.turn_id == turn_id
             ]
             if waiting:
-                self.status, self.waiting_for = "waiting", waiting[0]
+                self.waiting_for, self.status = waiting[0], "waiting"
                 self._kick = trio.Event()
                 await self._kick.wait()
                 continue
-            self.status, self.waiting_for, self.step = "running", None, step
+            self.waiting_for, self.step, self.status = None, step, "running"
             executor = self._executor_for(agent)  # the agent's config may have changed
             request = StepRequest(
                 agent=self.name,

@@ -11,7 +11,8 @@ step left open by a crash is reported as ambiguous for the operator.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 import structlog
@@ -49,10 +50,17 @@ class _TurnWaiter:
 
 
 class AgentRegistry:
-    def __init__(self, store: Store, append: Append) -> None:
+    def __init__(
+        self,
+        store: Store,
+        append: Append,
+        publish: Callable[[str, int, dict[str, Any]], None] = lambda topic, seq, data: None,
+    ) -> None:
         self._store = store
         self._append = append
         self._runners: dict[str, AgentRunner] = {}
+        self._publish = publish
+        self._ghost: dict[str, int] = {}  # ghost-replayed steps of stopped runners
         self._executors: dict[str, tuple[bytes, Executor]] = {}
         self._calls: dict[str, int] = {}  # executor calls per agent since start
         self._waiters: dict[str, _TurnWaiter] = {}
@@ -113,8 +121,21 @@ class AgentRegistry:
             self._executor_for,
             rerun_open_step=rerun_open_step,
         )
+        runner.on_status = self._status_changed
         self._runners[name] = runner
         self._nursery.start_soon(runner.run, name=f"agent:{name}")
+
+    def _status_changed(self, runner: AgentRunner) -> None:
+        self._publish(
+            "agents",
+            self._store.head,
+            {
+                "agent": runner.name,
+                "status": runner.status,
+                "turn_id": runner.turn_id,
+                "step": runner.step,
+            },
+        )
 
     async def cancel_all(self) -> list[m.CancelledChain]:
         """Stop every runner (a rewind); returns the turns that were in flight."""
@@ -137,6 +158,9 @@ class AgentRegistry:
             runner.scope.cancel()
         for runner in self._runners.values():
             await runner.stopped.wait()
+            self._ghost[runner.name] = (
+                self._ghost.get(runner.name, 0) + runner.counters.ghost_replayed
+            )
         self._runners.clear()
         return cancelled
 
@@ -200,7 +224,8 @@ class AgentRegistry:
             waiting_for=runner.waiting_for if runner else None,
             last_error=runner.last_error if runner else None,
             executor_calls=self.executor_calls(name),
-            ghost_replayed=runner.counters.ghost_replayed if runner else 0,
+            ghost_replayed=self._ghost.get(name, 0)
+            + (runner.counters.ghost_replayed if runner else 0),
         )
 
     def infos(self, session: str | None = None) -> list[AgentInfo]:
