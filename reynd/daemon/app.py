@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -71,6 +72,9 @@ class App:
         self.retention = retention or RetentionPolicy()
         self.retention_changed = trio.Event()
         self._snapshot_due = trio.Event()
+        # Boundary seqs for the substrates to capture, in order (unbounded: a
+        # slow capture must never block a commit).
+        self._boundaries, self._boundaries_out = trio.open_memory_channel[int](math.inf)
         self._agent_locks: dict[str, trio.Lock] = {}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -100,6 +104,9 @@ class App:
                 nursery.start_soon(self._snapshotter)
                 await nursery.start(self.registry.run)
                 nursery.start_soon(gc_loop, self)
+                for substrate in self.coordinator.substrates:
+                    await substrate.start(store.head)
+                nursery.start_soon(self._capture_generations)
                 task_status.started()
                 await self.committer.failed.wait()
                 raise StorageFatal(f"WAL write failed: {self.committer.failure!r}")
@@ -141,6 +148,8 @@ class App:
                 "records", event.seq, {"kind": _kind(event), "agent": agent, "branch": branch}
             )
             kind = boundary_kind(event)
+            if kind is not None and self.coordinator.substrates:
+                self._boundaries.send_nowait(event.seq)
             if kind is not None:
                 entry = self.store.catalog.at(event.seq)
                 self._publish(
@@ -163,6 +172,12 @@ class App:
     def _on_reset(self, result: m.RewindResult) -> None:
         self.registry.restart()
         self._publish("rewinds", result.reset_seq, msgspec.to_builtins(result))
+
+    async def _capture_generations(self) -> None:
+        """Let every substrate capture each new generation, in seq order."""
+        async for seq in self._boundaries_out:
+            for substrate in self.coordinator.substrates:
+                await substrate.on_generation(seq)
 
     async def _snapshotter(self) -> None:
         """Cut full snapshots when the replay distance says so (Store.snapshot_due)."""
@@ -298,7 +313,7 @@ class App:
         return await self.coordinator.request("rewind", p.seq)
 
     async def _checkout(self, p: m.CheckoutParams, ctx: CallContext) -> m.RewindResult:
-        return await self.coordinator.request("checkout", p.seq)
+        return await self.coordinator.request("checkout", p.seq, force=p.force)
 
     async def _wal_append(self, p: m.WalAppendParams, ctx: CallContext) -> m.WalAppendResult:
         for reserved in ("kind", "agent", "seq", "ts"):

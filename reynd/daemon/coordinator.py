@@ -21,6 +21,7 @@ import structlog
 import trio
 
 from reynd.daemon.committer import Committer
+from reynd.daemon.hooks import Substrate
 from reynd.protocol import methods as m
 from reynd.protocol.events import Rewind
 from reynd.storage.store import Store
@@ -103,6 +104,7 @@ class Coordinator:
         self._cancel_all = cancel_all
         self._on_reset = on_reset
         self._send, self._receive = trio.open_memory_channel[_Job](64)
+        self.substrates: list[Substrate] = []
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -125,20 +127,26 @@ class Coordinator:
             raise value
         return cast(T, value)
 
-    async def request(self, op: Op, seq: int, agent: str | None = None) -> m.RewindResult:
+    async def request(
+        self, op: Op, seq: int, agent: str | None = None, *, force: bool = False
+    ) -> m.RewindResult:
         """Queue a rewind, checkout or act-turn rewind and wait for its outcome."""
-        return await self.serialized(partial(self._reset, op, seq, agent))
+        return await self.serialized(partial(self._reset, op, seq, agent, force))
 
-    async def _reset(self, op: Op, seq: int, agent: str | None) -> m.RewindResult:
+    async def _reset(self, op: Op, seq: int, agent: str | None, force: bool) -> m.RewindResult:
         started = time.perf_counter()
         async with self._gate.exclusive():
             mode, record = self._store.prepare_reset(
                 seq, guard_active=op != "checkout", mode=op, agent=agent
             )
+            for substrate in self.substrates:
+                await substrate.before_reset(seq, force)  # may refuse: nothing written yet
             cancelled = await self._cancel_all()
             (durable,) = await self._committer.append([record])
             assert isinstance(durable, Rewind)
             await trio.to_thread.run_sync(self._store.finish_reset, durable)
+            for substrate in self.substrates:
+                await substrate.after_reset(seq, durable.seq)
             result = m.RewindResult(
                 mode=mode,
                 reset_seq=durable.seq,

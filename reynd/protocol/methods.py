@@ -132,7 +132,11 @@ class RewindParams(Params, kw_only=True):
 
 
 class CheckoutParams(Params, kw_only=True):
+    """`force`: restore the workspace (when workspace rewind is on) even over changes
+    reynd did not record; the overwritten content is kept and can be brought back."""
+
     seq: NonNegative
+    force: bool = False
 
 
 class CancelledChain(Result, kw_only=True):
