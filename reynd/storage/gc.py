@@ -80,11 +80,11 @@ def plan_gc(store: Store, policy: RetentionPolicy, now: float | None = None) -> 
     required = floor_for_recovery(store.state, newest_active_snapshot(store))
     drop = plan_wal_drop(segments, store.head, required, policy, now)
     floor = segments[drop].first_seq if drop else store.floor
-    entries: set[int] = set()
-    if drop:
-        entries.add(floor - 1)
-        entries.update(t for r, t in store.lineage.resets if r >= floor and t < floor)
-        entries.discard(0)  # genesis needs no snapshot
+    # Computed whether or not segments go: the entry snapshots written by an
+    # earlier collection stay pinned while kept history still forks from them.
+    entries = {floor - 1}
+    entries.update(t for r, t in store.lineage.resets if r >= floor and t < floor)
+    entries.discard(0)  # genesis needs no snapshot
     return GcPlan(floor, drop, sum(s.size for s in segments[:drop]), sorted(entries), policy, now)
 
 
