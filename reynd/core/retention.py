@@ -81,7 +81,10 @@ def plan_wal_drop(
     remaining = sum(s.size for s in segments)
     drop = 0
     for seg in segments[:-1]:
-        if seg.last_seq >= floor:
+        # `segments[:-1]` alone does not protect the tip: after a crash right
+        # after a rotation the last segment is empty and the tip is in the one
+        # before it.
+        if seg.last_seq >= floor or seg.last_seq >= head:
             break
         if cutoff is not None and seg.last_ts >= cutoff:
             break
