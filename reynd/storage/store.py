@@ -112,7 +112,19 @@ class Store:
         def on_record(event: Event, nbytes: int) -> None:
             if self.lineage.head == 0 and event.seq > 1:
                 # History below the first kept record was dropped by retention:
-                # its reset records come from the retained file.
+                # its reset records come from the retained file, which is
+                # durable before any segment goes, so it covers every dropped
+                # seq. A log that starts above its floor lost segments (or the
+                # file): its lineage cannot be known.
+                if event.seq > self.retained.floor:
+                    raise CorruptionError(
+                        state_dir / "wal",
+                        0,
+                        event.seq,
+                        f"the log starts at seq {event.seq} but the retained-history file "
+                        f"covers only seqs below {self.retained.floor}: segments or "
+                        f"{state_dir / 'retained'} are missing",
+                    )
                 below = [(r, t) for r, t in self.retained.resets if r < event.seq]
                 self.lineage = Lineage.restore(below, event.seq - 1)
             self._index(event)
