@@ -30,6 +30,7 @@ from reynd.runtime.registry import EXTERNAL, AgentRegistry
 from reynd.storage.errors import CorruptionError
 from reynd.storage.options import StorageOptions
 from reynd.storage.store import Store
+from reynd.workspace import Workspace, WorkspaceConfig
 
 __all__ = ["App", "Handler", "StorageFatal"]
 
@@ -59,6 +60,7 @@ class App:
         publish: Publish,
         options: StorageOptions | None = None,
         retention: RetentionPolicy | None = None,
+        workspace: WorkspaceConfig | None = None,
     ) -> None:
         self.state_dir = state_dir
         self._publish = publish
@@ -76,6 +78,8 @@ class App:
         # slow capture must never block a commit).
         self._boundaries, self._boundaries_out = trio.open_memory_channel[int](math.inf)
         self._agent_locks: dict[str, trio.Lock] = {}
+        self._workspace_config = workspace or WorkspaceConfig()
+        self.workspace: Workspace | None = None  # workspace rewind, when enabled
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         started = time.perf_counter()
@@ -97,6 +101,9 @@ class App:
         self.coordinator = Coordinator(
             store, self.committer, self.gate, self.registry.cancel_all, self._on_reset
         )
+        if self._workspace_config.enabled:
+            self.workspace = Workspace(self._workspace_config, self.state_dir, store)
+            self.coordinator.substrates.append(self.workspace)
         self.committer.start()
         try:
             async with trio.open_nursery() as nursery:

@@ -20,6 +20,7 @@ import msgspec
 from reynd.core.retention import RetentionPolicy
 from reynd.daemon.rpc import validation_details
 from reynd.storage.options import StorageOptions
+from reynd.workspace.config import WorkspaceConfig
 
 __all__ = ["CONFIG_ENV", "ConfigError", "DaemonConfig", "find_config", "load_config"]
 
@@ -49,6 +50,7 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     shutdown_grace_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 5.0
     storage: StorageOptions = msgspec.field(default_factory=StorageOptions)
     retention: RetentionPolicy = msgspec.field(default_factory=RetentionPolicy)
+    workspace: WorkspaceConfig = msgspec.field(default_factory=WorkspaceConfig)
 
     def allowed_gid(self) -> int | None:
         """The allowed group as a gid (resolved by name); ConfigError if unknown."""

@@ -105,7 +105,13 @@ async def _serve(opts: ServeOptions) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as root:
             root.start_soon(_watch_signals, signals, shutdown, root.cancel_scope)
-            app = App(opts.state_dir, hub.publish, config.storage, config.retention)
+            app = App(
+                opts.state_dir,
+                hub.publish,
+                config.storage,
+                config.retention,
+                workspace=config.workspace,
+            )
             await root.start(app.run)
             bound = open_socket(opts.socket)
             try:

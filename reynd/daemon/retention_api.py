@@ -36,6 +36,8 @@ async def collect_now(app: App) -> m.GcResult:
         await trio.to_thread.run_sync(prepare_gc, store, plan)
         async with app.reads.exclusive():
             report = apply_gc(store, plan)
+        if app.workspace is not None:  # blobs and trees no kept seq resolves to
+            await app.workspace.collect()
         if report.segments_dropped or report.snapshots_dropped:
             log.info(
                 "gc",

@@ -1,0 +1,197 @@
+"""Content-addressed storage for workspace rewind: file blobs, tree manifests, the seq index.
+
+    state/blobs/ab/cdef...        file contents, named by their sha256 (hex)
+    state/manifests/ab/cdef...    tree manifests (JSON), named by their sha256
+    state/trees/<seq, 20 digits>  "<manifest hash>\\n": the workspace as of that seq
+
+Every file is published durably: a tmp file written in full and fsynced, a
+rename, then an fsync of the directory. An object that exists is never
+rewritten (same name, same bytes), so unchanged files and unchanged trees
+cost nothing in later generations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from bisect import bisect_right, insort
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from reynd.storage import fsops
+from reynd.storage.fsutil import atomic_write, fsync_dir, make_dirs, write_all
+
+__all__ = ["CHUNK", "ObjectStore", "TreeIndex", "hash_file"]
+
+CHUNK = 1 << 20
+
+
+def hash_file(path: Path) -> tuple[str, int]:
+    """sha256 (hex) and size of a regular file, read without following a symlink."""
+    h = hashlib.sha256()
+    size = 0
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        while chunk := os.read(fd, CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    return h.hexdigest(), size
+
+
+class ObjectStore:
+    """A directory of immutable objects named by the sha256 of their bytes, fanned out by 2 hex."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._unsynced: set[Path] = set()  # fan-out dirs with renames not yet synced
+        if make_dirs(root):
+            fsync_dir(root.parent)
+        for tmp in root.glob(".tmp-*"):  # a crash mid-write: never published
+            tmp.unlink(missing_ok=True)
+
+    def path(self, digest: str) -> Path:
+        return self.root / digest[:2] / digest[2:]
+
+    def has(self, digest: str) -> bool:
+        return self.path(digest).is_file()
+
+    def read(self, digest: str) -> bytes:
+        return self.path(digest).read_bytes()
+
+    def put_bytes(self, data: bytes) -> tuple[str, int]:
+        """Store `data`; its hash and the bytes added (0 when it was already there)."""
+        digest = hashlib.sha256(data).hexdigest()
+        if self.has(digest):
+            return digest, 0
+        tmp = self._tmp()
+        fd = fsops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            write_all(fd, data)
+            fsops.fsync(fd)
+        finally:
+            fsops.close(fd)
+        return digest, self._publish(tmp, digest, len(data))
+
+    def put_file(self, path: Path) -> tuple[str, int, int]:
+        """Copy a regular file in, hashing the bytes copied: (hash, size, bytes added).
+
+        The hash is of exactly the bytes stored, even if the file changes
+        while it is read.
+        """
+        h = hashlib.sha256()
+        size = 0
+        tmp = self._tmp()
+        src = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fd = fsops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                while chunk := os.read(src, CHUNK):
+                    h.update(chunk)
+                    size += len(chunk)
+                    write_all(fd, chunk)
+                fsops.fsync(fd)
+            finally:
+                fsops.close(fd)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            os.close(src)
+        digest = h.hexdigest()
+        if self.has(digest):
+            fsops.unlink(tmp)
+            return digest, size, 0
+        return digest, size, self._publish(tmp, digest, size)
+
+    def sync(self) -> None:
+        """Make every object published since the last call durable (one fsync per fan-out dir)."""
+        for d in sorted(self._unsynced):
+            fsync_dir(d)
+        self._unsynced.clear()
+
+    def remove(self, digest: str) -> int:
+        """Delete one object; its size (0 if it was not there). The caller syncs (`sync`)."""
+        path = self.path(digest)
+        try:
+            size = path.stat().st_size
+            fsops.unlink(path)
+        except FileNotFoundError:
+            return 0
+        self._unsynced.add(path.parent)
+        return size
+
+    def __iter__(self) -> Iterator[str]:
+        for d in self.root.iterdir():
+            if len(d.name) == 2 and d.is_dir():
+                for f in d.iterdir():
+                    if not f.name.startswith(".tmp-"):
+                        yield d.name + f.name
+
+    def _tmp(self) -> Path:
+        return self.root / f".tmp-{secrets.token_hex(8)}"
+
+    def _publish(self, tmp: Path, digest: str, size: int) -> int:
+        final = self.path(digest)
+        if make_dirs(final.parent):
+            fsync_dir(self.root)
+        fsops.replace(tmp, final)
+        self._unsynced.add(final.parent)
+        return size
+
+
+class TreeIndex:
+    """seq -> manifest hash, one small file per seq (`trees/<seq>`), kept sorted in memory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        if make_dirs(root):
+            fsync_dir(root.parent)
+        self._trees: dict[int, str] = {}
+        self.seqs: list[int] = []
+        for f in root.iterdir():
+            if f.name.startswith(".tmp-"):
+                f.unlink(missing_ok=True)
+                continue
+            if f.name.isdigit():
+                digest = f.read_text().strip()
+                if len(digest) == 64:
+                    self._trees[int(f.name)] = digest
+        self.seqs = sorted(self._trees)
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def get(self, seq: int) -> str | None:
+        return self._trees.get(seq)
+
+    def set(self, seq: int, digest: str) -> int:
+        """Record (durably) that the workspace as of `seq` is manifest `digest`; bytes written."""
+        data = f"{digest}\n".encode()
+        atomic_write(self.root / f"{seq:020d}", data)
+        if seq not in self._trees:
+            insort(self.seqs, seq)
+        self._trees[seq] = digest
+        return len(data)
+
+    def remove(self, seqs: Iterable[int]) -> None:
+        dropped = list(seqs)
+        for seq in dropped:
+            (self.root / f"{seq:020d}").unlink(missing_ok=True)
+            self._trees.pop(seq, None)
+        self.seqs = sorted(self._trees)
+        if dropped:
+            fsync_dir(self.root)
+
+    def newest_in(self, lo: int, hi: int) -> int | None:
+        """The highest indexed seq in lo..hi, if any."""
+        i = bisect_right(self.seqs, hi) - 1
+        if i >= 0 and self.seqs[i] >= lo:
+            return self.seqs[i]
+        return None
+
+    def items(self) -> Iterator[tuple[int, str]]:
+        for seq in self.seqs:
+            yield seq, self._trees[seq]
