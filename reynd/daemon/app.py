@@ -14,9 +14,12 @@ import structlog
 import trio
 
 from reynd import __version__
+from reynd.audit.options import AuditOptions
+from reynd.audit.store import EventStore
 from reynd.core.diff import diff_values
 from reynd.core.reduce import check
 from reynd.core.retention import RetentionPolicy
+from reynd.daemon.audit_api import AuditApi
 from reynd.daemon.committer import Committer
 from reynd.daemon.context import CallContext
 from reynd.daemon.coordinator import Coordinator, Gate
@@ -61,6 +64,8 @@ class App:
         options: StorageOptions | None = None,
         retention: RetentionPolicy | None = None,
         workspace: WorkspaceConfig | None = None,
+        *,
+        audit: AuditOptions | None = None,
     ) -> None:
         self.state_dir = state_dir
         self._publish = publish
@@ -78,6 +83,8 @@ class App:
         # slow capture must never block a commit).
         self._boundaries, self._boundaries_out = trio.open_memory_channel[int](math.inf)
         self._agent_locks: dict[str, trio.Lock] = {}
+        self._audit_options = audit or AuditOptions()
+        self.audit: EventStore  # the audit log of this run (never read by recovery)
         self._workspace_config = workspace or WorkspaceConfig()
         self.workspace: Workspace | None = None  # workspace rewind, when enabled
 
@@ -96,6 +103,15 @@ class App:
             torn_bytes=rec.torn_bytes,
             duration_ms=round((time.perf_counter() - started) * 1e3, 1),
         )
+        self.audit = await trio.to_thread.run_sync(
+            lambda: EventStore.open(
+                self.state_dir / "events",
+                self._audit_options,
+                head=store.head,
+                branch=store.lineage.branch_of(store.head),
+                floor=store.floor,
+            )
+        )
         self.committer = Committer(store, self._on_commit)
         self.registry = AgentRegistry(store, self.append, self._publish)
         self.coordinator = Coordinator(
@@ -109,6 +125,7 @@ class App:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.coordinator.run)
                 nursery.start_soon(self._snapshotter)
+                nursery.start_soon(self.audit.run)
                 await nursery.start(self.registry.run)
                 nursery.start_soon(gc_loop, self)
                 for substrate in self.coordinator.substrates:
@@ -120,6 +137,7 @@ class App:
         finally:
             with trio.CancelScope(shield=True):
                 await self.committer.stop()
+                await self.audit.aclose(store.head, store.lineage.branch_of(store.head))
                 if self.committer.failure is None:
                     await trio.to_thread.run_sync(store.close)
                 log.info("storage.closed", head=store.head)
@@ -134,6 +152,7 @@ class App:
         return {
             **RuntimeApi(self).handlers(),
             **RetentionApi(self).handlers(),
+            **AuditApi(self).handlers(),
             "daemon.status": self._status,
             "generations.list": self._generations,
             "rewind": self._rewind,
@@ -172,11 +191,13 @@ class App:
                 )
             if isinstance(event, AgentCreated):
                 self._publish("agents", event.seq, {"agent": event.agent, "status": "created"})
+        self.audit.record(events, lineage)
         self.registry.on_commit(events)
         if self.store.snapshot_due():
             self._snapshot_due.set()
 
     def _on_reset(self, result: m.RewindResult) -> None:
+        self.audit.reset_done(result)
         self.registry.restart()
         self._publish("rewinds", result.reset_seq, msgspec.to_builtins(result))
 

@@ -17,6 +17,7 @@ from typing import Annotated
 
 import msgspec
 
+from reynd.audit.options import AuditOptions
 from reynd.core.retention import RetentionPolicy
 from reynd.daemon.rpc import validation_details
 from reynd.storage.options import StorageOptions
@@ -50,6 +51,7 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     shutdown_grace_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 5.0
     storage: StorageOptions = msgspec.field(default_factory=StorageOptions)
     retention: RetentionPolicy = msgspec.field(default_factory=RetentionPolicy)
+    audit: AuditOptions = msgspec.field(default_factory=AuditOptions)
     workspace: WorkspaceConfig = msgspec.field(default_factory=WorkspaceConfig)
 
     def allowed_gid(self) -> int | None:

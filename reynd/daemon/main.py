@@ -111,6 +111,7 @@ async def _serve(opts: ServeOptions) -> None:
                 config.storage,
                 config.retention,
                 workspace=config.workspace,
+                audit=config.audit,
             )
             await root.start(app.run)
             bound = open_socket(opts.socket)

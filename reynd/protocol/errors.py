@@ -13,6 +13,7 @@ __all__ = [
     "AgentExists",
     "BelowFloor",
     "ConnectionLimit",
+    "EventNotFound",
     "InternalError",
     "InvalidEvent",
     "InvalidParams",
@@ -30,6 +31,7 @@ __all__ = [
     "StorageFailed",
     "UnknownAgent",
     "UnknownIntervention",
+    "UnknownRun",
     "WorkspaceDirty",
     "error_class",
 ]
@@ -178,6 +180,20 @@ class WorkspaceDirty(ReyndError):
     name = "workspace_dirty"
 
 
+class UnknownRun(ReyndError):
+    """No such daemon run in the audit log (see events.runs)."""
+
+    code = -32016
+    name = "unknown_run"
+
+
+class EventNotFound(ReyndError):
+    """The audit log holds no event at that index or seq (never recorded, or collected)."""
+
+    code = -32017
+    name = "event_not_found"
+
+
 _BY_CODE: dict[int, type[ReyndError]] = {
     cls.code: cls
     for cls in (
@@ -201,6 +217,8 @@ _BY_CODE: dict[int, type[ReyndError]] = {
         PermissionDenied,
         UnknownIntervention,
         WorkspaceDirty,
+        UnknownRun,
+        EventNotFound,
     )
 }
 

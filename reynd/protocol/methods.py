@@ -12,7 +12,7 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
-from reynd.protocol import agent_methods, errors
+from reynd.protocol import agent_methods, audit_methods, errors
 from reynd.protocol.base import Params, Result
 from reynd.protocol.events import GenerationKind
 from reynd.protocol.state import AgentState
@@ -430,6 +430,55 @@ def _agent_methods() -> tuple[MethodDef, ...]:
     )
 
 
+def _audit_methods() -> tuple[MethodDef, ...]:
+    au = audit_methods
+    run = (errors.UnknownRun,)
+    found = (errors.UnknownRun, errors.EventNotFound, errors.SeqOutOfRange)
+    return (
+        MethodDef(
+            "events.runs",
+            au.EventsRunsParams,
+            au.EventsRunsResult,
+            "The daemon runs in the audit log, oldest first.",
+        ),
+        MethodDef(
+            "events.list",
+            au.EventsListParams,
+            au.EventsListResult,
+            "Audit events, oldest first, filtered, with cursor pagination.",
+            run,
+        ),
+        MethodDef(
+            "events.get",
+            au.EventsGetParams,
+            au.AuditEvent,
+            "One audit event, by run and index or by seq.",
+            found,
+        ),
+        MethodDef(
+            "replay.walk",
+            au.ReplayWalkParams,
+            au.ReplayWalkResult,
+            "Step through a run's events, each with what it changed (read-only).",
+            run,
+        ),
+        MethodDef(
+            "replay.seek",
+            au.ReplaySeekParams,
+            au.ReplaySeekResult,
+            "Agents at a point of a run, rebuilt from the audit log alone (read-only).",
+            (*found, errors.UnknownAgent),
+        ),
+        MethodDef(
+            "replay.compare",
+            au.ReplayCompareParams,
+            au.ReplayCompareResult,
+            "Two runs, points or branches step by step: where they diverge and how.",
+            found,
+        ),
+    )
+
+
 # -- the table --------------------------------------------------------------
 
 
@@ -509,6 +558,7 @@ METHODS: Final[dict[str, MethodDef]] = {
         ),
         *_agent_methods(),
         *_retention_methods(),
+        *_audit_methods(),
         MethodDef(
             "rpc.discover", RpcDiscoverParams, dict[str, Any], "This API as an OpenRPC document."
         ),

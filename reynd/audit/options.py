@@ -1,0 +1,29 @@
+"""Tunables of the audit log (the `[audit]` table of reynd.toml)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+__all__ = ["AuditOptions"]
+
+MiB = 1024 * 1024
+
+
+class AuditOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Rotation, retention and flushing of `<state_dir>/events/`.
+
+    A run's file is rotated once it reaches `file_bytes` (a line is never
+    split). Retention removes whole files, oldest first, while the log holds
+    more than `max_total_bytes` or more than `max_files` files (0: no limit);
+    the file being written is never removed. Lines are buffered in memory and
+    written, without fsync, at most `flush_interval_s` after they were
+    recorded, or sooner once `buffer_bytes` are waiting.
+    """
+
+    file_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 16 * MiB
+    max_total_bytes: Annotated[int, msgspec.Meta(ge=0)] = 1024 * MiB
+    max_files: Annotated[int, msgspec.Meta(ge=0)] = 0
+    flush_interval_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
+    buffer_bytes: Annotated[int, msgspec.Meta(ge=0)] = MiB

@@ -1,0 +1,462 @@
+"""The audit EventStore: `<state_dir>/events/<run_id>[.<n>].jsonl`.
+
+Durability contract (docs/audit.md), deliberately weaker than the WAL's:
+
+- recording is an in-memory append on the trio thread (`record` encodes the
+  committed batch once and appends the bytes to a buffer): no I/O, no await,
+  nothing on the commit path can block on the audit log;
+- a background task writes the buffer out on a worker thread at most
+  `flush_interval_s` later (sooner when `buffer_bytes` wait), and readers
+  flush before they read; there is no fsync per append, so a crash (of the
+  process or the machine) may lose the last lines, which is accepted by
+  design: recovery never reads this log (it reads the WAL only);
+- a clean shutdown writes `run.stopped` and syncs the file once;
+- a write error is logged and the lines are dropped: the audit log never
+  takes the daemon down.
+
+Files rotate by size and are collected by their own retention, independent
+of the WAL's: a WAL collection never touches them.
+
+One run per daemon start. Its id is `run-<UTC start, %Y%m%dT%H%M%SZ>-<pid>`:
+sortable as text, readable, and unique because the start time is moved one
+second past the newest run already on disk when needed (two starts within a
+second, or a clock that went back). Rotated files are `<run_id>.<n>.jsonl`,
+n = 1, 2, ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import msgspec
+import structlog
+import trio
+
+from reynd.audit.options import AuditOptions
+from reynd.audit.record import (
+    RUN_STARTED,
+    RUN_STOPPED,
+    AuditLine,
+    line_kind,
+    reset_summary,
+    summarize,
+)
+from reynd.core.lineage import Lineage
+from reynd.protocol import audit_methods as am
+from reynd.protocol import events as ev
+from reynd.protocol import methods as m
+
+__all__ = [
+    "AuditFile",
+    "EventStore",
+    "Loaded",
+    "file_name",
+    "new_run_id",
+    "parse_name",
+    "run_started_at",
+]
+
+log = structlog.get_logger("reynd.audit")
+
+_NAME = re.compile(r"^(run-(\d{8}T\d{6}Z)-\d+)(?:\.(\d+))?\.jsonl$")
+_STAMP = "%Y%m%dT%H%M%SZ"
+
+
+def parse_name(name: str) -> tuple[str, int] | None:
+    """(run_id, n) of an audit file name, or None for anything else."""
+    match = _NAME.match(name)
+    if match is None:
+        return None
+    return match.group(1), int(match.group(3) or 0)
+
+
+def file_name(run: str, n: int) -> str:
+    return f"{run}.jsonl" if n == 0 else f"{run}.{n}.jsonl"
+
+
+def _run_time(run: str) -> datetime:
+    return datetime.strptime(run.split("-")[1], _STAMP).replace(tzinfo=UTC)
+
+
+def run_started_at(run: str) -> float:
+    """The start time encoded in a run id (Unix seconds)."""
+    return _run_time(run).timestamp()
+
+
+def new_run_id(existing: Sequence[str], now: float, pid: int) -> str:
+    """A run id that sorts after every run in `existing`."""
+    start = datetime.fromtimestamp(int(now), UTC)
+    if existing:
+        newest = _run_time(max(existing))
+        if start <= newest:
+            start = newest + timedelta(seconds=1)
+    return f"run-{start.strftime(_STAMP)}-{pid}"
+
+
+@dataclass(slots=True)
+class AuditFile:
+    run: str
+    n: int
+    path: Path
+    size: int
+
+
+@dataclass(slots=True)
+class Loaded:
+    """What a read found: lines per run (ascending index) and lines it could not decode."""
+
+    runs: dict[str, list[AuditLine]] = field(default_factory=dict)
+    damaged: int = 0
+
+
+class _Cache:
+    """Decoded lines per file, read incrementally (files only grow), LRU by bytes."""
+
+    def __init__(self, budget: int) -> None:
+        self._budget = budget
+        # path -> (inode, bytes decoded, lines, damaged lines)
+        self._entries: OrderedDict[Path, tuple[int, int, list[AuditLine], int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def lines(
+        self, path: Path, size: int, decoder: msgspec.json.Decoder[AuditLine]
+    ) -> tuple[list[AuditLine], int]:
+        with self._lock:
+            entry = self._entries.pop(path, None)
+            if entry is not None:
+                self._bytes -= entry[1]
+        try:
+            with path.open("rb") as f:
+                ino = os.fstat(f.fileno()).st_ino
+                if entry is None or entry[0] != ino or entry[1] > size:
+                    entry = (ino, 0, [], 0)
+                _, done, lines, damaged = entry
+                f.seek(done)
+                data = f.read(max(size - done, 0))
+        except FileNotFoundError:  # removed by retention since it was listed
+            return [], 0
+        end = data.rfind(b"\n") + 1  # a last line without its newline is still being written
+        for raw in data[:end].splitlines():
+            if not raw.strip():
+                continue
+            try:
+                lines.append(decoder.decode(raw))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                damaged += 1  # a torn line after a crash, or a newer format
+        done += end
+        with self._lock:
+            self._entries[path] = (ino, done, lines, damaged)
+            self._bytes += done
+            while self._bytes > self._budget and len(self._entries) > 1:
+                _, old = self._entries.popitem(last=False)
+                self._bytes -= old[1]
+        return lines, damaged
+
+
+class EventStore:
+    """The audit log of this daemon run (writer) and of every run on disk (reader)."""
+
+    def __init__(self, directory: Path, options: AuditOptions, run: str) -> None:
+        self.directory = directory
+        self.options = options
+        self.run_id = run
+        self._files: list[AuditFile] = []
+        self._buffer = bytearray()
+        self._next_index = 0
+        self._pending_reset: tuple[ev.Rewind, int] | None = None
+        self._encoder = msgspec.json.Encoder()
+        self._decoder = msgspec.json.Decoder(AuditLine)
+        self._cache = _Cache(64 * 1024 * 1024)
+        self._fd: int | None = None
+        self._write_lock = trio.Lock()
+        self._read_lock = trio.Lock()
+        self._wake = trio.Event()
+        self._full = trio.Event()
+        self._closed = False
+        self.dropped_bytes = 0
+        self.last_error: str | None = None
+
+    # -- opening ----------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, directory: Path, options: AuditOptions, *, head: int, branch: int, floor: int
+    ) -> EventStore:
+        """Scan `directory` (created if absent), start a new run, apply retention.
+
+        Blocking: call it on a worker thread.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        files = []
+        for path in directory.iterdir():
+            parsed = parse_name(path.name)
+            if parsed is not None and path.is_file():
+                files.append(AuditFile(parsed[0], parsed[1], path, path.stat().st_size))
+        files.sort(key=lambda f: (f.run, f.n))
+        run = new_run_id([f.run for f in files], time.time(), os.getpid())
+        store = cls(directory, options, run)
+        store._files = files
+        store._add(
+            AuditLine(
+                i=0,
+                kind=RUN_STARTED,
+                seq=head,
+                branch=branch,
+                ts=time.time(),
+                summary=f"daemon started (pid {os.getpid()}) at seq {head}",
+                info={"pid": os.getpid(), "head": head, "floor": floor},
+            )
+        )
+        store._write(store._take())  # the run's first file exists from the start
+        return store
+
+    # -- recording (trio thread, the hot path) ---------------------------------------------
+
+    def record(self, events: Sequence[ev.Event], lineage: Lineage) -> None:
+        """Buffer one committed batch: one encode, one buffer append, no I/O."""
+        if self._closed:
+            return
+        lines: list[AuditLine] = []
+        for event in events:
+            if self._pending_reset is not None:
+                self._emit_reset(None)  # a reset that never reported its outcome
+            branch = lineage.branch_of(event.seq)
+            if isinstance(event, ev.Rewind):
+                # Written with its outcome when the reset finishes (reset_done).
+                if lines:
+                    self._extend(lines)
+                    lines = []
+                self._pending_reset = (event, branch)
+                continue
+            lines.append(
+                AuditLine(
+                    i=self._next_index + len(lines),
+                    kind=line_kind(event),
+                    seq=event.seq,
+                    branch=branch,
+                    ts=event.ts,
+                    agent=event.agent if isinstance(event, ev.AgentEvent) else None,
+                    summary=summarize(event),
+                    event=event,  # type: ignore[arg-type]  # every committed event is in AnyEvent
+                )
+            )
+        if lines:
+            self._extend(lines)
+
+    def reset_done(self, result: m.RewindResult) -> None:
+        """The reset record's line, with what the reset did."""
+        if self._closed:
+            return
+        pending = self._pending_reset
+        if pending is not None and pending[0].seq == result.reset_seq:
+            self._emit_reset(result)
+
+    def _emit_reset(self, result: m.RewindResult | None) -> None:
+        assert self._pending_reset is not None
+        event, branch = self._pending_reset
+        self._pending_reset = None
+        info = am.ResetInfo(
+            op=event.mode,
+            target=event.target_n,
+            supersedes=event.supersedes,
+            agent=event.agent,
+        )
+        if result is not None:
+            info.mode = result.mode
+            info.cancelled = [
+                am.CancelledTurn(agent=c.agent, turn_id=c.turn_id) for c in result.cancelled
+            ]
+            info.duration_ms = round(result.duration_ms, 3)
+        self._add(
+            AuditLine(
+                i=self._next_index,
+                kind=line_kind(event),
+                seq=event.seq,
+                branch=branch,
+                ts=event.ts,
+                agent=event.agent,
+                summary=reset_summary(info, event.seq),
+                reset=info,
+                event=event,
+            )
+        )
+
+    def _add(self, line: AuditLine) -> None:
+        self._extend([line])
+
+    def _extend(self, lines: list[AuditLine]) -> None:
+        self._buffer += self._encoder.encode_lines(lines)
+        self._next_index += len(lines)
+        self._wake.set()
+        if len(self._buffer) >= self.options.buffer_bytes:
+            self._full.set()
+
+    def _take(self) -> bytes:
+        data = bytes(self._buffer)
+        self._buffer.clear()
+        return data
+
+    # -- writing (worker thread) ------------------------------------------------------------
+
+    async def run(self) -> None:
+        """The flusher: writes buffered lines out, off the event loop."""
+        while True:
+            await self._wake.wait()
+            with trio.move_on_after(self.options.flush_interval_s):
+                await self._full.wait()
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write every line recorded so far (no fsync)."""
+        async with self._write_lock:
+            self._wake = trio.Event()
+            self._full = trio.Event()
+            data = self._take()
+            if data:
+                await trio.to_thread.run_sync(self._write, data)
+
+    async def aclose(self, head: int, branch: int) -> None:
+        """Write `run.stopped`, flush, sync once and close (call shielded)."""
+        if self._closed:
+            return
+        if self._pending_reset is not None:
+            self._emit_reset(None)
+        self._add(
+            AuditLine(
+                i=self._next_index,
+                kind=RUN_STOPPED,
+                seq=head,
+                branch=branch,
+                ts=time.time(),
+                summary=f"daemon stopped at seq {head}",
+                info={"head": head, "dropped_bytes": self.dropped_bytes},
+            )
+        )
+        await self.flush()
+        self._closed = True
+        async with self._write_lock:
+            await trio.to_thread.run_sync(self._close_fd)
+
+    def _close_fd(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            log.warning("audit.sync_failed", error=str(exc))
+        finally:
+            os.close(fd)
+
+    def _current(self) -> AuditFile:
+        last = self._files[-1] if self._files else None
+        if last is None or last.run != self.run_id:
+            last = AuditFile(self.run_id, 0, self.directory / file_name(self.run_id, 0), 0)
+            self._files.append(last)
+        return last
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self._write_lines(data)
+        except OSError as exc:
+            self.dropped_bytes += len(data)
+            self.last_error = str(exc)
+            log.warning("audit.write_failed", error=str(exc), dropped_bytes=len(data))
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def _write_lines(self, data: bytes) -> None:
+        """Append whole lines, rotating before a file would pass `file_bytes`."""
+        limit = self.options.file_bytes
+        pos, n = 0, len(data)
+        while pos < n:
+            current = self._current()
+            if self._fd is None:
+                self._fd = os.open(current.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                current.size = os.fstat(self._fd).st_size
+            room = limit - current.size
+            if n - pos <= room:
+                end = n
+            else:
+                end = data.rfind(b"\n", pos, pos + max(room, 0)) + 1
+                if end <= pos:  # not even one more line fits
+                    if current.size:
+                        self._rotate(current)
+                        continue
+                    end = data.find(b"\n", pos) + 1 or n  # a line longer than a file: alone
+            view = memoryview(data)[pos:end]
+            while view:
+                written = os.write(self._fd, view)
+                current.size += written
+                view = view[written:]
+            pos = end
+            if pos < n:
+                self._rotate(current)
+
+    def _rotate(self, current: AuditFile) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._files.append(
+            AuditFile(
+                self.run_id,
+                current.n + 1,
+                self.directory / file_name(self.run_id, current.n + 1),
+                0,
+            )
+        )
+        self._collect()
+
+    def _collect(self) -> None:
+        """Audit retention: drop whole files, oldest first, never the one being written."""
+        opts = self.options
+        total = sum(f.size for f in self._files)
+        while len(self._files) > 1:
+            over_bytes = opts.max_total_bytes and total > opts.max_total_bytes
+            over_files = opts.max_files and len(self._files) > opts.max_files
+            if not (over_bytes or over_files):
+                break
+            oldest = self._files[0]
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(oldest.path)
+            total -= oldest.size
+            del self._files[0]
+            log.info("audit.collected", file=oldest.path.name, bytes=oldest.size)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def files(self) -> list[AuditFile]:
+        """The files on disk now, oldest first (a copy)."""
+        return [AuditFile(f.run, f.n, f.path, f.size) for f in self._files]
+
+    def runs(self) -> list[str]:
+        return sorted({f.run for f in self._files} | {self.run_id})
+
+    async def load(self, runs: set[str] | None = None) -> Loaded:
+        """Every line of `runs` (all when None) written so far, after a flush."""
+        await self.flush()
+        async with self._write_lock:
+            files = [f for f in self.files() if runs is None or f.run in runs]
+        async with self._read_lock:
+            return await trio.to_thread.run_sync(self._load, files)
+
+    def _load(self, files: list[AuditFile]) -> Loaded:
+        out = Loaded()
+        for f in files:
+            lines, damaged = self._cache.lines(f.path, f.size, self._decoder)
+            out.runs.setdefault(f.run, []).extend(lines)
+            out.damaged += damaged
+        for lines in out.runs.values():
+            lines.sort(key=lambda line: line.i)
+        return out
