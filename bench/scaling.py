@@ -74,11 +74,20 @@ def build(base: Path, sizes: list[int], log: Callable[[str], None] = print) -> d
     return built
 
 
-def _past_seqs(snaps: list[int], head: int) -> list[int]:
-    """Seqs in the middle of the history at the same distances above a snapshot."""
-    below = [s for s in snaps if s <= head // 2] or [0]
-    anchor = below[-1]
-    return [min(head, anchor + d) for d in (50, 150, 250, 350)]
+def _past_seqs(snaps: list[int], below: int) -> list[int]:
+    """Seqs at the same distances above the last snapshot at or below `below`.
+
+    Rewind and reconstruct replay the WAL from the nearest snapshot: comparing
+    sizes at equal distances above one isolates the length of history.
+    """
+    anchor = ([s for s in snaps if s <= below] or [0])[-1]
+    return [anchor + d for d in (50, 150, 250, 350)]
+
+
+def _worst_seq(snaps: list[int], head: int) -> int:
+    """Just below a snapshot in the middle: the longest replay the policy allows."""
+    above = [s for s in snaps if s > head // 2]
+    return (above[0] if above else head) - 10
 
 
 def measure_once(base: Path, info: dict[str, Any], reps: int) -> dict[str, Any]:
@@ -94,7 +103,9 @@ def measure_once(base: Path, info: dict[str, Any], reps: int) -> dict[str, Any]:
                                "hwm_kib": rss["VmHWM"]}
         out["status_s"] = _median_timed(lambda: client.call("daemon.status"), 10)
         out["page_s"] = _median_timed(lambda: client.call("generations.list", {"limit": 50}), 10)
-        past = _past_seqs(info["snapshots"], head)
+        snaps = info["snapshots"]
+        past = _past_seqs(snaps, head // 2)
+        near_tip = _past_seqs(snaps, head - 500)[2]
         rec = []
         for _ in range(reps):
             for s in past:
@@ -102,7 +113,8 @@ def measure_once(base: Path, info: dict[str, Any], reps: int) -> dict[str, Any]:
                 client.call("state.get", {"seq": s})
                 rec.append(time.perf_counter() - t)
         out["reconstruct_s"] = statistics.median(rec)
-        for label, target in (("rewind_tip_s", head - 10), ("rewind_mid_s", past[1])):
+        for label, target in (("rewind_tip_s", near_tip), ("rewind_mid_s", past[2]),
+                              ("rewind_worst_s", _worst_seq(snaps, head))):
             times, server = [], []
             for _ in range(reps):
                 t = time.perf_counter()
