@@ -16,6 +16,7 @@ import trio
 from reynd import __version__
 from reynd.audit.options import AuditOptions
 from reynd.audit.store import EventStore
+from reynd.config_store import ConfigStore
 from reynd.core.diff import diff_values
 from reynd.core.reduce import check
 from reynd.core.retention import RetentionPolicy
@@ -23,7 +24,7 @@ from reynd.daemon.audit_api import AuditApi
 from reynd.daemon.committer import Committer
 from reynd.daemon.context import CallContext
 from reynd.daemon.coordinator import Coordinator, Gate
-from reynd.daemon.retention_api import RetentionApi, gc_loop
+from reynd.daemon.retention_api import RetentionApi, gc_loop, use_retention
 from reynd.daemon.runtime_api import RuntimeApi
 from reynd.protocol import errors
 from reynd.protocol import methods as m
@@ -74,6 +75,7 @@ class App:
         self.committer: Committer
         self.coordinator: Coordinator
         self.registry: AgentRegistry
+        self.config: ConfigStore  # runtime settings + agent configs, in SQLite
         self.gate = Gate()  # writes share it; a rewind holds it alone
         self.reads = Gate()  # as-of reads share it; GC holds it while it deletes files
         self.retention = retention or RetentionPolicy()
@@ -117,6 +119,10 @@ class App:
         self.coordinator = Coordinator(
             store, self.committer, self.gate, self.registry.cancel_all, self._on_reset
         )
+        self.config = ConfigStore(
+            self.state_dir, store, self.retention, lambda p: use_retention(self, p)
+        )
+        self.coordinator.substrates.append(self.config)
         if self._workspace_config.enabled:
             self.workspace = Workspace(self._workspace_config, self.state_dir, store)
             self.coordinator.substrates.append(self.workspace)
@@ -131,6 +137,7 @@ class App:
                 for substrate in self.coordinator.substrates:
                     await substrate.start(store.head)
                 nursery.start_soon(self._capture_generations)
+                nursery.start_soon(self.config.run)
                 task_status.started()
                 await self.committer.failed.wait()
                 raise StorageFatal(f"WAL write failed: {self.committer.failure!r}")
@@ -140,6 +147,7 @@ class App:
                 await self.audit.aclose(store.head, store.lineage.branch_of(store.head))
                 if self.committer.failure is None:
                     await trio.to_thread.run_sync(store.close)
+                self.config.close()
                 log.info("storage.closed", head=store.head)
 
     async def append(self, events: Sequence[Event]) -> list[Event]:
@@ -192,6 +200,7 @@ class App:
             if isinstance(event, AgentCreated):
                 self._publish("agents", event.seq, {"agent": event.agent, "status": "created"})
         self.audit.record(events, lineage)
+        self.config.observe(events)
         self.registry.on_commit(events)
         if self.store.snapshot_due():
             self._snapshot_due.set()

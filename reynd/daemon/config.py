@@ -50,6 +50,8 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # Seconds in-flight requests get to finish at shutdown before they are cancelled.
     shutdown_grace_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 5.0
     storage: StorageOptions = msgspec.field(default_factory=StorageOptions)
+    # The base policy: keys set at run time with retention.set live in
+    # state/config/config.db and override these one by one (docs/operations.md).
     retention: RetentionPolicy = msgspec.field(default_factory=RetentionPolicy)
     audit: AuditOptions = msgspec.field(default_factory=AuditOptions)
     workspace: WorkspaceConfig = msgspec.field(default_factory=WorkspaceConfig)

@@ -145,8 +145,12 @@ class Coordinator:
             (durable,) = await self._committer.append([record])
             assert isinstance(durable, Rewind)
             await trio.to_thread.run_sync(self._store.finish_reset, durable)
+            failure: Exception | None = None
             for substrate in self.substrates:
-                await substrate.after_reset(seq, durable.seq)
+                try:
+                    await substrate.after_reset(seq, durable.seq)
+                except Exception as exc:  # the reset stands: finish it, then report
+                    failure = failure or exc
             result = m.RewindResult(
                 mode=mode,
                 reset_seq=durable.seq,
@@ -164,4 +168,6 @@ class Coordinator:
             duration_ms=round(result.duration_ms, 3),
         )
         self._on_reset(result)
+        if failure is not None:
+            raise failure
         return result

@@ -14,10 +14,11 @@ from reynd.protocol import methods as m
 from reynd.storage.gc import apply_gc, plan_gc, prepare_gc
 
 if TYPE_CHECKING:
+    from reynd.core.retention import RetentionPolicy
     from reynd.daemon.app import App
     from reynd.daemon.rpc import Handler
 
-__all__ = ["RetentionApi", "collect_now", "gc_loop"]
+__all__ = ["RetentionApi", "collect_now", "gc_loop", "use_retention"]
 
 log = structlog.get_logger("reynd.gc")
 
@@ -61,6 +62,13 @@ async def collect_now(app: App) -> m.GcResult:
     return await app.coordinator.serialized(work)
 
 
+def use_retention(app: App, policy: RetentionPolicy) -> None:
+    """Put `policy` in force and re-arm the GC schedule (the config store calls this)."""
+    app.retention = policy
+    app.retention_changed.set()
+    app.retention_changed = trio.Event()
+
+
 async def gc_loop(app: App) -> None:
     """Collect every `gc_interval_s` (0: only on retention.gc); a policy change re-arms it."""
     while True:
@@ -102,10 +110,9 @@ class RetentionApi:
 
     async def _set(self, p: m.RetentionSetParams, ctx: CallContext) -> m.RetentionInfo:
         changes = {k: v for k, v in msgspec.structs.asdict(p).items() if v is not None}
-        app = self._app
-        app.retention = msgspec.structs.replace(app.retention, **changes)
-        app.retention_changed.set()
-        app.retention_changed = trio.Event()
+        # Durable in state/config/config.db first (it outlives restarts and follows
+        # rewinds), then in force; it overrides reynd.toml's [retention] key by key.
+        await self._app.config.set_retention(changes)
         log.info("retention.set", **changes)
         return self._info()
 

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 __all__ = [
     "AgentExists",
     "BelowFloor",
+    "ConfigDamaged",
     "ConnectionLimit",
     "EventNotFound",
     "InternalError",
@@ -194,6 +195,13 @@ class EventNotFound(ReyndError):
     name = "event_not_found"
 
 
+class ConfigDamaged(ReyndError):
+    """A config generation file failed its checks: the runtime configuration was not restored."""
+
+    code = -32018
+    name = "config_damaged"
+
+
 _BY_CODE: dict[int, type[ReyndError]] = {
     cls.code: cls
     for cls in (
@@ -219,6 +227,7 @@ _BY_CODE: dict[int, type[ReyndError]] = {
         WorkspaceDirty,
         UnknownRun,
         EventNotFound,
+        ConfigDamaged,
     )
 }
 

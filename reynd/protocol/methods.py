@@ -299,7 +299,10 @@ class RetentionInfo(Result, kw_only=True):
 
 
 class RetentionSetParams(Params, kw_only=True):
-    """Change the policy in force until the daemon stops (fields left out keep their value)."""
+    """Change the policy in force; persisted, it overrides reynd.toml and follows rewinds.
+
+    Fields left out keep their value.
+    """
 
     wal_keep_records: NonNegative | None = None
     wal_keep_age_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
@@ -335,7 +338,7 @@ def _retention_methods() -> tuple[MethodDef, ...]:
             "retention.set",
             RetentionSetParams,
             RetentionInfo,
-            "Change the retention policy (until the daemon stops).",
+            "Change the retention policy (persisted in state/config/config.db).",
             mutating=True,
         ),
         MethodDef(

@@ -1,0 +1,208 @@
+"""The config generation store in the daemon: a Substrate (reynd/daemon/hooks.py).
+
+- `start(head)`: open (migrating the schema), finish a restore that a crash
+  interrupted (the newest reset record has no `restored` line), index the
+  boundaries committed since the last capture, mirror the agents, load the
+  runtime settings (they override reynd.toml key by key).
+- `on_generation(seq)`: a boundary is durable: index it; capture a new
+  generation file only if the database changed since the last one.
+- `after_reset(target, reset_seq)`: capture what is being left, then
+  `restore_to_seq(target)`, re-mirror the agents as of target, reload settings.
+- `set_retention(changes)`: the durable write behind `retention.set`.
+
+Every file operation runs on a worker thread, one at a time (a trio.Lock).
+A write first indexes the boundaries committed before it, so a generation
+never holds a change made after its boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+import trio
+
+from reynd.config_store import db
+from reynd.config_store.core import ConfigCore
+from reynd.config_store.generations import ConfigDamaged
+from reynd.core.retention import RetentionPolicy
+from reynd.protocol import errors
+from reynd.protocol.events import AgentConfigured, AgentCreated, Event
+from reynd.storage.store import Store
+
+__all__ = ["RETENTION_PREFIX", "ConfigStore"]
+
+log = structlog.get_logger("reynd.config")
+
+RETENTION_PREFIX = "retention."
+
+
+class ConfigStore:
+    """Runtime configuration in SQLite, with a generation per boundary; follows every reset."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        store: Store,
+        base_retention: RetentionPolicy,
+        use_retention: Callable[[RetentionPolicy], None],
+    ) -> None:
+        self.core = ConfigCore(state_dir / "state" / "config")
+        self._store = store
+        self._base = base_retention
+        self._policy = base_retention
+        self._use_retention = use_retention
+        self._lock = trio.Lock()
+        self._mirror_due = trio.Event()
+        self._opened = False
+
+    # -- Substrate ---------------------------------------------------------------------
+
+    async def start(self, head: int) -> None:
+        async with self._lock:
+            await trio.to_thread.run_sync(self.core.open, head)
+            self._opened = True
+            resets = self._store.lineage.resets
+            if resets and self.core.index.reset_state(resets[-1][0]) != "done":
+                reset, target = resets[-1]
+                log.warning("config.restore_after_crash", reset_seq=reset, target=target)
+                await self._reset(target, reset)
+            else:
+                pending = self._pending(self._store.head)
+                await trio.to_thread.run_sync(self.core.seal, pending)
+                await self._mirror()
+                await self._load_settings()
+            log.info(
+                "config.open",
+                path=str(self.core.db_path),
+                generations=len(self.core.index.seqs),
+                files=self.core.generation_count(),
+                retention=msgspec.to_builtins(self._policy),
+            )
+
+    async def before_reset(self, target: int, force: bool) -> None:
+        return None
+
+    async def after_reset(self, target: int, reset_seq: int) -> None:
+        async with self._lock:
+            await self._reset(target, reset_seq)
+
+    async def on_generation(self, seq: int) -> None:
+        async with self._lock:
+            if seq <= self.core.index.through:
+                return  # indexed already, by a write or a reset that came first
+            resets = self._store.lineage.resets
+            if not resets or resets[-1][0] < seq:
+                await self._mirror()  # (a reset in flight: the state is the target's)
+            pending = self._pending(seq)
+            captures = self.core.captures
+            await trio.to_thread.run_sync(self.core.seal, pending)
+            if self.core.captures != captures:
+                log.debug("config.generation", seq=seq, hash=self.core.current)
+
+    # -- the daemon's other calls ----------------------------------------------------------
+
+    def observe(self, events: Sequence[Event]) -> None:
+        """From the commit hook: agent configs changed, refresh the mirror soon."""
+        if any(isinstance(e, AgentCreated | AgentConfigured) for e in events):
+            self._mirror_due.set()
+
+    async def run(self) -> None:
+        """Keep the agents mirror current between boundaries."""
+        while True:
+            await self._mirror_due.wait()
+            self._mirror_due = trio.Event()
+            async with self._lock:
+                await self._mirror()
+
+    async def set_retention(self, changes: Mapping[str, Any]) -> RetentionPolicy:
+        """Persist `retention.set` changes (durable on return), then put them in force."""
+        async with self._lock:
+            pending = self._pending(self._store.head)
+            settings = {RETENTION_PREFIX + k: v for k, v in changes.items()}
+
+            def write() -> None:
+                self.core.seal(pending)
+                self.core.write_settings(settings)
+
+            await trio.to_thread.run_sync(write)
+            await self._load_settings()
+            return self._policy
+
+    def close(self) -> None:
+        if self._opened:
+            self.core.close()
+            self._opened = False
+
+    # -- internals (the lock held) ---------------------------------------------------------
+
+    async def _reset(self, target: int, reset_seq: int) -> None:
+        lineage = self._store.lineage
+        pending = self._pending(reset_seq - 1)
+        try:
+            done = await trio.to_thread.run_sync(
+                self.core.reset, reset_seq, target, lineage, pending
+            )
+        except ConfigDamaged as exc:
+            # The message says it all; a traceback would only hide it.
+            log.error(  # noqa: TRY400
+                "config.restore_failed", reset_seq=reset_seq, target=target, error=str(exc)
+            )
+            raise errors.ConfigDamaged(
+                f"the rewind is recorded but the runtime configuration was not restored: {exc}",
+                {"path": str(exc.path), "reset_seq": reset_seq, "target": target},
+            ) from None
+        await self._mirror()
+        await self._load_settings()
+        if done:
+            log.info(
+                "config.restored",
+                target=target,
+                reset_seq=reset_seq,
+                hash=self.core.current,
+                retention=msgspec.to_builtins(self._policy),
+            )
+
+    def _pending(self, upto: int) -> list[int]:
+        """Boundaries at or below `upto` committed since the last indexed one, ascending."""
+        through = self.core.index.through
+        out: list[int] = []
+        for entry in self._store.catalog.newest_first(below=upto + 1):
+            if entry.seq <= through:
+                break
+            out.append(entry.seq)
+        out.reverse()
+        return out
+
+    async def _mirror(self) -> None:
+        wanted = {
+            name: db.agent_row(a.executor, a.options, a.session, a.created_seq)
+            for name, a in self._store.state.agents.items()
+        }
+        await trio.to_thread.run_sync(self.core.sync_agents, wanted)
+
+    async def _load_settings(self) -> None:
+        settings = await trio.to_thread.run_sync(self.core.settings)
+        policy = self._retention_from(settings)
+        if policy != self._policy:
+            self._policy = policy
+            self._use_retention(policy)
+
+    def _retention_from(self, settings: Mapping[str, Any]) -> RetentionPolicy:
+        """reynd.toml's [retention], overridden key by key by the stored settings."""
+        base = msgspec.to_builtins(self._base)
+        fields: dict[str, Any] = {}
+        for key, value in sorted(settings.items()):
+            if not key.startswith(RETENTION_PREFIX):
+                continue
+            name = key.removeprefix(RETENTION_PREFIX)
+            try:
+                msgspec.convert({**base, **fields, name: value}, RetentionPolicy)
+            except msgspec.ValidationError as exc:
+                log.warning("config.setting_ignored", key=key, value=value, reason=str(exc))
+                continue
+            fields[name] = value
+        return msgspec.convert({**base, **fields}, RetentionPolicy)
