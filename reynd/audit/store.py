@@ -218,6 +218,7 @@ class EventStore:
             )
         )
         store._write(store._take())  # the run's first file exists from the start
+        store._collect()  # a new run adds a file: older runs may now be over the limits
         return store
 
     # -- recording (trio thread, the hot path) ---------------------------------------------
