@@ -39,8 +39,9 @@ from reynd.workspace.tree import (
     Scan,
     Tree,
     changed_paths,
-    decode_manifest,
-    encode_manifest,
+    load_tree,
+    put_tree,
+    reachable,
     restore_tree,
     scan,
 )
@@ -113,7 +114,7 @@ class Workspace:
     # -- the Substrate hooks ---------------------------------------------------------
 
     async def start(self, head: int) -> None:
-        await trio.to_thread.run_sync(self._open)
+        await trio.to_thread.run_sync(self.open)
         async with self._lock:
             intent = await trio.to_thread.run_sync(self._read_journal)
             if intent is not None:
@@ -126,13 +127,13 @@ class Workspace:
                     await trio.to_thread.run_sync(self._apply, intent, reset)
             tip = self._store.head
             if self._tree_at(tip) is None:
-                stats = await trio.to_thread.run_sync(self._capture, tip)
+                stats = await trio.to_thread.run_sync(self.capture, tip)
                 log.info("workspace.baseline", root=str(self.root), **_fields(stats))
 
     async def on_generation(self, seq: int) -> None:
         try:
             async with self._lock:
-                stats = await trio.to_thread.run_sync(self._capture, seq)
+                stats = await trio.to_thread.run_sync(self.capture, seq)
             log.debug("workspace.captured", **_fields(stats))
         except Exception:
             # A failed capture leaves the previous tree as the record: the next
@@ -223,7 +224,8 @@ class Workspace:
 
     # -- internals (worker threads, under the lock) ----------------------------------
 
-    def _open(self) -> None:
+    def open(self) -> None:
+        """Create the directories and load the index (worker thread; `start` calls it)."""
         made = not self.root.exists()
         self.root.mkdir(parents=True, exist_ok=True)
         if made:
@@ -245,26 +247,33 @@ class Workspace:
         genesis = self.index.get(0)
         return (0, genesis) if genesis is not None else None
 
+    def tree(self, digest: str) -> Tree:
+        """The flat tree of root manifest `digest` (the last few are cached)."""
+        return self._manifest(digest)
+
     def _manifest(self, digest: str) -> Tree:
         tree = self._manifests_cache.get(digest)
         if tree is None:
-            tree = decode_manifest(self.manifests.read(digest))
-            if len(self._manifests_cache) >= 4:
-                self._manifests_cache.pop(next(iter(self._manifests_cache)))
-            self._manifests_cache[digest] = tree
+            tree = load_tree(self.manifests, digest)
+            self._remember(digest, tree)
         return tree
+
+    def _remember(self, digest: str, tree: Tree) -> None:
+        if digest not in self._manifests_cache and len(self._manifests_cache) >= 4:
+            self._manifests_cache.pop(next(iter(self._manifests_cache)))
+        self._manifests_cache[digest] = tree
 
     def _scan(self, store: bool) -> Scan:
         return scan(self.root, self._ignore, self._cache, self.blobs if store else None)
 
-    def _capture(self, seq: int) -> CaptureStats:
+    def capture(self, seq: int) -> CaptureStats:
+        """Capture the tree as of `seq` now (worker thread; the hooks hold the lock)."""
         started = time.perf_counter()
         crashpoints.hit("workspace.capture")
         result = self._scan(store=True)
-        digest, added = self.manifests.put_bytes(encode_manifest(result.tree))
-        self.manifests.sync()
+        digest, added = put_tree(self.manifests, result.tree)
         added += result.added_bytes + self.index.set(seq, digest)
-        self._manifests_cache[digest] = result.tree
+        self._remember(digest, result.tree)
         stats = CaptureStats(
             seq, len(result.tree), result.hashed, added, (time.perf_counter() - started) * 1e3
         )
@@ -277,9 +286,7 @@ class Workspace:
 
     def _store_current(self) -> str:
         result = self._scan(store=True)
-        digest, _ = self.manifests.put_bytes(encode_manifest(result.tree))
-        self.manifests.sync()
-        return digest
+        return put_tree(self.manifests, result.tree)[0]
 
     def _apply(self, intent: _Intent, reset_seq: int) -> None:
         """Restore intent.goal, then record the trees; idempotent (a restart redoes it)."""
@@ -341,13 +348,11 @@ class Workspace:
     def _collect(self, keep: set[int]) -> GcStats:
         drop = {s for s in self.index.seqs if s not in keep}
         self.index.remove(drop)  # first: a tree never names a missing manifest
-        kept_manifests = {d for _, d in self.index.items()}
+        roots = {d for _, d in self.index.items()}
         pending = self._pending or self._read_journal()
         if pending is not None:
-            kept_manifests.update(d for d in (pending.goal, pending.tip, pending.backup) if d)
-        referenced: set[str] = set()
-        for digest in kept_manifests:
-            referenced.update(i.ref for i in self._manifest(digest).values() if i.kind == "f")
+            roots.update(d for d in (pending.goal, pending.tip, pending.backup) if d)
+        kept_manifests, referenced = reachable(self.manifests, roots)
         manifests = size = 0
         for digest in list(self.manifests):
             if digest not in kept_manifests:

@@ -9,7 +9,7 @@ import stat as st
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import msgspec
 
@@ -26,8 +26,9 @@ __all__ = [
     "Scan",
     "Tree",
     "changed_paths",
-    "decode_manifest",
-    "encode_manifest",
+    "load_tree",
+    "put_tree",
+    "reachable",
     "restore_tree",
     "scan",
 ]
@@ -52,24 +53,93 @@ Tree = dict[str, Item]
 
 
 class _Manifest(msgspec.Struct, frozen=True):
+    """One directory: name -> Item, where kind "d" is a subdirectory (`ref` = its manifest)."""
+
     v: int
     entries: dict[str, Item]
 
 
-def encode_manifest(tree: Tree) -> bytes:
-    """Deterministic bytes (paths sorted), so equal trees have equal hashes."""
-    return msgspec.json.encode(_Manifest(MANIFEST_VERSION, dict(sorted(tree.items()))))
+def _clean_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "/" not in name and "\0" not in name
 
 
-def decode_manifest(data: bytes) -> Tree:
-    m = msgspec.json.decode(data, type=_Manifest)
+def put_tree(objects: ObjectStore, tree: Tree) -> tuple[str, int]:
+    """Store `tree` as one manifest per directory (git-like); (root hash, bytes added).
+
+    Manifests are deterministic (names sorted), so an unchanged directory
+    has the same hash in every generation and is stored once: a generation
+    adds the manifests of the directories on the paths to what changed.
+    """
+    root: dict[str, object] = {}
+    for path, item in tree.items():
+        node = root
+        *dirs, name = path.split("/")
+        for d in dirs:
+            child = node.setdefault(d, {})
+            assert isinstance(child, dict)
+            node = child
+        node[name] = item
+    added = 0
+
+    def store(node: dict[str, object]) -> str:
+        nonlocal added
+        entries: dict[str, Item] = {}
+        for name in sorted(node):
+            value = node[name]
+            if isinstance(value, dict):
+                entries[name] = Item("d", 0, store(value), 0)
+            else:
+                assert isinstance(value, Item)
+                entries[name] = value
+        digest, n = objects.put_bytes(msgspec.json.encode(_Manifest(MANIFEST_VERSION, entries)))
+        added += n
+        return digest
+
+    digest = store(root)
+    objects.sync()
+    return digest, added
+
+
+def _read_dir(objects: ObjectStore, digest: str) -> dict[str, Item]:
+    m = msgspec.json.decode(objects.read(digest), type=_Manifest)
     if m.v != MANIFEST_VERSION:
-        raise ValueError(f"manifest version {m.v} is not {MANIFEST_VERSION}")
-    for path in m.entries:
-        p = PurePosixPath(path)
-        if p.is_absolute() or ".." in p.parts or not path or str(p) != path:
-            raise ValueError(f"manifest path {path!r} is not a clean relative path")
-    return dict(m.entries)
+        raise ValueError(f"manifest {digest}: version {m.v} is not {MANIFEST_VERSION}")
+    for name, item in m.entries.items():
+        if not _clean_name(name) or item.kind not in ("f", "l", "d"):
+            raise ValueError(f"manifest {digest}: bad entry {name!r}")
+    return m.entries
+
+
+def load_tree(objects: ObjectStore, digest: str) -> Tree:
+    """The flat tree (path -> file or link) of the root manifest `digest`."""
+    out: Tree = {}
+    stack = [("", digest)]
+    while stack:
+        prefix, d = stack.pop()
+        for name, item in _read_dir(objects, d).items():
+            if item.kind == "d":
+                stack.append((f"{prefix}{name}/", item.ref))
+            else:
+                out[f"{prefix}{name}"] = item
+    return out
+
+
+def reachable(objects: ObjectStore, roots: Iterable[str]) -> tuple[set[str], set[str]]:
+    """(manifests, blobs) referenced from the root manifests `roots`; shared subtrees read once."""
+    manifests: set[str] = set()
+    blobs: set[str] = set()
+    stack = list(roots)
+    while stack:
+        d = stack.pop()
+        if d in manifests:
+            continue
+        manifests.add(d)
+        for item in _read_dir(objects, d).values():
+            if item.kind == "d":
+                stack.append(item.ref)
+            elif item.kind == "f":
+                blobs.add(item.ref)
+    return manifests, blobs
 
 
 class Ignore:
@@ -184,17 +254,10 @@ def scan(
             continue
         path = root / rel
         try:
-            if objects is None:
-                digest, size = hash_file(path)
-                added = 0
-            elif (
-                hit is not None
-                and hit.size == s.st_size
-                and hit.mtime_ns == s.st_mtime_ns
-                and (hit.ino == s.st_ino and objects.has(hit.digest))
-            ):
-                digest, size, added = hit.digest, s.st_size, 0
-            else:
+            # Read once to hash; copy in only content the store does not have yet.
+            digest, size = hash_file(path)
+            added = 0
+            if objects is not None and not objects.has(digest):
                 digest, size, added = objects.put_file(path)
         except FileNotFoundError:
             seen.discard(rel)

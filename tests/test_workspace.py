@@ -1,0 +1,344 @@
+"""Workspace rewind against the real daemon: real files, real checkouts, a real git repository.
+
+Each generation is a `turn.ended` appended over the socket; the daemon
+captures the workspace after the record is durable (asynchronously), and
+the test waits for the durable `state/trees/<seq>` file before it touches
+the files again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness import Daemon, start_daemon
+from tests.runtime_helpers import kill_daemon, restart, wait_until
+
+Tree = dict[str, tuple[Any, ...]]
+
+
+def config(ws: Path, extra: str = "") -> str:
+    return f'[workspace]\nenabled = true\npath = "{ws}"\nignore = ["*.log", "build/"]\n{extra}'
+
+
+class Agent:
+    """An external agent whose turns cut generations."""
+
+    def __init__(self, d: Daemon, name: str = "ada") -> None:
+        self.d = d
+        self.name = name
+        self.n = 0
+        self.add("agent.created")
+
+    def add(self, kind: str, **data: Any) -> int:
+        result = self.d.call("wal.append", {"agent": self.name, "kind": kind, "data": data})
+        return int(result["seq"])
+
+    def turn(self) -> int:
+        """One turn; returns its boundary seq once the workspace capture of it is durable."""
+        self.n += 1
+        n = self.n
+        self.add("message.received", message_id=f"m{n}", text=f"q{n}")
+        self.add("turn.started", turn_id=f"t{n}", message_id=f"m{n}")
+        seq = self.add("turn.ended", turn_id=f"t{n}", reply=f"r{n}")
+        wait_captured(self.d, seq)
+        return seq
+
+
+def wait_captured(d: Daemon, seq: int) -> None:
+    index = d.state_dir / "state" / "trees" / f"{seq:020d}"
+    wait_until(index.is_file, f"the workspace capture of seq {seq}")
+
+
+def snapshot(root: Path) -> Tree:
+    """Every path under root except .git/: kind, bytes or link target, mode."""
+    out: Tree = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root)
+        if rel_dir.parts[:1] == (".git",):
+            continue
+        for name in [*dirnames, *filenames]:
+            p = Path(dirpath) / name
+            rel = (rel_dir / name).as_posix()
+            if rel == ".git":
+                continue
+            if p.is_symlink():
+                out[rel] = ("l", os.readlink(p))
+            elif p.is_dir():
+                out[rel] = ("d",)
+            else:
+                out[rel] = ("f", p.read_bytes(), p.stat().st_mode & 0o777)
+    return out
+
+
+def fingerprint(root: Path) -> str:
+    """Names, bytes and modes of everything under root (a .git directory)."""
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
+        st = p.lstat()
+        h.update(str(st.st_mode).encode())
+        if p.is_file() and not p.is_symlink():
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def git(ws: Path, *args: str) -> None:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    subprocess.run(["git", *args], cwd=ws, env=env, check=True, capture_output=True)
+
+
+def write(ws: Path, rel: str, text: str, mode: int | None = None) -> None:
+    p = ws / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+    if mode is not None:
+        p.chmod(mode)
+
+
+def checkout(d: Daemon, seq: int, force: bool = False) -> dict[str, Any]:
+    with d.connect() as c:
+        return c.request("checkout", {"seq": seq, "force": force})
+
+
+@pytest.fixture
+def ws(short_tmp: Path) -> Path:
+    path = short_tmp / "ws"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def wd(ws: Path, short_tmp: Path) -> Iterator[Daemon]:
+    d = start_daemon(short_tmp, config=config(ws))
+    yield d
+    d.stop()
+
+
+def test_files_are_restored_exactly_on_checkout_and_fork_switch(wd: Daemon, ws: Path) -> None:
+    git(ws, "init", "-q")
+    write(ws, "README", "hello\n")
+    git(ws, "add", "README")
+    git(ws, "commit", "-qm", "init")
+    write(ws, "notes.log", "ignored\n")
+    agent = Agent(wd)
+
+    write(ws, "a.txt", "a1")
+    write(ws, "b.txt", "b1")
+    write(ws, "dir/sub/c.txt", "c1")
+    g1 = agent.turn()
+    s1 = snapshot(ws)
+
+    write(ws, "a.txt", "a2 longer")
+    (ws / "b.txt").unlink()
+    shutil.rmtree(ws / "dir")
+    write(ws, "run.sh", "#!/bin/sh\n", mode=0o755)
+    os.symlink("a.txt", ws / "link")
+    os.symlink("../outside", ws / "dangling")
+    g2 = agent.turn()
+    s2 = snapshot(ws)
+
+    write(ws, "a.txt", "a3")
+    write(ws, "new/deep/e.txt", "e3")
+    g3 = agent.turn()
+    s3 = snapshot(ws)
+
+    # The user's git work and ignored files: reynd never captures nor restores them.
+    git(ws, "tag", "v1")
+    write(ws, "notes.log", "changed by the user\n")
+    write(ws, "build/out.o", "object")
+    git_before = fingerprint(ws / ".git")
+
+    def without_user_files(tree: Tree) -> Tree:
+        return {k: v for k, v in tree.items() if not k.startswith(("notes.log", "build"))}
+
+    assert checkout(wd, g1)["result"]["mode"] == "undo"
+    assert without_user_files(snapshot(ws)) == without_user_files(s1)
+    assert (ws / "notes.log").read_text() == "changed by the user\n"
+    assert (ws / "build/out.o").read_text() == "object"
+
+    # A new branch from g1.
+    write(ws, "a.txt", "a4")
+    write(ws, "f.txt", "f4")
+    g4 = agent.turn()
+    s4 = snapshot(ws)
+
+    assert checkout(wd, g3)["result"]["mode"] == "fork_switch"
+    assert without_user_files(snapshot(ws)) == without_user_files(s3)
+    assert checkout(wd, g2)["result"]["mode"] == "undo"
+    assert without_user_files(snapshot(ws)) == without_user_files(s2)
+    assert checkout(wd, g4)["result"]["mode"] == "fork_switch"
+    assert without_user_files(snapshot(ws)) == without_user_files(s4)
+    assert fingerprint(ws / ".git") == git_before
+    assert (ws / "notes.log").read_text() == "changed by the user\n"
+    assert not list(ws.rglob(".reynd-tmp-*"))
+
+
+def test_a_user_edit_refuses_checkout_and_force_keeps_it(wd: Daemon, ws: Path) -> None:
+    agent = Agent(wd)
+    write(ws, "a.txt", "a1")
+    write(ws, "b.txt", "b1")
+    g1 = agent.turn()
+    s1 = snapshot(ws)
+    write(ws, "a.txt", "a2")
+    g2 = agent.turn()
+
+    # Outside reynd: an edit, a delete, a create, and an ignored file.
+    write(ws, "a.txt", "edited by hand")
+    (ws / "b.txt").unlink()
+    write(ws, "mine.txt", "new")
+    write(ws, "trace.log", "ignored")
+    edited = snapshot(ws)
+    head = wd.call("daemon.status")["head"]
+
+    reply = checkout(wd, g1)
+    err = reply["error"]
+    assert err["code"] == -32015
+    assert err["data"]["paths"] == ["a.txt", "b.txt", "mine.txt"]
+    assert "a.txt" in err["message"] and f"checkout {head}" in err["message"]
+    with wd.connect() as c:  # a rewind is refused the same way
+        assert c.request("rewind", {"seq": g1})["error"]["code"] == -32015
+    assert snapshot(ws) == edited
+    assert wd.call("daemon.status")["head"] == head  # nothing was written
+
+    forced = checkout(wd, g1, force=True)["result"]
+    assert {k: v for k, v in snapshot(ws).items() if k != "trace.log"} == s1
+    assert (ws / "trace.log").read_text() == "ignored"
+
+    # Undo the forced restore: the old tip's tree is now what the workspace held.
+    assert checkout(wd, head)["result"]["mode"] == "fork_switch"
+    assert snapshot(ws) == edited
+    assert forced["reset_seq"] > g2
+
+
+def test_disabled_never_touches_the_workspace(short_tmp: Path, ws: Path) -> None:
+    d = start_daemon(short_tmp)
+    try:
+        agent = Agent(d)
+        write(ws, "a.txt", "a1")
+        g1 = agent.add("message.received", message_id="m1", text="q")
+        agent.add("turn.started", turn_id="t1", message_id="m1")
+        write(ws, "a.txt", "a2")
+        write(ws, "b.txt", "b2")
+        agent.add("turn.ended", turn_id="t1")
+        before = snapshot(ws)
+        assert "result" in checkout(d, g1)
+        assert snapshot(ws) == before
+        state = d.state_dir / "state"
+        assert not (state / "blobs").exists() and not (state / "trees").exists()
+    finally:
+        d.stop()
+
+
+def test_a_crash_mid_restore_is_completed_at_restart(short_tmp: Path, ws: Path) -> None:
+    d = start_daemon(
+        short_tmp, config=config(ws), env={"REYN_CRASH_AT": "workspace.restore.file:3"}
+    )
+    try:
+        agent = Agent(d)
+        for i in range(6):
+            write(ws, f"f{i}.txt", f"one {i}")
+        g1 = agent.turn()
+        s1 = snapshot(ws)
+        for i in range(6):
+            write(ws, f"f{i}.txt", f"two {i}")
+        write(ws, "extra.txt", "two")
+        agent.turn()
+        with d.connect() as c, pytest.raises((EOFError, ConnectionError)):
+            c.request("checkout", {"seq": g1})
+    finally:
+        kill_daemon(d)  # already dead by the crash point: reaps it
+    half = snapshot(ws)
+    assert half != s1  # the crash hit mid-way: some files old, some new
+    assert (d.state_dir / "state" / "workspace-restore.json").is_file()
+
+    d2 = restart(d, short_tmp)
+    try:
+        assert snapshot(ws) == s1
+        assert not (d2.state_dir / "state" / "workspace-restore.json").exists()
+        # The restored tree is the record now: a further checkout is not refused.
+        head = d2.call("daemon.status")["head"]
+        assert "result" in checkout(d2, head - 1)
+    finally:
+        d2.stop()
+
+
+def _store_bytes(state: Path) -> dict[str, int]:
+    return {
+        name: sum(p.stat().st_size for p in (state / name).rglob("*") if p.is_file())
+        for name in ("blobs", "manifests", "trees")
+    }
+
+
+def test_storage_grows_with_changed_content_only(wd: Daemon, ws: Path) -> None:
+    agent = Agent(wd)
+    for i in range(200):
+        write(ws, f"src/{i // 20}/file{i}.txt", f"{i:04d}" * 1024)  # 4 KiB each
+    agent.turn()
+    state = wd.state_dir / "state"
+    first = _store_bytes(state)
+    assert first["blobs"] == 200 * 4096
+
+    changed = "x" * 3000 + "y" * 1096
+    write(ws, "src/0/file0.txt", changed)
+    write(ws, "src/9/file199.txt", changed)  # same content twice: one blob
+    agent.turn()
+    second = _store_bytes(state)
+    assert second["blobs"] - first["blobs"] == 4096
+
+    # Manifests: one per directory (git-like). The empty baseline at start, then root, src/
+    # and src/0..9; then only root, src/, src/0 and src/9 again.
+    manifests = state / "manifests"
+    assert len([p for p in manifests.rglob("*") if p.is_file()]) == 1 + (1 + 1 + 10) + 4
+
+    agent.turn()  # nothing changed: the same manifests, one index file
+    third = _store_bytes(state)
+    assert third["blobs"] == second["blobs"]
+    assert third["manifests"] == second["manifests"]
+    assert third["trees"] - second["trees"] == 65
+
+
+def test_gc_collects_blobs_of_dropped_generations(short_tmp: Path, ws: Path) -> None:
+    d = start_daemon(
+        short_tmp,
+        config=config(
+            ws,
+            "[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 0\n"
+            "[retention]\nsnapshot_keep = 1\n",
+        ),
+    )
+    try:
+        agent = Agent(d)
+        seqs = []
+        for n in range(30):
+            write(ws, "big.txt", f"version {n}\n" * 100)
+            seqs.append(agent.turn())
+        blobs = d.state_dir / "state" / "blobs"
+        before = len([p for p in blobs.rglob("*") if p.is_file()])
+        assert before == 30
+        gc = d.call("retention.gc")
+        assert gc["floor"] > seqs[5], gc
+        after = len([p for p in blobs.rglob("*") if p.is_file()])
+        assert 0 < after < before
+        # Every generation still in the window restores.
+        kept = [s for s in seqs if s >= gc["floor"]]
+        write(ws, "big.txt", f"version {29}\n" * 100)
+        assert "result" in checkout(d, kept[0])
+        assert (ws / "big.txt").read_text() == f"version {seqs.index(kept[0])}\n" * 100
+    finally:
+        d.stop()
