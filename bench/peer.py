@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -79,23 +80,23 @@ class PeerThread:
         graph.add_edge(START, "agent")
         graph.add_edge("agent", END)
         self.graph = graph.compile(checkpointer=self.saver)
-        self.thread: dict[str, Any] = {"configurable": {"thread_id": "bench"}}
+        self.thread: RunnableConfig = {"configurable": {"thread_id": "bench"}}
 
     def close(self) -> None:
         self.conn.close()
 
     # -- the workload ---------------------------------------------------------------
 
-    def turn(self, i: int, config: dict[str, Any] | None = None) -> float:
+    def turn(self, i: int, config: RunnableConfig | None = None) -> float:
         """One durable turn (user + assistant); returns its duration in seconds."""
         t = time.perf_counter()
         self.graph.invoke({"messages": [HumanMessage(content=user_text(i))]},
                           config or self.thread)
         return time.perf_counter() - t
 
-    def checkpoint(self) -> dict[str, Any]:
+    def checkpoint(self) -> RunnableConfig:
         """The config naming the thread's latest checkpoint (not timed by callers)."""
-        return dict(self.graph.get_state(self.thread).config)
+        return self.graph.get_state(self.thread).config
 
     def seed(self, turns: int) -> None:
         """Write `turns` turns of history as ONE checkpoint (the sampled mode's start)."""
@@ -106,9 +107,9 @@ class PeerThread:
 
     def list_history(self, limit: int | None = None) -> int:
         """`get_state_history`, newest first; returns how many checkpoints it listed."""
-        return sum(1 for _ in self.graph.get_state_history(self.thread, limit=limit))
+        return len(list(self.graph.get_state_history(self.thread, limit=limit)))
 
-    def state_at(self, config: dict[str, Any]) -> int:
+    def state_at(self, config: RunnableConfig) -> int:
         """The state as of a past checkpoint; returns its number of messages."""
         return len(self.graph.get_state(config).values["messages"])
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 from bench.daemon import Client, Proc, start_reynd
 from bench.peer import PeerThread, assistant_text, user_text
 
@@ -143,7 +145,7 @@ def run(base: Path, turns: int, *, peer_sync: str | None, peer_full_max: int,
     try:
         # -- write T turns ------------------------------------------------------------
         reynd_seq: dict[int, int] = {}
-        peer_cfg: dict[int, dict[str, Any]] = {}
+        peer_cfg: dict[int, RunnableConfig] = {}
         first_peer = 0
         if sampled:
             peer.seed(turns - sample)
