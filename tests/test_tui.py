@@ -172,7 +172,7 @@ def test_picker_undo_then_fork_switch(daemon: Daemon) -> None:
             assert node is not None and node.here
             abandoned = app.node_at(g2)
             assert abandoned is not None and not abandoned.active
-            assert shows(app, "◀ you are here", "abandoned, branch 0")
+            assert shows(app, "◀ you are here", "abandoned")
 
             # Fork switch: back to the abandoned second turn (the first one's steps shown).
             await open_picker(pilot)

@@ -145,7 +145,7 @@ def node_prompt(node: Node, graph: str, width: int) -> Text:
     if node.here:
         text.append("  ◀ you are here", style="bold green")
     elif not node.active:
-        text.append(f"  abandoned, branch {node.branch}", style="dim yellow")
+        text.append("  abandoned", style="dim yellow")  # its lane shows the branch
     return text
 
 
