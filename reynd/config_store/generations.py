@@ -218,20 +218,26 @@ class GenerationFiles:
     def checkout(self, digest: str, dest: Path) -> None:
         """Copy generation `digest` to `dest` (durably) and check that it is what its name says.
 
-        ConfigDamaged (naming the file) when it is not a database or its
-        content does not hash to its name; `dest` is then removed.
+        ConfigDamaged (naming the file) when it is not a database, fails
+        SQLite's integrity check, or its content does not hash to its name;
+        `dest` is then removed.
         """
         source = self.path(digest)
         _copy_durable(source, dest)
         try:
             conn = _open_ro(dest)
             try:
+                # Indexes too: the content hash reads the tables only.
+                problems = [r[0] for r in conn.execute("PRAGMA integrity_check")]
                 actual = content_hash(conn)
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:
             fsops.unlink(dest)
             raise _damaged(source, f"not a readable SQLite database ({exc})") from None
+        if problems != ["ok"]:
+            fsops.unlink(dest)
+            raise _damaged(source, f"SQLite integrity check: {'; '.join(problems[:3])}")
         if actual != digest:
             fsops.unlink(dest)
             raise _damaged(source, f"its content hashes to {actual[:12]}…, not to its name")

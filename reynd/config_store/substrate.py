@@ -69,7 +69,8 @@ class ConfigStore:
             if resets and self.core.index.reset_state(resets[-1][0]) != "done":
                 reset, target = resets[-1]
                 log.warning("config.restore_after_crash", reset_seq=reset, target=target)
-                await self._reset(target, reset)
+                # ConfigDamaged (a StorageError) stops the daemon with its message.
+                await self._reset(target, reset, raw=True)
             else:
                 pending = self._pending(self._store.head)
                 await trio.to_thread.run_sync(self.core.seal, pending)
@@ -139,7 +140,7 @@ class ConfigStore:
 
     # -- internals (the lock held) ---------------------------------------------------------
 
-    async def _reset(self, target: int, reset_seq: int) -> None:
+    async def _reset(self, target: int, reset_seq: int, *, raw: bool = False) -> None:
         lineage = self._store.lineage
         pending = self._pending(reset_seq - 1)
         try:
@@ -147,6 +148,8 @@ class ConfigStore:
                 self.core.reset, reset_seq, target, lineage, pending
             )
         except ConfigDamaged as exc:
+            if raw:
+                raise
             # The message says it all; a traceback would only hide it.
             log.error(  # noqa: TRY400
                 "config.restore_failed", reset_seq=reset_seq, target=target, error=str(exc)
