@@ -172,6 +172,15 @@ class ConfigCore:
             return False
         if state == "todo":
             self.seal([s for s in pending if s < reset], tip=reset - 1)
+            if (
+                not self.dirty
+                and self.current is not None
+                and self.pick(target, lineage) == self.current
+            ):
+                # The target's configuration is the live one (the common case:
+                # nothing was reconfigured): no swap, one fsync for both lines.
+                self.index.append([f"reset {reset} {target}", f"restored {reset}"])
+                return True
             self.index.append([f"reset {reset} {target}"])
         self.restore_to_seq(target, lineage)
         self.index.append([f"restored {reset}"])
