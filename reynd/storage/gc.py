@@ -79,6 +79,9 @@ def plan_gc(store: Store, policy: RetentionPolicy, now: float | None = None) -> 
     segments = segment_infos(store)
     required = floor_for_recovery(store.state, newest_active_snapshot(store))
     drop = plan_wal_drop(segments, store.head, required, policy, now)
+    # Segments a crashed collection left below the floor always go: the
+    # floor never moves down (their entry points may already be gone).
+    drop = max(drop, sum(1 for s in segments[:-1] if s.last_seq < store.floor))
     floor = segments[drop].first_seq if drop else store.floor
     # Computed whether or not segments go: the entry snapshots written by an
     # earlier collection stay pinned while kept history still forks from them.
@@ -99,12 +102,9 @@ def prepare_gc(store: Store, plan: GcPlan) -> None:
         store.snapshots.write(data, seq)
         plan.written.append((seq, len(data)))
     crashpoints.hit("gc.after_entry_snapshots")
-    resets = [(r, t) for r, t in store.lineage.resets if r < plan.floor]
-    save_retained(
-        store.root / "state", Retained(floor=plan.floor, next_seq=store.head + 1, resets=resets)
-    )
-    crashpoints.hit("gc.after_retained")
     # The trial: the tip rebuilds under the new floor from what will remain.
+    # It runs before the retained file is written, because that file's floor
+    # is the store's floor from then on, even if no segment is deleted yet.
     snapshots = sorted({*store.snapshots.seqs, *(s for s, _ in plan.written)})
     trial = plan_reconstruct(store.lineage, store.head, snapshots, plan.floor)
     state = store.snapshots.load(trial.snapshot) if trial.snapshot else None
@@ -112,6 +112,11 @@ def prepare_gc(store: Store, plan: GcPlan) -> None:
         for lo, hi in trial.ranges:
             for event in store.wal.read(lo, hi):
                 apply(state, event)
+    resets = [(r, t) for r, t in store.lineage.resets if r < plan.floor]
+    save_retained(
+        store.root / "state", Retained(floor=plan.floor, next_seq=store.head + 1, resets=resets)
+    )
+    crashpoints.hit("gc.after_retained")
 
 
 def apply_gc(store: Store, plan: GcPlan) -> GcReport:
@@ -120,13 +125,14 @@ def apply_gc(store: Store, plan: GcPlan) -> GcReport:
     floor_before = store.floor
     for seq, size in plan.written:
         store.snapshots.add(seq, size)
+    floor = plan.floor if plan.drop_segments else store.floor
     dropped = store.wal.drop_oldest(plan.drop_segments) if plan.drop_segments else []
-    store.catalog.drop_below(store.floor)
     store.retained = Retained(
-        floor=store.floor,
+        floor=floor,
         next_seq=store.head + 1,
-        resets=[(r, t) for r, t in store.lineage.resets if r < store.floor],
+        resets=[(r, t) for r, t in store.lineage.resets if r < floor],
     )
+    store.catalog.drop_below(store.floor)
     keep = snapshots_to_keep(
         store.snapshots.seqs,
         floor=store.floor,

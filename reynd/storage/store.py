@@ -140,6 +140,7 @@ class Store:
                 f"{self.retained.next_seq - 1} were issued: newer segments are missing",
             )
         self._next_seq = self.wal.head + 1
+        self.catalog.drop_below(self.floor)
         for seq in [s for s in self.snapshots.seqs if s > self.wal.head]:
             # Only possible when a torn tail was cut: a snapshot is written after
             # the records it covers are durable, but a later crash can still
@@ -168,8 +169,14 @@ class Store:
 
     @property
     def floor(self) -> int:
-        """The lowest seq still in the WAL."""
-        return self.wal.first_seq
+        """The lowest seq that can be read, rewound to or checked out (coarse points aside).
+
+        The retained file's floor once a collection got that far: a crash
+        part-way through the deletions leaves older segments whose seqs may no
+        longer rebuild (their entry snapshots were never written); they are
+        below the floor and the next collection deletes them.
+        """
+        return max(self.wal.first_seq, self.retained.floor)
 
     # -- appending -----------------------------------------------------------------
 
