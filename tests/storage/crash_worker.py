@@ -5,12 +5,14 @@
 Script steps: ["append", n] appends the next n events of the deterministic
 stream (helpers.scripted_op) one call each, ["batch", n] in one call,
 ["forever", size] appends batches of `size` until killed, ["rewind", n],
-["checkout", n], ["snapshot"]. Every acknowledged step prints one line,
-flushed, only after the call returned:
+["checkout", n], ["snapshot"], ["gc", {policy}] (a collection under that
+RetentionPolicy). Every acknowledged step prints one line, flushed, only after
+the call returned:
 
     ack SEQ INDEX      append of stream event INDEX got SEQ
     reset SEQ TARGET   a reset record
     snap SEQ           a snapshot written
+    gc FLOOR           a collection finished; FLOOR is the new floor
     done
 
 Crash points are armed by the parent through REYN_CRASH_AT.
@@ -22,8 +24,11 @@ import json
 import sys
 from pathlib import Path
 
+import msgspec
 from helpers import opts, scripted_op, to_event
 
+from reynd.core.retention import RetentionPolicy
+from reynd.storage.gc import collect
 from reynd.storage.store import Store
 
 
@@ -62,6 +67,10 @@ def main() -> None:
             out.flush()
         elif kind == "snapshot":
             out.write(f"snap {store.snapshot_now()}\n")
+            out.flush()
+        elif kind == "gc":
+            report = collect(store, msgspec.convert(step[1], RetentionPolicy))
+            out.write(f"gc {report.floor}\n")
             out.flush()
         else:
             raise ValueError(step)
