@@ -57,6 +57,7 @@ class ConfigStore:
         self._use_retention = use_retention
         self._lock = trio.Lock()
         self._mirror_due = trio.Event()
+        self._mirror_from: int | None = None  # seq of the first agent change not mirrored yet
         self._opened = False
 
     # -- Substrate ---------------------------------------------------------------------
@@ -95,9 +96,11 @@ class ConfigStore:
         async with self._lock:
             if seq <= self.core.index.through:
                 return  # indexed already, by a write or a reset that came first
-            resets = self._store.lineage.resets
-            if not resets or resets[-1][0] < seq:
-                await self._mirror()  # (a reset in flight: the state is the target's)
+            if not self.core.dirty:
+                # Nothing changed since the last generation: this boundary is
+                # indexed lazily, with the live content, by the next write,
+                # reset or start (each seals what is pending first). No I/O here.
+                return
             pending = self._pending(seq)
             captures = self.core.captures
             await trio.to_thread.run_sync(self.core.seal, pending)
@@ -108,15 +111,21 @@ class ConfigStore:
 
     def observe(self, events: Sequence[Event]) -> None:
         """From the commit hook: agent configs changed, refresh the mirror soon."""
-        if any(isinstance(e, AgentCreated | AgentConfigured) for e in events):
-            self._mirror_due.set()
+        for e in events:
+            if isinstance(e, AgentCreated | AgentConfigured):
+                self._mirror_from = min(self._mirror_from or e.seq, e.seq)
+                self._mirror_due.set()
 
     async def run(self) -> None:
-        """Keep the agents mirror current between boundaries."""
+        """Keep the agents mirror current; boundaries before the change keep the old content."""
         while True:
             await self._mirror_due.wait()
             self._mirror_due = trio.Event()
+            changed_at, self._mirror_from = self._mirror_from, None
             async with self._lock:
+                if changed_at is not None:
+                    pending = self._pending(changed_at - 1)
+                    await trio.to_thread.run_sync(self.core.seal, pending)
                 await self._mirror()
 
     async def set_retention(self, changes: Mapping[str, Any]) -> RetentionPolicy:
