@@ -327,9 +327,15 @@ def rewind(opts: Options, seq: int) -> None:
 @cli.command()
 @click.argument("seq", type=SEQ, shell_complete=_complete_seq)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With workspace rewind on: restore the files even over changes reynd did not "
+    "record (they are kept: checking the old tip out brings them back).",
+)
 @json_option
 @pass_opts
-def checkout(opts: Options, seq: int, yes: bool) -> None:
+def checkout(opts: Options, seq: int, yes: bool, force: bool) -> None:
     """Undo to SEQ, or switch to the abandoned branch that holds it.
 
     Every agent's state moves to SEQ and turns in flight are cancelled.
@@ -350,7 +356,7 @@ def checkout(opts: Options, seq: int, yes: bool) -> None:
             ):
                 opts.note("cancelled: nothing changed")
                 sys.exit(EXIT_DECLINED)
-        reply = c.call("checkout", m.CheckoutParams(seq=seq), m.RewindResult)
+        reply = c.call("checkout", m.CheckoutParams(seq=seq, force=force), m.RewindResult)
     opts.emit(reply, lambda: render.rewind_text(reply.value, opts.style))
 
 
