@@ -102,7 +102,7 @@ class RetentionApi:
             wal_bytes=sum(s.size for s in store.wal.segments),
             segments=len(store.wal.segments),
             snapshots=len(store.snapshots.seqs),
-            coarse=[s for s in store.snapshots.seqs if s < floor - 1],
+            coarse=[s for s in store.snapshots.seqs if s < floor],
         )
 
     async def _get(self, p: m.RetentionGetParams, ctx: CallContext) -> m.RetentionInfo:
