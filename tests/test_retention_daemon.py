@@ -1,0 +1,261 @@
+"""Retention in the real daemon: retention.get / set / gc, GC under live load, below-floor errors.
+
+Independent expectation for GC under load: each client appends its own
+`external` agent's messages and records the seq each got; the state as of any
+seq at or above the floor must then hold exactly that agent's messages with
+seqs up to it (the agents are never rewound in that phase).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness import Client, Daemon, run_daemon_to_exit, start_daemon
+from tests.runtime_helpers import agents_at, create_builtin, error_of, head, send, wait_until
+
+# Small segments and frequent snapshots, so that a few hundred records make a floor move.
+CONFIG = """
+[storage]
+segment_bytes = 4096
+snapshot_min_bytes = 4096
+
+[retention]
+gc_interval_s = 0
+"""
+
+CLIENTS = 3
+PER_CLIENT = 120
+
+
+@pytest.fixture
+def rdaemon(short_tmp: Path) -> Any:
+    d = start_daemon(short_tmp, config=CONFIG)
+    yield d
+    d.stop()
+
+
+def append(c: Client | Daemon, agent: str, kind: str, **data: Any) -> int:
+    result = c.call("wal.append", {"agent": agent, "kind": kind, "data": data})
+    return int(result["seq"])
+
+
+def fill(d: Daemon, agent: str, n: int) -> dict[int, str]:
+    """Create `agent` (external) and append n messages; returns seq -> message id."""
+    out: dict[int, str] = {}
+    with d.connect() as c:
+        append(c, agent, "agent.created")
+        for i in range(n):
+            mid = f"{agent}-{i}"
+            out[append(c, agent, "message.received", message_id=mid, text="x" * 40)] = mid
+    return out
+
+
+def inbox_ids(d: Daemon, agent: str, seq: int) -> list[str]:
+    state = d.call("state.get", {"seq": seq, "agent": agent})
+    return [item["message_id"] for item in state["agents"][agent]["inbox"]]
+
+
+def below_floor(d: Daemon, method: str, seq: int, floor: int) -> None:
+    err = error_of(d, method, {"seq": seq})
+    assert err["code"] == -32003, err
+    assert f"the floor is {floor}" in err["message"], err
+    assert err["data"]["floor"] == floor and err["data"]["seq"] == seq
+
+
+def test_get_set_gc_and_below_floor(rdaemon: Daemon) -> None:
+    d = rdaemon
+    info = d.call("retention.get")
+    assert info["floor"] == 1 and info["coarse"] == [] and info["segments"] == 0
+    assert info["policy"] == {
+        "wal_keep_records": 0,
+        "wal_keep_age_s": 0.0,
+        "wal_keep_bytes": 0,
+        "snapshot_keep": 4,
+        "snapshot_keep_age_s": 0.0,
+        "gc_interval_s": 0.0,
+    }
+    seqs = fill(d, "ext", 300)
+    before = {s: inbox_ids(d, "ext", s) for s in random.Random(0).sample(sorted(seqs), 40)}
+    tip = head(d)
+    info = d.call("retention.set", {"snapshot_keep": 1, "wal_keep_records": 100})
+    assert info["policy"]["snapshot_keep"] == 1 and info["policy"]["wal_keep_records"] == 100
+    assert info["policy"]["wal_keep_bytes"] == 0  # fields left out keep their value
+    result = d.call("retention.gc")
+    floor = result["floor"]
+    assert result["floor_before"] == 1 and 1 < floor <= tip - 100 + 1
+    assert result["segments_dropped"] > 0 and result["bytes_dropped"] > 0
+    info = d.call("retention.get")
+    assert info["floor"] == floor and info["head"] == tip
+    # The coarse window: the newest snapshot below floor - 1, and the entry point floor - 1.
+    assert floor - 1 in info["coarse"] and len(info["coarse"]) <= 2
+    assert all(s < floor for s in info["coarse"])
+    assert info["wal_bytes"] == sum(p.stat().st_size for p in d.state_dir.rglob("wal/*.jsonl"))
+    # Inside the window: as before. Below: refused, naming the floor; the tip never moved.
+    for s, ids in before.items():
+        if s >= floor or s in info["coarse"]:
+            assert inbox_ids(d, "ext", s) == ids, s
+        else:
+            below_floor(d, "state.get", s, floor)
+    victim = next(s for s in range(floor - 1, 0, -1) if s not in info["coarse"])
+    for method in ("state.get", "rewind", "checkout"):
+        below_floor(d, method, victim, floor)
+    assert head(d) == tip
+    # A second collection with the same policy has nothing left to drop.
+    assert d.call("retention.gc")["segments_dropped"] == 0
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"snapshot_keep": -1},
+        {"wal_keep_records": "many"},
+        {"wal_keep_age_s": -0.5},
+        {"gc_interval_s": [1]},
+        {"wal_keep_forever": True},
+    ],
+)
+def test_bad_retention_set_is_invalid_params(shared_daemon: Daemon, params: dict[str, Any]) -> None:
+    before = shared_daemon.call("retention.get")["policy"]
+    err = error_of(shared_daemon, "retention.set", params)
+    assert err["code"] == -32602, err
+    assert shared_daemon.call("retention.get")["policy"] == before
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ("[retention]\nwal_keep_recs = 5\n", "wal_keep_recs"),
+        ("[retention]\nsnapshot_keep = -2\n", "snapshot_keep"),
+        ('[retention]\nwal_keep_age_s = "1d"\n', "wal_keep_age_s"),
+    ],
+)
+def test_retention_config_is_validated_at_start(short_tmp: Path, body: str, needle: str) -> None:
+    config = short_tmp / "reynd.toml"
+    config.write_text(body)
+    proc = run_daemon_to_exit(
+        short_tmp,
+        state_dir=short_tmp / "state",
+        socket_path=short_tmp / "reynd.sock",
+        config_path=config,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr and str(config) in proc.stderr
+
+
+def test_config_policy_is_in_force(short_tmp: Path) -> None:
+    d = start_daemon(short_tmp, config=CONFIG + "wal_keep_bytes = 12345\nsnapshot_keep = 0\n")
+    try:
+        policy = d.call("retention.get")["policy"]
+        assert policy["wal_keep_bytes"] == 12345 and policy["snapshot_keep"] == 0
+    finally:
+        d.stop()
+
+
+@dataclass
+class Appender:
+    """One client pipelining its external agent's messages; records every seq it got."""
+
+    socket: Path
+    agent: str
+    acked: dict[int, str] = field(default_factory=dict)
+    errors: list[Any] = field(default_factory=list)
+
+    def run(self) -> None:
+        try:
+            with Client(self.socket) as c:
+                append(c, self.agent, "agent.created")
+                for start in range(0, PER_CLIENT, 20):  # pipelined in chunks of 20
+                    ids = {1000 + i: f"{self.agent}-{i}" for i in range(start, start + 20)}
+                    for rid, mid in ids.items():
+                        params = {
+                            "agent": self.agent,
+                            "kind": "message.received",
+                            "data": {"message_id": mid, "text": "y" * 40},
+                        }
+                        msg = {"jsonrpc": "2.0", "id": rid, "method": "wal.append"}
+                        c.send(json.dumps({**msg, "params": params}).encode() + b"\n")
+                    while ids:
+                        reply = c.recv_json()
+                        if reply.get("id") in ids:
+                            mid = ids.pop(reply["id"])
+                            if "result" in reply:
+                                self.acked[reply["result"]["seq"]] = mid
+                            else:
+                                self.errors.append(reply["error"])
+        except BaseException as exc:
+            self.errors.append(repr(exc))
+
+
+def test_gc_during_live_appends_and_turns_loses_nothing_in_the_window(rdaemon: Daemon) -> None:
+    d = rdaemon
+    d.call("retention.set", {"wal_keep_records": 60, "snapshot_keep": 0})
+    create_builtin(d, "bot", delay=0)
+    apps = [Appender(d.socket, f"ext{k}") for k in range(CLIENTS)]
+    threads = [threading.Thread(target=a.run) for a in apps]
+    for t in threads:
+        t.start()
+    floors = [1]
+    turns = 0
+    while any(t.is_alive() for t in threads):
+        send(d, "bot", f"hello {turns}", wait=False)  # an agent running turns meanwhile
+        turns += 1
+        result = d.call("retention.gc")
+        assert result["floor_before"] == floors[-1] and result["floor"] >= floors[-1]
+        floors.append(result["floor"])
+    for t in threads:
+        t.join()
+    assert all(not a.errors for a in apps), [a.errors for a in apps]
+    assert all(len(a.acked) == PER_CLIENT for a in apps)
+    wait_until(lambda: d.call("agents.get", {"agent": "bot"})["status"] == "idle", "bot idle")
+    floor = d.call("retention.gc")["floor"]
+    assert floor > 1, floors
+    tip = head(d)
+    # Every seq inside the window (a sample), every client's agent: exactly its appends so far.
+    for s in [*sorted(random.Random(1).sample(range(floor, tip + 1), 15)), tip]:
+        agents = agents_at(d, s)
+        for a in apps:
+            want = [mid for q, mid in sorted(a.acked.items()) if q <= s]
+            got = [i["message_id"] for i in agents.get(a.agent, {"inbox": []})["inbox"]]
+            assert got == want, (a.agent, s)
+    bot = agents_at(d)["bot"]
+    assert bot["turns_completed"] == turns and not bot["pending_chains"]
+
+
+def test_gc_after_rewinds_keeps_abandoned_branches_inside_the_window(rdaemon: Daemon) -> None:
+    d = rdaemon
+    seqs = sorted(fill(d, "ext", 150))
+    mark = seqs[100]
+    abandoned = {s: inbox_ids(d, "ext", s) for s in seqs[101::7]}
+    d.call("rewind", {"seq": mark})
+    more = fill(d, "ext2", 40)
+    d.call("retention.set", {"wal_keep_records": head(d) - mark + 5, "snapshot_keep": 0})
+    result = d.call("retention.gc")
+    floor = result["floor"]
+    assert 1 < floor <= mark
+    # The abandoned branch is inside the window: readable as before, reachable by checkout.
+    for s, ids in abandoned.items():
+        state = d.call("state.get", {"seq": s, "agent": "ext"})
+        assert not state["active"]
+        assert [i["message_id"] for i in state["agents"]["ext"]["inbox"]] == ids
+    target = max(abandoned)
+    out = d.call("checkout", {"seq": target})
+    assert out["mode"] == "fork_switch"
+    assert inbox_ids(d, "ext", head(d)) == abandoned[target]
+    assert "ext2" not in agents_at(d)
+    # Back to the other branch; then a collection that keeps less drops it all below.
+    d.call("checkout", {"seq": max(more)})
+    d.call("retention.set", {"wal_keep_records": 0})
+    fill(d, "ext3", 80)  # the snapshotter cuts a snapshot on the active branch meanwhile
+    floor = wait_until(
+        lambda: (f := d.call("retention.gc")["floor"]) > target and f,
+        "a collection past the abandoned branch (once a newer snapshot is written)",
+    )
+    below_floor(d, "checkout", target, floor)
+    below_floor(d, "state.get", target, floor)
