@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -259,3 +260,47 @@ def test_gc_after_rewinds_keeps_abandoned_branches_inside_the_window(rdaemon: Da
     )
     below_floor(d, "checkout", target, floor)
     below_floor(d, "state.get", target, floor)
+
+
+def rows(out: str) -> dict[str, str]:
+    """`key  value` lines (render._pairs) as a dict."""
+    return dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in out.splitlines())
+
+
+def test_reynctl_retention(rdaemon: Daemon) -> None:
+    """`reynctl retention` (show), `retention set KEY=VALUE ...`, `retention gc`: the real CLI."""
+    from tests.test_reynctl_cli import ok, reynctl
+
+    d = rdaemon
+    sock = d.socket
+    shown = rows(ok(reynctl("retention", sock=sock)))
+    assert shown["floor"] == "seq 1 (nothing collected)" and shown["coarse points"] == "none"
+    fill(d, "ext", 200)
+    shown = rows(
+        ok(reynctl("retention", "set", "snapshot_keep=0", "wal_keep_records=50", sock=sock))
+    )
+    assert shown["keep records"] == "50" and shown["keep snapshots"] == "0 below the floor"
+    shown = json.loads(ok(reynctl("retention", "show", "--json", sock=sock)))
+    assert shown["policy"]["wal_keep_records"] == 50 and shown["floor"] == 1
+    out = ok(reynctl("retention", "gc", sock=sock))
+    floor = d.call("retention.get")["floor"]
+    assert floor > 1 and f"floor seq 1 -> {floor}" in out and "segment" in out
+    again = json.loads(ok(reynctl("--json", "retention", "gc", sock=sock)))
+    assert again["floor_before"] == again["floor"] == floor and again["segments_dropped"] == 0
+    assert "nothing to collect" in ok(reynctl("retention", "gc", sock=sock))
+    shown = rows(ok(reynctl("retention", sock=sock)))
+    assert shown["floor"] == f"seq {floor}"
+    assert str(floor - 1) in shown["coarse points"].split(", ")  # the entry point
+    # Usage errors (2) are caught before the daemon; its refusals exit 1; no daemon exits 3.
+    for bad in (["wal_keep_recs=5"], ["snapshot_keep=-1"], ["wal_keep_age_s=soon"], ["oops"]):
+        proc = reynctl("retention", "set", *bad, sock=sock)
+        assert proc.returncode == 2, (bad, proc.stderr)
+    assert "unknown key 'wal_keep_recs'" in reynctl("retention", "set", "wal_keep_recs=5").stderr
+    proc = reynctl("show", "3", sock=sock)
+    assert (
+        proc.returncode == 1
+        and "below_floor" in proc.stderr
+        and f"floor is {floor}" in (proc.stderr)
+    )
+    proc = reynctl("retention", sock=sock.with_name("absent.sock"))
+    assert proc.returncode == 3
