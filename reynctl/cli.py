@@ -944,7 +944,10 @@ def parse_retention(pairs: tuple[str, ...]) -> m.RetentionSetParams:
 @json_option
 @pass_opts
 def retention_set(opts: Options, pairs: tuple[str, ...]) -> None:
-    """Change the policy until the daemon stops (reynd.toml's [retention] sets it at start).
+    """Change the retention policy; only the keys given change.
+
+    Stored in the state directory (state/config/config.db): it outlives
+    restarts and overrides the same key of reynd.toml's [retention].
 
     \b
     wal_keep_records     keep at least this many newest records (0: off)
