@@ -439,10 +439,11 @@ class EventStore:
 
     def files(self) -> list[AuditFile]:
         """The files on disk now, oldest first (a copy)."""
-        return [AuditFile(f.run, f.n, f.path, f.size) for f in self._files]
+        # tuple() copies in one step: the writer thread may rotate meanwhile.
+        return [AuditFile(f.run, f.n, f.path, f.size) for f in tuple(self._files)]
 
     def runs(self) -> list[str]:
-        return sorted({f.run for f in self._files} | {self.run_id})
+        return sorted({f.run for f in tuple(self._files)} | {self.run_id})
 
     async def load(self, runs: set[str] | None = None) -> Loaded:
         """Every line of `runs` (all when None) written so far, after a flush."""
