@@ -241,6 +241,8 @@ class Store:
             )
         if target == head:
             raise errors.NothingToDo(f"seq {target} is already the tip", {"seq": target})
+        # Below the retention floor first: `use checkout` would be no help there.
+        self.plan(target)
         active = self.lineage.is_active(target)
         if guard_active and not active:
             raise errors.NotActive(
@@ -248,7 +250,6 @@ class Store:
                 f"use `checkout {target}` to switch to its branch",
                 {"seq": target, "branch": self.lineage.branch_of(target)},
             )
-        self.plan(target)  # refuses a target below the retention floor up front
         return (
             "undo" if active else "fork_switch",
             Rewind(target_n=target, supersedes=head, mode=mode, agent=agent),

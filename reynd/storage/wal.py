@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
@@ -102,6 +103,7 @@ class Wal:
         self.segments: list[Segment] = []
         self._firsts: list[int] = []  # first seq of each segment, for bisect
         self._read_fds: dict[int, int] = {}
+        self._read_fds_lock = threading.Lock()
         # Writer-thread state.
         self._wfd = -1
         self._wfirst = 0
@@ -381,8 +383,11 @@ class Wal:
     def _read_fd(self, seg: Segment) -> int:
         fd = self._read_fds.get(seg.first_seq)
         if fd is None:
-            fd = fsops.open(seg.path, os.O_RDONLY)
-            self._read_fds[seg.first_seq] = fd
+            with self._read_fds_lock:  # readers run on several worker threads
+                fd = self._read_fds.get(seg.first_seq)
+                if fd is None:
+                    fd = fsops.open(seg.path, os.O_RDONLY)
+                    self._read_fds[seg.first_seq] = fd
         return fd
 
     def close(self) -> None:
