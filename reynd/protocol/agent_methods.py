@@ -6,9 +6,11 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from reynd.protocol.base import Params, Result
+from reynd.protocol import errors
+from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
 
 __all__ = [
+    "DEFS",
     "ActTurnRewindParams",
     "ActTurnRewindResult",
     "AgentInfo",
@@ -179,3 +181,83 @@ class ActTurnRewindResult(Result, kw_only=True):
     rerun: int  # steps that had run after the target and will run again
     cancelled: list[dict[str, str]] = []
     duration_ms: float = 0.0
+
+
+_UNKNOWN = (errors.UnknownAgent,)
+DEFS: tuple[MethodDef, ...] = (
+    MethodDef(
+        "agents.create",
+        AgentsCreateParams,
+        AgentInfo,
+        "Create an agent with its executor (builtin, command or openai).",
+        (errors.AgentExists,),
+        mutating=True,
+    ),
+    MethodDef(
+        "agents.configure",
+        AgentsConfigureParams,
+        AgentInfo,
+        "Change an agent's executor or options (recorded in the WAL).",
+        _UNKNOWN,
+        mutating=True,
+    ),
+    MethodDef(
+        "agents.list",
+        AgentsListParams,
+        AgentsListResult,
+        "Every agent with its runtime status.",
+    ),
+    MethodDef(
+        "agents.get",
+        AgentsGetParams,
+        AgentInfo,
+        "One agent's runtime status, including an ambiguous step.",
+        _UNKNOWN,
+    ),
+    MethodDef(
+        "agents.send",
+        AgentsSendParams,
+        AgentsSendResult,
+        "Put a message in an agent's inbox; its turn runs in the daemon.",
+        _UNKNOWN,
+        mutating=True,
+    ),
+    MethodDef(
+        "agents.cancel",
+        AgentsCancelParams,
+        AgentsCancelResult,
+        "Hard-cancel the agent's turn in flight (its step is not committed).",
+        _UNKNOWN,
+        mutating=True,
+    ),
+    MethodDef(
+        "agents.resolve",
+        AgentsResolveParams,
+        AgentInfo,
+        "Resolve an ambiguous step after a crash: retry, skip or abort.",
+        (errors.UnknownAgent, errors.NothingToDo),
+        mutating=True,
+    ),
+    MethodDef(
+        "interventions.list",
+        InterventionsListParams,
+        InterventionsListResult,
+        "Questions agents are waiting on.",
+    ),
+    MethodDef(
+        "interventions.answer",
+        InterventionsAnswerParams,
+        InterventionsAnswerResult,
+        "Answer a question (an early answer is buffered).",
+        _UNKNOWN,
+        mutating=True,
+    ),
+    MethodDef(
+        "act_turn.rewind",
+        ActTurnRewindParams,
+        ActTurnRewindResult,
+        "Rewind inside a turn: earlier steps replay from memos, later ones run again.",
+        (errors.UnknownAgent, errors.NotActive, errors.InvalidEvent, *SEQ_RANGE_ERRORS),
+        mutating=True,
+    ),
+)

@@ -12,10 +12,12 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from reynd.protocol.base import Params, Result
+from reynd.protocol import errors
+from reynd.protocol.base import MethodDef, Params, Result
 from reynd.protocol.state import AgentState
 
 __all__ = [
+    "DEFS",
     "AuditEvent",
     "CancelledTurn",
     "ChangeBrief",
@@ -287,3 +289,50 @@ class ReplayCompareResult(Result, kw_only=True):
     next_step: int | None = None
     state: dict[str, list[ChangeBrief]] = {}
     complete: bool = True
+
+
+_RUN = (errors.UnknownRun,)
+_FOUND = (errors.UnknownRun, errors.EventNotFound, errors.SeqOutOfRange)
+DEFS: tuple[MethodDef, ...] = (
+    MethodDef(
+        "events.runs",
+        EventsRunsParams,
+        EventsRunsResult,
+        "The daemon runs in the audit log, oldest first.",
+    ),
+    MethodDef(
+        "events.list",
+        EventsListParams,
+        EventsListResult,
+        "Audit events, oldest first, filtered, with cursor pagination.",
+        _RUN,
+    ),
+    MethodDef(
+        "events.get",
+        EventsGetParams,
+        AuditEvent,
+        "One audit event, by run and index or by seq.",
+        _FOUND,
+    ),
+    MethodDef(
+        "replay.walk",
+        ReplayWalkParams,
+        ReplayWalkResult,
+        "Step through a run's events, each with what it changed (read-only).",
+        _RUN,
+    ),
+    MethodDef(
+        "replay.seek",
+        ReplaySeekParams,
+        ReplaySeekResult,
+        "Agents at a point of a run, rebuilt from the audit log alone (read-only).",
+        (*_FOUND, errors.UnknownAgent),
+    ),
+    MethodDef(
+        "replay.compare",
+        ReplayCompareParams,
+        ReplayCompareResult,
+        "Two runs, points or branches step by step: where they diverge and how.",
+        _FOUND,
+    ),
+)

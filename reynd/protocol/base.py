@@ -1,10 +1,15 @@
-"""Bases of every method's params and result Structs."""
+"""Bases of every method's params and result Structs, and the method definition."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 import msgspec
 
-__all__ = ["Params", "Result"]
+from reynd.protocol import errors
+
+__all__ = ["SEQ_RANGE_ERRORS", "MethodDef", "Params", "Result"]
 
 
 class Params(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -13,3 +18,19 @@ class Params(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class Result(msgspec.Struct, kw_only=True):
     """Base of method results: clients ignore fields they do not know."""
+
+
+@dataclass(frozen=True)
+class MethodDef:
+    """One method: its types, what it does, and the errors it may return."""
+
+    name: str
+    params: type[Params]
+    result: Any
+    summary: str
+    errors: tuple[type[errors.ReyndError], ...] = field(default=())
+    mutating: bool = False
+
+
+# Any method that takes a seq may say it does not exist or was collected.
+SEQ_RANGE_ERRORS = (errors.SeqOutOfRange, errors.BelowFloor)

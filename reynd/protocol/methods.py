@@ -7,14 +7,23 @@ definition, three uses. Field names are part of the contract: add, never rename.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
-from reynd.protocol import agent_methods, audit_methods, errors
-from reynd.protocol.base import Params, Result
+from reynd.protocol import agent_methods, audit_methods, errors, retention_methods
+from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
 from reynd.protocol.events import GenerationKind
+
+# Re-exported (listed in __all__): clients name every result type through this module.
+from reynd.protocol.retention_methods import (
+    GcResult,
+    RetentionGcParams,
+    RetentionGetParams,
+    RetentionInfo,
+    RetentionPolicyInfo,
+    RetentionSetParams,
+)
 from reynd.protocol.state import AgentState
 
 __all__ = [
@@ -268,236 +277,10 @@ class WalAppendResult(Result, kw_only=True):
     branch: int
 
 
-# -- retention ---------------------------------------------------------------
-
-
-class RetentionPolicyInfo(Result, kw_only=True):
-    """The policy in force (see docs/operations.md#retention)."""
-
-    wal_keep_records: int
-    wal_keep_age_s: float
-    wal_keep_bytes: int
-    snapshot_keep: int
-    snapshot_keep_age_s: float
-    gc_interval_s: float
-
-
-class RetentionGetParams(Params, kw_only=True):
-    pass
-
-
-class RetentionInfo(Result, kw_only=True):
-    """`floor`: the lowest seq still in the WAL; `coarse`: snapshot seqs kept below it."""
-
-    policy: RetentionPolicyInfo
-    floor: Seq
-    head: Seq
-    wal_bytes: int
-    segments: int
-    snapshots: int
-    coarse: list[Seq]
-
-
-class RetentionSetParams(Params, kw_only=True):
-    """Change the policy in force; persisted, it overrides reynd.toml and follows rewinds.
-
-    Fields left out keep their value.
-    """
-
-    wal_keep_records: NonNegative | None = None
-    wal_keep_age_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
-    wal_keep_bytes: NonNegative | None = None
-    snapshot_keep: NonNegative | None = None
-    snapshot_keep_age_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
-    gc_interval_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
-
-
-class RetentionGcParams(Params, kw_only=True):
-    pass
-
-
-class GcResult(Result, kw_only=True):
-    floor_before: Seq
-    floor: Seq
-    segments_dropped: int
-    bytes_dropped: int
-    snapshots_dropped: int
-    snapshots_written: int
-    duration_ms: float
-
-
-def _retention_methods() -> tuple[MethodDef, ...]:
-    return (
-        MethodDef(
-            "retention.get",
-            RetentionGetParams,
-            RetentionInfo,
-            "The retention policy, the WAL floor and what is kept.",
-        ),
-        MethodDef(
-            "retention.set",
-            RetentionSetParams,
-            RetentionInfo,
-            "Change the retention policy (persisted in state/config/config.db).",
-            mutating=True,
-        ),
-        MethodDef(
-            "retention.gc",
-            RetentionGcParams,
-            GcResult,
-            "Collect now what the policy no longer keeps.",
-            mutating=True,
-        ),
-    )
-
-
-def _agent_methods() -> tuple[MethodDef, ...]:
-    a = agent_methods
-    unknown = (errors.UnknownAgent,)
-    return (
-        MethodDef(
-            "agents.create",
-            a.AgentsCreateParams,
-            a.AgentInfo,
-            "Create an agent with its executor (builtin, command or openai).",
-            (errors.AgentExists,),
-            mutating=True,
-        ),
-        MethodDef(
-            "agents.configure",
-            a.AgentsConfigureParams,
-            a.AgentInfo,
-            "Change an agent's executor or options (recorded in the WAL).",
-            unknown,
-            mutating=True,
-        ),
-        MethodDef(
-            "agents.list",
-            a.AgentsListParams,
-            a.AgentsListResult,
-            "Every agent with its runtime status.",
-        ),
-        MethodDef(
-            "agents.get",
-            a.AgentsGetParams,
-            a.AgentInfo,
-            "One agent's runtime status, including an ambiguous step.",
-            unknown,
-        ),
-        MethodDef(
-            "agents.send",
-            a.AgentsSendParams,
-            a.AgentsSendResult,
-            "Put a message in an agent's inbox; its turn runs in the daemon.",
-            unknown,
-            mutating=True,
-        ),
-        MethodDef(
-            "agents.cancel",
-            a.AgentsCancelParams,
-            a.AgentsCancelResult,
-            "Hard-cancel the agent's turn in flight (its step is not committed).",
-            unknown,
-            mutating=True,
-        ),
-        MethodDef(
-            "agents.resolve",
-            a.AgentsResolveParams,
-            a.AgentInfo,
-            "Resolve an ambiguous step after a crash: retry, skip or abort.",
-            (errors.UnknownAgent, errors.NothingToDo),
-            mutating=True,
-        ),
-        MethodDef(
-            "interventions.list",
-            a.InterventionsListParams,
-            a.InterventionsListResult,
-            "Questions agents are waiting on.",
-        ),
-        MethodDef(
-            "interventions.answer",
-            a.InterventionsAnswerParams,
-            a.InterventionsAnswerResult,
-            "Answer a question (an early answer is buffered).",
-            unknown,
-            mutating=True,
-        ),
-        MethodDef(
-            "act_turn.rewind",
-            a.ActTurnRewindParams,
-            a.ActTurnRewindResult,
-            "Rewind inside a turn: earlier steps replay from memos, later ones run again.",
-            (errors.UnknownAgent, errors.NotActive, errors.InvalidEvent, *_RANGE),
-            mutating=True,
-        ),
-    )
-
-
-def _audit_methods() -> tuple[MethodDef, ...]:
-    au = audit_methods
-    run = (errors.UnknownRun,)
-    found = (errors.UnknownRun, errors.EventNotFound, errors.SeqOutOfRange)
-    return (
-        MethodDef(
-            "events.runs",
-            au.EventsRunsParams,
-            au.EventsRunsResult,
-            "The daemon runs in the audit log, oldest first.",
-        ),
-        MethodDef(
-            "events.list",
-            au.EventsListParams,
-            au.EventsListResult,
-            "Audit events, oldest first, filtered, with cursor pagination.",
-            run,
-        ),
-        MethodDef(
-            "events.get",
-            au.EventsGetParams,
-            au.AuditEvent,
-            "One audit event, by run and index or by seq.",
-            found,
-        ),
-        MethodDef(
-            "replay.walk",
-            au.ReplayWalkParams,
-            au.ReplayWalkResult,
-            "Step through a run's events, each with what it changed (read-only).",
-            run,
-        ),
-        MethodDef(
-            "replay.seek",
-            au.ReplaySeekParams,
-            au.ReplaySeekResult,
-            "Agents at a point of a run, rebuilt from the audit log alone (read-only).",
-            (*found, errors.UnknownAgent),
-        ),
-        MethodDef(
-            "replay.compare",
-            au.ReplayCompareParams,
-            au.ReplayCompareResult,
-            "Two runs, points or branches step by step: where they diverge and how.",
-            found,
-        ),
-    )
-
-
 # -- the table --------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MethodDef:
-    """One method: its types, what it does, and the errors it may return."""
-
-    name: str
-    params: type[Params]
-    result: Any
-    summary: str
-    errors: tuple[type[errors.ReyndError], ...] = field(default=())
-    mutating: bool = False
-
-
-_RANGE = (errors.SeqOutOfRange, errors.BelowFloor)
+_RANGE = SEQ_RANGE_ERRORS
 
 METHODS: Final[dict[str, MethodDef]] = {
     m.name: m
@@ -559,9 +342,9 @@ METHODS: Final[dict[str, MethodDef]] = {
             (errors.StaleBranch, errors.InvalidEvent, errors.UnknownAgent),
             mutating=True,
         ),
-        *_agent_methods(),
-        *_retention_methods(),
-        *_audit_methods(),
+        *agent_methods.DEFS,
+        *retention_methods.DEFS,
+        *audit_methods.DEFS,
         MethodDef(
             "rpc.discover", RpcDiscoverParams, dict[str, Any], "This API as an OpenRPC document."
         ),

@@ -63,8 +63,10 @@ def methods_markdown() -> str:
     ]
     for method in doc["methods"]:
         out += [f"## `{method['name']}`", "", method["summary"], "", "Params:", ""]
-        params = {"properties": {p["name"]: p["schema"] for p in method["params"]},
-                  "required": [p["name"] for p in method["params"] if p["required"]]}
+        params = {
+            "properties": {p["name"]: p["schema"] for p in method["params"]},
+            "required": [p["name"] for p in method["params"] if p["required"]],
+        }
         out += _fields(params)
         result = method["result"]["schema"]
         out += ["", f"Result: {_type(result)}", ""]
