@@ -55,7 +55,8 @@ class App:
     `run` opens storage, starts the writer thread, the coordinator and the
     snapshotter, calls task_status.started(), and runs until cancelled; then
     it drains queued appends and closes storage (final sync shielded). It
-    raises StorageFatal when a write or fsync failed, so the daemon exits
+    calls `on_fatal` (or, without one, raises StorageFatal) when a write or
+    fsync failed, so the daemon exits
     non-zero and restarts through recovery.
     """
 
@@ -68,8 +69,10 @@ class App:
         workspace: WorkspaceConfig | None = None,
         *,
         audit: AuditOptions | None = None,
+        on_fatal: Callable[[], None] | None = None,
     ) -> None:
         self.state_dir = state_dir
+        self._on_fatal = on_fatal
         self._publish = publish
         self._options = options or StorageOptions()
         self.store: Store
@@ -141,7 +144,13 @@ class App:
                 nursery.start_soon(self.config.run)
                 task_status.started()
                 await self.committer.failed.wait()
-                raise StorageFatal(f"WAL write failed: {self.committer.failure!r}")
+                if self._on_fatal is None:
+                    raise StorageFatal(f"WAL write failed: {self.committer.failure!r}")
+                # Let the daemon stop as on SIGTERM: requests in flight get their
+                # storage_failed answers instead of a dropped connection.
+                log.critical("storage.failed", error=repr(self.committer.failure))
+                self._on_fatal()
+                await trio.sleep_forever()
         finally:
             with trio.CancelScope(shield=True):
                 await self.committer.stop()

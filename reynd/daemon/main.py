@@ -63,7 +63,7 @@ def serve(opts: ServeOptions) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _ignore_signal)
     try:
-        trio.run(_serve, opts)
+        code = trio.run(_serve, opts)
     except BaseException as exc:  # mapped to an exit code below
         leaf = _single(exc)
         if isinstance(leaf, StateLocked | AnotherDaemon):
@@ -75,7 +75,7 @@ def serve(opts: ServeOptions) -> int:
         log.critical("fatal", exc_info=exc)
         print(f"reynd: fatal: {leaf!r} (see the log above)", file=sys.stderr)
         return EXIT_FAILURE
-    return EXIT_OK
+    return code
 
 
 def _ignore_signal(signum: int, frame: object) -> None:
@@ -89,7 +89,7 @@ def _single(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _serve(opts: ServeOptions) -> None:
+async def _serve(opts: ServeOptions) -> int:
     config = opts.config
     shutdown = trio.Event()
     info = ServerInfo(started_at=time.time())
@@ -112,6 +112,7 @@ async def _serve(opts: ServeOptions) -> None:
                 config.retention,
                 workspace=config.workspace,
                 audit=config.audit,
+                on_fatal=shutdown.set,
             )
             await root.start(app.run)
             bound = open_socket(opts.socket)
@@ -140,7 +141,14 @@ async def _serve(opts: ServeOptions) -> None:
                 bound.remove()
             # The App closes storage on cancellation, with its last sync shielded.
             root.cancel_scope.cancel()
+    if app.committer.failure is not None:
+        print(
+            f"reynd: the WAL failed to sync ({app.committer.failure!r}); restart to recover",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
     log.info("stopped")
+    return EXIT_OK
 
 
 async def _watch_signals(
