@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reynd.protocol.events import Message, ToolCall
-from reynd.runtime.history import complete_tool_cycles
+from reynd.runtime.history import SanitizedHistory, complete_tool_cycles
 from tests.harness import Daemon
 from tests.runtime_helpers import (
     create_program,
@@ -191,3 +191,24 @@ def test_rewind_between_call_and_result_never_shows_half_a_cycle(
     last = requests[-1]["history"]
     calls = [m for m in last if m.get("tool_calls")]
     assert [c["tool_calls"][0]["id"] for c in calls] == [f"{turn}.call"]
+
+
+@given(st.lists(kinds, max_size=20), st.lists(st.integers(0, 4), max_size=8), st.booleans())
+def test_sanitized_history_matches_a_full_recompute_as_history_grows(
+    spec: list[Kind], cuts: list[int], tail: bool
+) -> None:
+    """The runner's incremental view equals complete_tool_cycles of the whole history."""
+    full = build(spec)
+    grown: list[Message] = []
+    view = SanitizedHistory()
+    pos = 0
+    for step in [*cuts, len(full)]:
+        grown.extend(full[pos : pos + step])  # appended in place, like the reducer does
+        pos = min(len(full), pos + step)
+        assert view.of(grown, keep_open_tail=tail) == complete_tool_cycles(
+            grown, keep_open_tail=tail
+        ), (spec, cuts, pos)
+    rebuilt = list(grown)  # a rewind hands the runner a new list: it must start over
+    assert view.of(rebuilt[: len(rebuilt) // 2]) == complete_tool_cycles(
+        rebuilt[: len(rebuilt) // 2]
+    )

@@ -32,7 +32,7 @@ from reynd.protocol.executor import StepRequest, StepResult
 from reynd.protocol.state import AgentState, Chain, RuntimeState
 from reynd.runtime import resume
 from reynd.runtime.executors import Executor, StepFailed
-from reynd.runtime.history import complete_tool_cycles
+from reynd.runtime.history import SanitizedHistory
 
 __all__ = ["AgentRunner", "Append"]
 
@@ -79,6 +79,7 @@ class AgentRunner:
         self.ambiguous: AmbiguousStep | None = None
         self.counters = _Counters()
         self._kick = trio.Event()
+        self._history = SanitizedHistory()
         self._turn_scope: trio.CancelScope | None = None
         self._rerun_open_step = rerun_open_step
         self._resolution: Resolution | None = None
@@ -260,7 +261,7 @@ class AgentRunner:
                 turn_id=turn_id,
                 step=step,
                 text=chain.text,
-                history=complete_tool_cycles(agent.history, keep_open_tail=True),
+                history=self._history.of(agent.history, keep_open_tail=True),
                 previous=[m.output for m in chain.steps],
                 answers=dict(chain.answers),
                 options=agent.options,

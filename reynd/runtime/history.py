@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from reynd.protocol.events import Message
 
-__all__ = ["complete_tool_cycles"]
+__all__ = ["SanitizedHistory", "complete_tool_cycles"]
 
 
 def complete_tool_cycles(
@@ -56,3 +56,35 @@ def complete_tool_cycles(
             out.append(m)
             out.extend(results.values())  # in the order they came
     return out
+
+
+class SanitizedHistory:
+    """complete_tool_cycles of a history that only grows, in time proportional to the growth.
+
+    The result splits at any cycle boundary (a message that is neither a tool
+    result nor an assistant message with tool calls): what lies before the
+    last boundary never changes again, so it is computed once and kept. A
+    different list (a rewind rebuilt the state) starts over.
+    """
+
+    __slots__ = ("_prefix", "_source", "_upto")
+
+    def __init__(self) -> None:
+        self._source: Sequence[Message] | None = None
+        self._upto = 0  # history[:_upto] is done, and _upto is at a boundary
+        self._prefix: list[Message] = []
+
+    def of(self, history: Sequence[Message], *, keep_open_tail: bool = False) -> list[Message]:
+        if history is not self._source or len(history) < self._upto:
+            self._source, self._upto, self._prefix = history, 0, []
+        boundary = self._upto
+        for k in range(len(history) - 1, self._upto - 1, -1):
+            m = history[k]
+            if m.role != "tool" and not (m.role == "assistant" and m.tool_calls):
+                boundary = k + 1
+                break
+        if boundary > self._upto:
+            self._prefix.extend(complete_tool_cycles(history[self._upto : boundary]))
+            self._upto = boundary
+        tail = complete_tool_cycles(history[self._upto :], keep_open_tail=keep_open_tail)
+        return self._prefix + tail
