@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,26 +65,12 @@ class History:
 
     def line_at(self, run: str, index: int) -> AuditLine | None:
         lines = self.runs.get(run, [])
-        lo, hi = 0, len(lines)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if lines[mid].i < index:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lines[lo] if lo < len(lines) and lines[lo].i == index else None
+        pos = self.position(run, index)
+        return lines[pos] if pos < len(lines) and lines[pos].i == index else None
 
     def position(self, run: str, index: int) -> int:
         """Position in the run's list of the first line with i >= index."""
-        lines = self.runs.get(run, [])
-        lo, hi = 0, len(lines)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if lines[mid].i < index:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        return bisect_left(self.runs.get(run, []), index, key=lambda line: line.i)
 
     def lineage(self, head: int) -> Lineage:
         """The lineage of a log 1..head with the audit log's reset records."""

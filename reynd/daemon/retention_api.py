@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING
 
@@ -39,25 +40,11 @@ async def collect_now(app: App) -> m.GcResult:
             report = apply_gc(store, plan)
         if app.workspace is not None:  # blobs and trees no kept seq resolves to
             await app.workspace.collect()
+        fields = {k: v for k, v in dataclasses.asdict(report).items() if k != "dropped"}
+        fields["duration_ms"] = round(report.duration_ms, 3)
         if report.segments_dropped or report.snapshots_dropped:
-            log.info(
-                "gc",
-                floor_before=report.floor_before,
-                floor=report.floor,
-                segments=report.segments_dropped,
-                bytes=report.bytes_dropped,
-                snapshots=report.snapshots_dropped,
-                entry_snapshots=report.snapshots_written,
-            )
-        return m.GcResult(
-            floor_before=report.floor_before,
-            floor=report.floor,
-            segments_dropped=report.segments_dropped,
-            bytes_dropped=report.bytes_dropped,
-            snapshots_dropped=report.snapshots_dropped,
-            snapshots_written=report.snapshots_written,
-            duration_ms=round(report.duration_ms, 3),
-        )
+            log.info("gc", **fields)
+        return m.GcResult(**fields)
 
     return await app.coordinator.serialized(work)
 
