@@ -1,0 +1,72 @@
+"""Human output: aligned tables, the branch tree, state and diffs.
+
+Pure functions from result types to text, so they are tested without a
+daemon. Colour is applied after alignment (widths are measured on plain text)
+and only when the `Style` says so. One module per area; this package only
+re-exports them.
+"""
+
+from __future__ import annotations
+
+from reynctl.render.agents import (
+    act_turn_text,
+    agent_text,
+    agents_table,
+    ambiguous_block,
+    answer_text,
+    cancel_text,
+    interventions_table,
+    resolve_command,
+    resolve_text,
+    send_text,
+)
+from reynctl.render.audit import (
+    audit_event_text,
+    compare_text,
+    events_table,
+    runs_table,
+    seek_text,
+    walk_text,
+)
+from reynctl.render.formats import format_bytes, format_duration, format_time, truncate
+from reynctl.render.retention import gc_text, retention_text
+from reynctl.render.state import diff_text, state_text
+from reynctl.render.status import status_text
+from reynctl.render.table import Cell, Style, table
+from reynctl.render.timeline import branch_tree, generations_table, rewind_text
+from reynctl.render.watch import notification_line
+
+__all__ = [
+    "Cell",
+    "Style",
+    "act_turn_text",
+    "agent_text",
+    "agents_table",
+    "ambiguous_block",
+    "answer_text",
+    "audit_event_text",
+    "branch_tree",
+    "cancel_text",
+    "compare_text",
+    "diff_text",
+    "events_table",
+    "format_bytes",
+    "format_duration",
+    "format_time",
+    "gc_text",
+    "generations_table",
+    "interventions_table",
+    "notification_line",
+    "resolve_command",
+    "resolve_text",
+    "retention_text",
+    "rewind_text",
+    "runs_table",
+    "seek_text",
+    "send_text",
+    "state_text",
+    "status_text",
+    "table",
+    "truncate",
+    "walk_text",
+]

@@ -1,0 +1,59 @@
+"""The retention policy, the floor, and what a collection dropped."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reynctl.render.formats import _plural, format_bytes
+from reynctl.render.table import Style, _pairs
+from reynd.protocol import methods as m
+
+__all__ = ["gc_text", "retention_text"]
+
+
+def _seqs(seqs: Sequence[int], limit: int = 8) -> str:
+    if not seqs:
+        return "none"
+    shown = ", ".join(str(s) for s in seqs[-limit:])
+    return shown if len(seqs) <= limit else f"{len(seqs) - limit} older, {shown}"
+
+
+def _horizon(value: float, unit: str) -> str:
+    return "off" if not value else f"{value:g}{unit}"
+
+
+def retention_text(info: m.RetentionInfo, style: Style) -> str:
+    """retention.get: the two windows, the floor and what the policy keeps."""
+    p = info.policy
+    rows = [
+        ("floor", f"seq {info.floor}" + ("" if info.floor > 1 else " (nothing collected)")),
+        ("head", f"seq {info.head}"),
+        ("wal", f"{format_bytes(info.wal_bytes)} in {_plural(info.segments, 'segment')}"),
+        ("snapshots", str(info.snapshots)),
+        ("coarse points", _seqs(info.coarse)),
+        ("keep records", _horizon(p.wal_keep_records, "")),
+        ("keep age", _horizon(p.wal_keep_age_s, " s")),
+        ("keep bytes", "off" if not p.wal_keep_bytes else format_bytes(p.wal_keep_bytes)),
+        ("keep snapshots", f"{p.snapshot_keep} below the floor"),
+        ("snapshot age", _horizon(p.snapshot_keep_age_s, " s")),
+        ("gc every", "only on request" if not p.gc_interval_s else f"{p.gc_interval_s:g} s"),
+    ]
+    return _pairs(rows, style)
+
+
+def gc_text(res: m.GcResult, style: Style) -> str:
+    """retention.gc: how far the floor moved and what went."""
+    if res.floor == res.floor_before and not res.snapshots_dropped:
+        head = f"nothing to collect: the floor stays at seq {res.floor}"
+    else:
+        head = f"floor seq {res.floor_before} -> {style(str(res.floor), 'bold')}"
+    rows = [
+        (
+            "dropped",
+            f"{_plural(res.segments_dropped, 'segment')} ({format_bytes(res.bytes_dropped)}), "
+            f"{_plural(res.snapshots_dropped, 'snapshot')}",
+        ),
+        ("written", _plural(res.snapshots_written, "entry snapshot")),
+        ("took", f"{res.duration_ms:.1f} ms"),
+    ]
+    return head + "\n" + _pairs(rows, style)

@@ -1,0 +1,34 @@
+"""daemon.status."""
+
+from __future__ import annotations
+
+from reynctl.render.agents import ambiguous_block
+from reynctl.render.formats import format_duration
+from reynctl.render.table import Style, _pairs
+from reynd.protocol import methods as m
+
+__all__ = ["status_text"]
+
+
+def status_text(st: m.StatusResult, style: Style) -> str:
+    """daemon.status as aligned `key  value` lines."""
+    rows: list[tuple[str, str]] = [
+        ("daemon", f"reynd {st.version}, pid {st.pid}, protocol {st.protocol}"),
+        ("head", f"seq {st.head} on branch {st.branch}"),
+    ]
+    if st.floor > 1:  # the lowest seq still in the WAL; 1 means nothing was collected
+        rows.append(("history", f"from seq {st.floor} (older seqs were collected)"))
+    rows += [
+        ("agents", str(st.agents)),
+        ("generations", str(st.generations)),
+        ("connections", str(st.connections)),
+        ("uptime", format_duration(st.uptime_s)),
+    ]
+    if st.state_dir:
+        rows.append(("state dir", st.state_dir))
+    if st.socket:
+        rows.append(("socket", st.socket))
+    text = _pairs(rows, style)
+    if st.ambiguous:
+        text += "\n\n" + ambiguous_block(st.ambiguous, style)
+    return text

@@ -1,0 +1,93 @@
+"""The timeline: generations, what a rewind or checkout did, the branch tree."""
+
+from __future__ import annotations
+
+from datetime import tzinfo
+
+from reynctl.render.formats import format_time
+from reynctl.render.table import Cell, Style, table
+from reynd.protocol import methods as m
+
+__all__ = ["branch_tree", "generations_table", "rewind_text"]
+
+
+def generations_table(res: m.GenerationsResult, style: Style, tz: tzinfo | None = None) -> str:
+    """generations.list as a table, newest first as the daemon sends them."""
+    if not res.generations:
+        return "no generations yet (they are cut at turn, plan-step and phase boundaries)"
+    rows = [
+        [
+            Cell(str(g.seq), ("cyan",)),
+            g.kind,
+            g.agent,
+            str(g.branch),
+            Cell("active", ("green",)) if g.active else Cell("abandoned", ("dim",)),
+            format_time(g.created_at, tz),
+            g.label,
+        ]
+        for g in res.generations
+    ]
+    headers = ["SEQ", "KIND", "AGENT", "BRANCH", "STATUS", "CREATED", "LABEL"]
+    return table(headers, rows, style, align="rllr")
+
+
+def rewind_text(res: m.RewindResult, style: Style) -> str:
+    """What a rewind or checkout did, in a line or two."""
+    if res.mode == "fork_switch":
+        head = f"switched to the abandoned branch at seq {res.target}"
+    else:
+        head = f"rewound to seq {res.target}"
+    lines = [
+        f"{style(head, 'bold')}: reset record {res.reset_seq}, now on branch {res.branch}"
+        + (f" ({res.duration_ms:.1f} ms)" if res.duration_ms else "")
+    ]
+    lines += [f"  cancelled turn {c.turn_id} of {c.agent}" for c in res.cancelled]
+    return "\n".join(lines)
+
+
+def _seq_range(b: m.BranchInfo) -> str:
+    first = 1 if b.parent is None else b.id
+    if b.tip < first:
+        return "empty"
+    return str(first) if b.tip == first else f"{first}..{b.tip}"
+
+
+def branch_tree(res: m.BranchesResult, style: Style) -> str:
+    """The branch tree, children under the branch they forked from, oldest first.
+
+    Each line: the branch id in the tree, the seq it forked at, the seqs it
+    holds; the checked-out branch is marked. A branch whose parent is unknown
+    (collected by retention) is drawn as a root.
+    """
+    ids = {b.id for b in res.branches}
+    children: dict[int | None, list[m.BranchInfo]] = {}
+    for b in res.branches:
+        parent = b.parent if b.parent in ids else None
+        children.setdefault(parent, []).append(b)
+    for kids in children.values():
+        kids.sort(key=lambda b: (b.origin_seq, b.id))
+
+    rows: list[list[Cell | str]] = []
+
+    def walk(b: m.BranchInfo, prefix: str, connector: str) -> None:
+        label = f"{prefix}{connector}{b.id}"
+        mark = Cell(f"* current (head {res.head})", ("green", "bold")) if b.active else Cell("")
+        styles = ("green", "bold") if b.active else ()
+        rows.append(
+            [
+                Cell(label, styles),
+                "" if b.parent is None else str(b.origin_seq),
+                _seq_range(b),
+                mark,
+            ]
+        )
+        kids = children.get(b.id, [])
+        below = prefix + ("" if not connector else ("│  " if connector == "├─ " else "   "))
+        for i, kid in enumerate(kids):
+            walk(kid, below, "└─ " if i == len(kids) - 1 else "├─ ")
+
+    for root in children.get(None, []):
+        walk(root, "", "")
+    if not rows:
+        return "no branches"
+    return table(["BRANCH", "FORKED AT", "SEQS", ""], rows, style, align="lrl")
