@@ -33,7 +33,7 @@ from reynd.protocol import methods as m
 from reynd.protocol.errors import StaleBranch
 
 if TYPE_CHECKING:
-    from reynctl.cli import Options
+    from reynctl.cli.options import Options
 
 __all__ = ["AGENT", "MESSAGES", "OTHER_MESSAGE", "SCRIBE", "DemoFailed", "run_demo"]
 

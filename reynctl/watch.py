@@ -21,7 +21,7 @@ from reynctl.jsonrpc import decode_notification
 from reynd.protocol import methods as m
 
 if TYPE_CHECKING:
-    from reynctl.cli import Options
+    from reynctl.cli.options import Options
 
 __all__ = ["Gap", "Watcher", "check_order"]
 

@@ -1,0 +1,266 @@
+"""The agent runtime: agents, messages, cancels, ambiguous steps, questions, act-turn rewinds."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from reynctl import render
+from reynctl.cli.arguments import options_decorators, parse_options
+from reynctl.cli.completion import _complete_agent, _complete_seq
+from reynctl.cli.group import cli
+from reynctl.cli.options import SEQ, Options, json_option, pass_opts
+from reynd.protocol import agent_methods as a
+
+EXECUTORS = click.Choice(["builtin", "command", "openai"])
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--session", help="Only this session's agents.")
+@json_option
+@click.pass_context
+def agents(ctx: click.Context, session: str | None) -> None:
+    """List the agents (the default), or create, show or configure one.
+
+    Agents run inside the daemon: each takes messages from its inbox and runs
+    turns made of act-steps, each step one call to its executor.
+    """
+    if ctx.invoked_subcommand is None:
+        _list_agents(ctx.find_object(Options), session)  # type: ignore[arg-type]
+
+
+def _list_agents(opts: Options, session: str | None) -> None:
+    with opts.client() as c:
+        params = a.AgentsListParams(session=session)
+        reply = c.call("agents.list", params, a.AgentsListResult)
+    opts.emit(reply, lambda: render.agents_table(reply.value, opts.style))
+
+
+@agents.command("list")
+@click.option("--session", help="Only this session's agents.")
+@json_option
+@pass_opts
+def agents_list(opts: Options, session: str | None) -> None:
+    """List the agents with their status, turn in flight and counters."""
+    _list_agents(opts, session)
+
+
+@agents.command("create")
+@click.argument("name")
+@click.option(
+    "--executor",
+    type=EXECUTORS,
+    default="builtin",
+    show_default=True,
+    help="What runs each act-step: the deterministic demo executor, a program, or an "
+    "OpenAI-compatible endpoint.",
+)
+@options_decorators
+@click.option("--session", default="default", show_default=True, help="The agent's session.")
+@json_option
+@pass_opts
+def agents_create(
+    opts: Options,
+    *,
+    name: str,
+    executor: Any,
+    option_pairs: tuple[str, ...],
+    options_json: str | None,
+    session: str,
+) -> None:
+    """Create agent NAME with its executor and options.
+
+    \b
+    builtin  delay (seconds per step; a deterministic demo, no model)
+    command  argv (a JSON list), timeout, env, cwd: one program run per step,
+             JSON request on stdin, JSON result on stdout
+    openai   base_url, model, api_key_env, timeout, temperature, system, tools:
+             an OpenAI-compatible chat-completions server (llama.cpp, Ollama, vLLM)
+    """
+    params = a.AgentsCreateParams(
+        name=name,
+        executor=executor,
+        options=parse_options(option_pairs, options_json) or {},
+        session=session,
+    )
+    with opts.client() as c:
+        reply = c.call("agents.create", params, a.AgentInfo)
+    opts.emit(reply, lambda: render.agent_text(reply.value, opts.style))
+
+
+@agents.command("show")
+@click.argument("name", shell_complete=_complete_agent)
+@json_option
+@pass_opts
+def agents_show(opts: Options, name: str) -> None:
+    """Show one agent: configuration, status, counters, what it waits for."""
+    with opts.client() as c:
+        reply = c.call("agents.get", a.AgentsGetParams(agent=name), a.AgentInfo)
+    opts.emit(reply, lambda: render.agent_text(reply.value, opts.style))
+
+
+@agents.command("configure")
+@click.argument("name", shell_complete=_complete_agent)
+@click.option("--executor", type=EXECUTORS, help="Switch the agent to this executor.")
+@options_decorators
+@json_option
+@pass_opts
+def agents_configure(
+    opts: Options,
+    *,
+    name: str,
+    executor: Any,
+    option_pairs: tuple[str, ...],
+    options_json: str | None,
+) -> None:
+    """Change agent NAME's executor or its options (recorded in the WAL).
+
+    The options given replace the previous ones (`--options '{}'` resets them
+    to the executor's defaults); the next step uses the new configuration.
+    """
+    options = parse_options(option_pairs, options_json)
+    if executor is None and options is None:
+        raise click.UsageError("nothing to change: give --executor, --option or --options")
+    params = a.AgentsConfigureParams(agent=name, executor=executor, options=options)
+    with opts.client() as c:
+        reply = c.call("agents.configure", params, a.AgentInfo)
+    opts.emit(reply, lambda: render.agent_text(reply.value, opts.style))
+
+
+@cli.command()
+@click.argument("agent", shell_complete=_complete_agent)
+@click.argument("text")
+@click.option(
+    "--wait/--no-wait",
+    default=True,
+    show_default=True,
+    help="Wait for the turn to end and print its reply, or return once it is queued.",
+)
+@click.option(
+    "--timeout",
+    "wait_timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="With --wait, seconds to wait for the turn to end (it keeps running after).",
+)
+@json_option
+@pass_opts
+def send(opts: Options, agent: str, text: str, wait: bool, wait_timeout: float) -> None:
+    """Send TEXT to AGENT (`-` reads it from stdin); prints the turn id.
+
+    With --wait (the default), also the turn's outcome, its reply and its
+    boundary seq (the turn.ended record, a checkpoint to rewind to). A turn
+    still in flight when the wait ends keeps running: `reynctl agents show`.
+    """
+    if text == "-":
+        text = sys.stdin.read()
+    if not text:
+        raise click.BadParameter("the message is empty", param_hint="TEXT")
+    params = a.AgentsSendParams(agent=agent, text=text, wait=wait, timeout=wait_timeout)
+    try:
+        with opts.client(at_least=wait_timeout + 10 if wait else None) as c:
+            reply = c.call("agents.send", params, a.AgentsSendResult)
+    except KeyboardInterrupt:
+        opts.note(
+            f"stopped waiting; a turn already started keeps running (reynctl agents show {agent})"
+        )
+        sys.exit(130)
+    opts.emit(
+        reply,
+        lambda: render.send_text(reply.value, opts.style, waited=wait_timeout if wait else None),
+    )
+    if wait and reply.value.boundary_seq is None and not opts.json:
+        opts.note(
+            f"the turn is still in flight: `reynctl agents show {agent}` for its status, "
+            f"`reynctl interventions --agent {agent}` if it asked a question"
+        )
+
+
+@cli.command()
+@click.argument("agent", shell_complete=_complete_agent)
+@json_option
+@pass_opts
+def cancel(opts: Options, agent: str) -> None:
+    """Hard-cancel AGENT's turn in flight.
+
+    The step being run is aborted wherever it waits (a subprocess is killed)
+    and is not committed; the turn ends with outcome `cancelled`. The agent
+    then takes its next message.
+    """
+    with opts.client() as c:
+        reply = c.call("agents.cancel", a.AgentsCancelParams(agent=agent), a.AgentsCancelResult)
+    opts.emit(reply, lambda: render.cancel_text(reply.value, agent, opts.style))
+
+
+@cli.command()
+@click.argument("agent", shell_complete=_complete_agent)
+@click.argument("action", type=click.Choice(["retry", "skip", "abort"]))
+@json_option
+@pass_opts
+def resolve(opts: Options, agent: str, action: Any) -> None:
+    """Settle AGENT's ambiguous step (started before a crash, no result).
+
+    \b
+    retry  run the step again (its first call may have had effects)
+    skip   record it as skipped; the turn goes on
+    abort  end the turn (outcome aborted)
+    `reynctl status` lists ambiguous steps.
+    """
+    params = a.AgentsResolveParams(agent=agent, action=action)
+    with opts.client() as c:
+        reply = c.call("agents.resolve", params, a.AgentInfo)
+    opts.emit(reply, lambda: render.resolve_text(reply.value, action, opts.style))
+
+
+@cli.command()
+@click.option("--agent", shell_complete=_complete_agent, help="Only this agent's questions.")
+@json_option
+@pass_opts
+def interventions(opts: Options, agent: str | None) -> None:
+    """List the questions agents wait on (answer with `reynctl answer`)."""
+    params = a.InterventionsListParams(agent=agent)
+    with opts.client() as c:
+        reply = c.call("interventions.list", params, a.InterventionsListResult)
+    opts.emit(reply, lambda: render.interventions_table(reply.value, opts.style))
+    if reply.value.interventions and not opts.json:
+        opts.note("answer with: reynctl answer AGENT ID TEXT")
+
+
+@cli.command()
+@click.argument("agent", shell_complete=_complete_agent)
+@click.argument("intervention_id", metavar="ID")
+@click.argument("text")
+@json_option
+@pass_opts
+def answer(opts: Options, agent: str, intervention_id: str, text: str) -> None:
+    """Answer AGENT's question ID with TEXT; the waiting turn goes on.
+
+    An answer to a question not asked yet is kept (buffered) and used when it
+    is asked.
+    """
+    params = a.InterventionsAnswerParams(agent=agent, intervention_id=intervention_id, answer=text)
+    with opts.client() as c:
+        reply = c.call("interventions.answer", params, a.InterventionsAnswerResult)
+    opts.emit(reply, lambda: render.answer_text(reply.value, agent, intervention_id, opts.style))
+
+
+@cli.command("act-turn-rewind")
+@click.argument("agent", shell_complete=_complete_agent)
+@click.argument("seq", type=SEQ, shell_complete=_complete_seq)
+@json_option
+@pass_opts
+def act_turn_rewind(opts: Options, agent: str, seq: int) -> None:
+    """Rewind to SEQ inside one of AGENT's turns, between two act-steps.
+
+    Like `rewind`, the tip moves back to SEQ (an active seq) and later seqs
+    become an abandoned branch; then the turn resumes: steps up to SEQ are
+    ghost-replayed from their memos (0 executor calls), later ones run again.
+    `reynctl checkout` of the previous head comes back.
+    """
+    with opts.client() as c:
+        params = a.ActTurnRewindParams(agent=agent, seq=seq)
+        reply = c.call("act_turn.rewind", params, a.ActTurnRewindResult)
+    opts.emit(reply, lambda: render.act_turn_text(reply.value, agent, opts.style))

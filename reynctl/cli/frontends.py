@@ -1,0 +1,66 @@
+"""Long-running views: the live stream, the guided demo and the TUI."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from reynctl.cli.group import cli
+from reynctl.cli.options import Options, json_option, pass_opts
+from reynctl.client import find_socket
+
+
+@cli.command()
+@click.option(
+    "--topic",
+    "topics",
+    multiple=True,
+    type=click.Choice(["records", "generations", "rewinds", "agents"]),
+    help="Only these topics (repeatable; default: all).",
+)
+@json_option
+@pass_opts
+def watch(opts: Options, topics: tuple[str, ...]) -> None:
+    """Stream the current state, then each change (Ctrl-C stops).
+
+    Each change is tagged with its seq. With --json, one JSON object per line.
+    """
+    from reynctl.watch import Watcher
+
+    try:
+        Watcher(opts, list(topics) or None).run()  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+@cli.command()
+@click.option("--keep", is_flag=True, help="Keep the temporary state directory and print it.")
+@click.option(
+    "--ready-timeout",
+    type=click.FloatRange(min=1),
+    default=20.0,
+    show_default=True,
+    help="Seconds to wait for the embedded daemon to be ready.",
+)
+@json_option
+@pass_opts
+def demo(opts: Options, keep: bool, ready_timeout: float) -> None:
+    """A guided tour of time travel on a throwaway daemon.
+
+    Starts a real `reynd serve` on a temporary state directory and drives it
+    through its socket, exactly as any client would.
+    """
+    from reynctl.demo import run_demo
+
+    run_demo(opts, keep=keep, ready_timeout=ready_timeout)
+
+
+@cli.command()
+@click.option("--agent", help="The agent of the chat pane (default: the first one).")
+@pass_opts
+def tui(opts: Options, agent: str | None) -> None:
+    """Live timeline, rewind picker (Esc Esc) and chat pane, in the terminal."""
+    from reynctl.tui import run
+
+    run(find_socket(opts.socket), agent=agent, timeout=opts.timeout)

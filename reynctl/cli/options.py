@@ -1,0 +1,140 @@
+"""What every subcommand shares: the global options, exit codes, errors, `--json`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from reynctl import render
+from reynctl.client import Client, Reply, find_socket
+from reynctl.errors import ClientError
+from reynd.protocol import errors
+from reynd.protocol.errors import ReyndError
+
+__all__ = [
+    "EXIT_DAEMON",
+    "EXIT_DECLINED",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "REFUSALS",
+    "SEQ",
+    "Options",
+    "fail",
+    "json_option",
+    "pass_opts",
+    "use_color",
+    "width",
+]
+
+
+EXIT_DAEMON = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_DECLINED = 1  # the user said no at a prompt (click's Abort uses 1 too)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Errors by which the daemon refuses the connection itself, not the request:
+# to a script they mean the same as an absent daemon (exit 3).
+REFUSALS = (errors.PermissionDenied, errors.ConnectionLimit, errors.ShuttingDown)
+
+
+def use_color(choice: str, stream: Any, env: dict[str, str] | os._Environ[str]) -> bool:
+    """--color: `always`/`never` win; `auto` colours a terminal unless NO_COLOR or TERM=dumb."""
+    if choice != "auto":
+        return choice == "always"
+    if env.get("NO_COLOR") or env.get("TERM") == "dumb":
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+@dataclass
+class Options:
+    """Global options, shared by every subcommand through click's context."""
+
+    socket: str | None
+    json: bool
+    color: str
+    timeout: float | None
+
+    @property
+    def style(self) -> render.Style:
+        return render.Style(use_color(self.color, sys.stdout, os.environ))
+
+    @property
+    def err_style(self) -> render.Style:
+        return render.Style(use_color(self.color, sys.stderr, os.environ))
+
+    def client(self, *, at_least: float | None = None) -> Client:
+        """A connection to the daemon (raises a ClientError naming the cause).
+
+        `at_least` raises the per-answer timeout for a call the daemon holds
+        on purpose (`agents.send` with `wait`); 0 (None) still waits forever.
+        """
+        timeout = self.timeout
+        if timeout is not None and at_least is not None:
+            timeout = max(timeout, at_least)
+        return Client(find_socket(self.socket), timeout=timeout)
+
+    def emit(self, reply: Reply[Any], human: Callable[[], str]) -> None:
+        """The result: raw JSON with --json, else the human rendering."""
+        if self.json:
+            click.echo(reply.raw.decode())
+        else:
+            click.echo(human(), color=self.style.color)
+
+    def note(self, text: str) -> None:
+        """A hint or progress line, on stderr."""
+        click.echo(text, err=True, color=self.err_style.color)
+
+
+def width() -> int:
+    """Room for one truncated value on a line of the terminal."""
+    return max(40, shutil.get_terminal_size((100, 24)).columns - 20)
+
+
+def fail(opts: Options | None, exc: ClientError | ReyndError) -> NoReturn:
+    """Report an error on stderr and exit with its code."""
+    if isinstance(exc, ReyndError):
+        code, name = exc.code, str(exc.data.get("error", exc.name))
+        status = EXIT_UNREACHABLE if isinstance(exc, REFUSALS) else EXIT_DAEMON
+    else:
+        code, name, status = None, exc.name, EXIT_UNREACHABLE
+    if opts is not None and opts.json:
+        data = exc.data if isinstance(exc, ReyndError) else {}
+        body = {"error": {"code": code, "name": name, "message": exc.message, "data": data}}
+        click.echo(json.dumps(body, ensure_ascii=False), err=True)
+    else:
+        style = opts.err_style if opts else render.Style()
+        where = f" ({name}, {code})" if code is not None else f" ({name})"
+        click.echo(
+            f"{style('error:', 'red', 'bold')} {exc.message}{where}", err=True, color=style.color
+        )
+    sys.exit(status)
+
+
+def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.find_object(Options).json = True  # type: ignore[union-attr]
+
+
+def json_option(f: F) -> F:
+    """Accept --json after the subcommand too (`reynctl status --json`)."""
+    return click.option(
+        "--json",
+        is_flag=True,
+        expose_value=False,
+        callback=_set_json,
+        help="Print the JSON-RPC result exactly.",
+    )(f)
+
+
+SEQ = click.IntRange(min=0)
+pass_opts = click.make_pass_decorator(Options)

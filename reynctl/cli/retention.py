@@ -1,0 +1,97 @@
+"""Retention: show the policy and the floor, change it, collect now."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+import msgspec
+
+from reynctl import render
+from reynctl.cli.arguments import key_value
+from reynctl.cli.group import cli
+from reynctl.cli.options import Options, json_option, pass_opts
+from reynd.protocol import methods as m
+
+__all__ = ["RETENTION_KEYS", "parse_retention"]
+
+
+@cli.group(invoke_without_command=True)
+@json_option
+@click.pass_context
+def retention(ctx: click.Context) -> None:
+    """Show the retention policy and the floor (the default), change it, or collect now.
+
+    Every seq from the floor to the tip can be read, rewound to and checked
+    out, on any branch; below it, only the coarse points (kept snapshots).
+    """
+    if ctx.invoked_subcommand is None:
+        _show_retention(ctx.find_object(Options))  # type: ignore[arg-type]
+
+
+def _show_retention(opts: Options) -> None:
+    with opts.client() as c:
+        reply = c.call("retention.get", m.RetentionGetParams(), m.RetentionInfo)
+    opts.emit(reply, lambda: render.retention_text(reply.value, opts.style))
+
+
+@retention.command("show")
+@json_option
+@pass_opts
+def retention_show(opts: Options) -> None:
+    """Show the policy, floor, head, WAL bytes and coarse points."""
+    _show_retention(opts)
+
+
+RETENTION_KEYS = tuple(f for f in m.RetentionSetParams.__struct_fields__)
+
+
+def parse_retention(pairs: tuple[str, ...]) -> m.RetentionSetParams:
+    """KEY=VALUE pairs as retention.set params; a usage error names a bad key or value."""
+    fields: dict[str, Any] = {}
+    for pair in pairs:
+        key, value = key_value(pair, "KEY=VALUE")
+        if key not in RETENTION_KEYS:
+            raise click.BadParameter(
+                f"unknown key {key!r} (one of: {', '.join(RETENTION_KEYS)})",
+                param_hint="KEY=VALUE",
+            )
+        fields[key] = value
+    try:
+        return msgspec.convert(fields, m.RetentionSetParams)
+    except msgspec.ValidationError as exc:
+        raise click.BadParameter(str(exc), param_hint="KEY=VALUE") from None
+
+
+@retention.command("set")
+@click.argument("pairs", metavar="KEY=VALUE...", nargs=-1, required=True)
+@json_option
+@pass_opts
+def retention_set(opts: Options, pairs: tuple[str, ...]) -> None:
+    """Change the retention policy; only the keys given change.
+
+    Stored in the state directory (state/config/config.db): it outlives
+    restarts and overrides the same key of reynd.toml's [retention].
+
+    \b
+    wal_keep_records     keep at least this many newest records (0: off)
+    wal_keep_age_s       keep records younger than this (seconds, 0: off)
+    wal_keep_bytes       keep at least this many bytes of WAL (0: off)
+    snapshot_keep        snapshots kept below the floor (coarse points)
+    snapshot_keep_age_s  also keep snapshots younger than this (seconds, 0: off)
+    gc_interval_s        collect every this many seconds (0: only on request)
+    """
+    params = parse_retention(pairs)
+    with opts.client() as c:
+        reply = c.call("retention.set", params, m.RetentionInfo)
+    opts.emit(reply, lambda: render.retention_text(reply.value, opts.style))
+
+
+@retention.command("gc")
+@json_option
+@pass_opts
+def retention_gc(opts: Options) -> None:
+    """Collect now what the policy no longer keeps; prints how far the floor moved."""
+    with opts.client() as c:
+        reply = c.call("retention.gc", m.RetentionGcParams(), m.GcResult)
+    opts.emit(reply, lambda: render.gc_text(reply.value, opts.style))
