@@ -22,7 +22,10 @@ from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widgets import Log, OptionList, Static
 
-from reynctl.tui.app import ConfirmScreen, MainScreen, PickerScreen, ReyndTui
+from reynctl.tui.app import ReyndTui
+from reynctl.tui.confirm import ConfirmScreen
+from reynctl.tui.main_screen import MainScreen
+from reynctl.tui.picker import PickerScreen
 from tests.harness import Daemon, start_daemon
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

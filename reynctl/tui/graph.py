@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from reynd.protocol import methods as m
@@ -114,21 +114,7 @@ def build_nodes(
                     break
             else:
                 parent = 0
-        node = nodes[seq]
-        out.append(
-            Node(
-                seq=node.seq,
-                kind=node.kind,
-                active=node.active,
-                branch=node.branch,
-                agent=node.agent,
-                label=node.label,
-                created_at=node.created_at,
-                target=node.target,
-                parent=parent,
-                here=seq == head,
-            )
-        )
+        out.append(replace(nodes[seq], parent=parent, here=seq == head))
     return out
 
 

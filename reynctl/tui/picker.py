@@ -1,0 +1,228 @@
+"""The rewind picker (Esc Esc): every branch, a preview of the as-of state, its diff to the tip."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Footer, OptionList, Static
+
+from reynctl import render
+from reynctl.errors import ClientError
+from reynctl.tui.base import TuiScreen, spawn
+from reynctl.tui.confirm import ConfirmScreen, Target
+from reynctl.tui.graph import Node
+from reynctl.tui.timeline import StepRow, _step_summary, timeline_options
+from reynd.protocol import methods as m
+from reynd.protocol.errors import ReyndError
+
+__all__ = ["PickerScreen"]
+
+PLAIN = render.Style(False)
+
+
+class PickerScreen(TuiScreen):
+    """The rewind picker: every branch, a preview of the as-of state and its diff to the tip."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "cancel"),
+        Binding("right,space", "expand", "steps"),
+        Binding("left", "collapse", "hide steps"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: dict[int, list[StepRow] | str] = {}
+        self.step_index: dict[int, StepRow] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static(
+            Text(
+                "Rewind: ↑↓ move · → / space: act-steps of a turn · Enter: checkout · Esc: cancel",
+                style="bold",
+            ),
+            id="picker-title",
+        )
+        with Horizontal():
+            yield OptionList(id="picker-list")
+            with VerticalScroll(id="preview-pane"):
+                yield Static(Text("select a seq to preview it", style="dim"), id="preview")
+        yield Static("", id="picker-message")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_list()
+        self.query_one("#picker-list", OptionList).focus()
+
+    def refresh_list(self) -> None:
+        """Rebuild from the app's rows, keeping the highlighted seq (not its position)."""
+        ol = self.query_one("#picker-list", OptionList)
+        keep = ol.highlighted_option.id if ol.highlighted_option is not None else None
+        ol.set_options(timeline_options(self.tui.rows, self.steps))
+        index = _index_of(ol, keep) if keep else None
+        if index is None:
+            index = _first_enabled(ol)
+        if index is not None:
+            ol.highlighted = index
+
+    def selected(self) -> Node | StepRow | None:
+        ol = self.query_one("#picker-list", OptionList)
+        opt = ol.highlighted_option
+        return self._resolve(opt.id if opt is not None else None)
+
+    def _resolve(self, option_id: str | None) -> Node | StepRow | None:
+        if not option_id:
+            return None
+        seq = int(option_id[1:])
+        if option_id[0] == "n":
+            return self.tui.node_at(seq)
+        if option_id[0] == "s":
+            return self.step_index.get(seq)
+        return None
+
+    @on(OptionList.OptionHighlighted, "#picker-list")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        item = self._resolve(event.option_id)
+        if item is not None:
+            spawn(self, partial(self._preview, item.seq), group="preview", exclusive=True)
+
+    async def _preview(self, seq: int) -> None:
+        pane = self.query_one("#preview", Static)
+        width = self.query_one("#preview-pane").size.width
+        text = await self.preview_text(seq, width=max(30, width - 16))
+        if text is not None:
+            pane.update(text)
+
+    @on(OptionList.OptionSelected, "#picker-list")
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        item = self._resolve(event.option_id)
+        if isinstance(item, Node):
+            target = Target(seq=item.seq, action="checkout", active=item.active, branch=item.branch)
+        elif isinstance(item, StepRow):
+            target = Target(
+                seq=item.seq,
+                action="act_turn",
+                active=item.active,
+                agent=item.agent,
+                step=item.step,
+            )
+        else:
+            return
+        self.message("")
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                spawn(self, partial(self._perform, target), group="action", exclusive=True)
+            else:
+                self.message(Text("cancelled: nothing changed", style="dim"))
+
+        self.app.push_screen(ConfirmScreen(target, self.tui.head), done)
+
+    async def _perform(self, target: Target) -> None:
+        self.message(Text(f"{target.mode}: seq {target.seq}…", style="dim"))
+        ok = await self.tui.perform(target)
+        if ok:
+            self.dismiss()
+        else:
+            self.message(self.tui.last_error)
+
+    def message(self, text: Text | str) -> None:
+        self.query_one("#picker-message", Static).update(text)
+
+    def action_cancel(self) -> None:
+        self.dismiss()
+
+    def action_expand(self) -> None:
+        item = self.selected()
+        if isinstance(item, Node) and item.kind in ("turn", "plan_step", "phase"):
+            spawn(self, partial(self._expand, item), group="expand")
+
+    def action_collapse(self) -> None:
+        item = self.selected()
+        seq = item.seq if isinstance(item, Node) else None
+        if isinstance(item, StepRow):
+            seq = next(
+                (k for k, v in self.steps.items() if isinstance(v, list) and item in v), None
+            )
+        if seq is not None and self.steps.pop(seq, None) is not None:
+            self.refresh_list()
+            ol = self.query_one("#picker-list", OptionList)
+            index = _index_of(ol, f"n{seq}")
+            if index is not None:
+                ol.highlighted = index
+
+    async def _expand(self, node: Node) -> None:
+        steps = await self.steps_of(node)
+        self.steps[node.seq] = steps
+        if isinstance(steps, list):
+            for s in steps:
+                self.step_index[s.seq] = s
+        self.refresh_list()
+
+    async def preview_text(self, seq: int, width: int = 56) -> Text | None:
+        """The state as of `seq` and its diff to the tip, or why they cannot be read."""
+        client = self.tui.client
+        if client is None:
+            return Text("not connected", style="red")
+        try:
+            st = await client.call("state.get", m.StateParams(seq=seq), m.StateResult)
+            diff = await client.call(
+                "state.diff", m.DiffParams(from_seq=seq, to_seq=self.tui.head), m.DiffResult
+            )
+        except ReyndError as exc:
+            return Text(f"cannot read seq {seq}: {exc.message}", style="red")
+        except ClientError as exc:
+            return Text(exc.message, style="red")
+        text = Text()
+        text.append(f"as of seq {seq}\n", style="bold underline")
+        text.append(render.state_text(st, PLAIN, width=width))
+        text.append(f"\n\ndiff to the tip (seq {self.tui.head})\n", style="bold underline")
+        text.append(render.diff_text(diff, PLAIN, width=width - 8))
+        return text
+
+    async def steps_of(self, node: Node) -> list[StepRow] | str:
+        """The committed act-steps of the turn that `node` closes (state just before it)."""
+        client = self.tui.client
+        if client is None or not node.agent:
+            return "not connected"
+        try:
+            st = await client.call(
+                "state.get", m.StateParams(seq=node.seq - 1, agent=node.agent), m.StateResult
+            )
+        except ReyndError as exc:
+            return f"cannot read the steps: {exc.message}"
+        except ClientError as exc:
+            return exc.message
+        state = st.agents.get(node.agent)
+        if state is None or not state.pending_chains or not state.pending_chains[0].steps:
+            return f"no act-steps of {node.agent} in flight before seq {node.seq}"
+        chain = state.pending_chains[0]
+        return [
+            StepRow(
+                agent=node.agent,
+                step=memo.step,
+                seq=memo.seq,
+                summary=_step_summary(memo),
+                active=node.active,
+            )
+            for memo in chain.steps
+        ]
+
+
+def _index_of(ol: OptionList, option_id: str) -> int | None:
+    try:
+        return ol.get_option_index(option_id)
+    except Exception:  # OptionDoesNotExist
+        return None
+
+
+def _first_enabled(ol: OptionList) -> int | None:
+    for i in range(ol.option_count):
+        if not ol.get_option_at_index(i).disabled:
+            return i
+    return None
