@@ -136,10 +136,12 @@ class App:
                 await nursery.start(self.coordinator.run)
                 nursery.start_soon(self._snapshotter)
                 nursery.start_soon(self.audit.run)
-                await nursery.start(self.registry.run)
-                nursery.start_soon(gc_loop, self)
+                # Substrates first: a restore a crash interrupted must finish
+                # before any agent runs a turn against the workspace.
                 for substrate in self.coordinator.substrates:
                     await substrate.start(store.head)
+                await nursery.start(self.registry.run)
+                nursery.start_soon(gc_loop, self)
                 nursery.start_soon(self._capture_generations)
                 nursery.start_soon(self.config.run)
                 task_status.started()
