@@ -118,7 +118,11 @@ class ConfigCore:
             keys.append(tip)
         if not keys:
             return
-        self.index.add_gens(keys, self.capture())
+        if self.dirty or self.current is None:
+            # A change point: the first of these boundaries starts a new content,
+            # the later ones share it (the nearest entry on a lineage answers).
+            self.index.add_gens([keys[0]], self.capture())
+        self.index.advance(max(keys))
 
     def pick(self, target: int, lineage: Lineage) -> str | None:
         """The generation for `target`: nearest at or below it on its lineage (None: empty)."""

@@ -5,7 +5,10 @@
 
 Index lines are `<crc32 of the rest, 8 hex> <op> <args>\\n`:
 
-    gen <seq> <hash>          the configuration as of seq is generation <hash>
+    gen <seq> <hash>          from boundary seq on, the configuration is generation
+                              <hash> (until the next entry on the same lineage:
+                              only change points are written, so an unchanged
+                              configuration costs nothing per boundary)
     reset <R> <target>        reset record R: everything before it is captured,
                               the restore to <target> may now start
     restored <R>              the restore of reset record R is complete
@@ -60,6 +63,7 @@ class GenerationIndex:
     sealed: dict[int, int] = field(default_factory=dict)  # reset seq -> target
     restored: int = 0  # the newest reset whose restore completed
     base: int = 0
+    advanced: int = 0  # boundaries through here share the newest entry (not persisted)
     created: bool = False  # the file did not exist before this open
     _fd: int = -1
 
@@ -140,12 +144,16 @@ class GenerationIndex:
     def add_gens(self, seqs: Sequence[int], digest: str) -> None:
         self.append([f"gen {s} {digest}" for s in seqs])
 
+    def advance(self, seq: int) -> None:
+        """Boundaries through `seq` are covered by the entries already written."""
+        self.advanced = max(self.advanced, seq)
+
     # -- queries -----------------------------------------------------------------------
 
     @property
     def through(self) -> int:
         """Every generation at or below this seq has been indexed (or never will be)."""
-        return max(self.seqs[-1] if self.seqs else 0, self.restored, self.base)
+        return max(self.seqs[-1] if self.seqs else 0, self.restored, self.base, self.advanced)
 
     def reset_state(self, reset: int) -> ResetState:
         if reset <= self.restored or reset <= self.base:

@@ -179,15 +179,13 @@ class ConfigStore:
             )
 
     def _pending(self, upto: int) -> list[int]:
-        """Boundaries at or below `upto` committed since the last indexed one, ascending."""
-        through = self.core.index.through
-        out: list[int] = []
-        for entry in self._store.catalog.newest_first(below=upto + 1):
-            if entry.seq <= through:
-                break
-            out.append(entry.seq)
-        out.reverse()
-        return out
+        """The first and last boundaries at or below `upto` not indexed yet (O(log n)).
+
+        They all share one content (a change seals what is pending before it),
+        so a seal needs only the first (a change point) and the last (how far).
+        """
+        span = self._store.catalog.span(self.core.index.through, upto)
+        return sorted(set(span)) if span else []
 
     async def _mirror(self) -> None:
         wanted = {

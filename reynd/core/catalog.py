@@ -8,7 +8,7 @@ plus a walk of at most the page's length over entries that pass the filter.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -91,6 +91,12 @@ class Catalog:
             if kind_code is not None and self._kinds[i] != kind_code:
                 continue
             yield self.entry(i)
+
+    def span(self, after: int, upto: int) -> tuple[int, int] | None:
+        """The first and last generation seqs in (after, upto], or None: two bisects."""
+        lo = bisect_right(self._seqs, after, self._start)
+        hi = bisect_right(self._seqs, upto, self._start) - 1
+        return (self._seqs[lo], self._seqs[hi]) if lo <= hi else None
 
     def at(self, seq: int) -> Entry | None:
         """The generation cut at exactly `seq`, if any."""
