@@ -20,5 +20,5 @@ class StorageOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """
 
     segment_bytes: Annotated[int, msgspec.Meta(ge=4096)] = 64 * 1024 * 1024
-    snapshot_min_bytes: Annotated[int, msgspec.Meta(ge=0)] = 64 * 1024
+    snapshot_min_bytes: Annotated[int, msgspec.Meta(ge=0)] = 16 * 1024
     snapshot_ratio: Annotated[float, msgspec.Meta(gt=0)] = 1.0
