@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from reynd.daemon.committer import Committer
 from reynd.daemon.context import CallContext
 from reynd.daemon.coordinator import Coordinator, Gate
 from reynd.daemon.retention_api import RetentionApi, gc_loop, use_retention
+from reynd.daemon.rpc import Handler
 from reynd.daemon.runtime_api import RuntimeApi
 from reynd.protocol import errors
 from reynd.protocol import methods as m
@@ -37,16 +38,11 @@ from reynd.storage.options import StorageOptions
 from reynd.storage.store import Store
 from reynd.workspace import Workspace, WorkspaceConfig
 
-__all__ = ["App", "Handler", "StorageFatal"]
+__all__ = ["App"]
 
 log = structlog.get_logger("reynd.app")
 
-Handler = Callable[[Any, CallContext], Awaitable[Any]]
 Publish = Callable[[str, int, dict[str, Any]], None]
-
-
-class StorageFatal(Exception):
-    """The WAL could not be written or synced: the daemon must exit and recover."""
 
 
 class App:
@@ -55,8 +51,7 @@ class App:
     `run` opens storage, starts the writer thread, the coordinator and the
     snapshotter, calls task_status.started(), and runs until cancelled; then
     it drains queued appends and closes storage (final sync shielded). It
-    calls `on_fatal` (or, without one, raises StorageFatal) when a write or
-    fsync failed, so the daemon exits
+    calls `on_fatal` when a write or fsync failed, so the daemon exits
     non-zero and restarts through recovery.
     """
 
@@ -69,7 +64,7 @@ class App:
         workspace: WorkspaceConfig | None = None,
         *,
         audit: AuditOptions | None = None,
-        on_fatal: Callable[[], None] | None = None,
+        on_fatal: Callable[[], None],
     ) -> None:
         self.state_dir = state_dir
         self._on_fatal = on_fatal
@@ -146,8 +141,6 @@ class App:
                 nursery.start_soon(self.config.run)
                 task_status.started()
                 await self.committer.failed.wait()
-                if self._on_fatal is None:
-                    raise StorageFatal(f"WAL write failed: {self.committer.failure!r}")
                 # Let the daemon stop as on SIGTERM: requests in flight get their
                 # storage_failed answers instead of a dropped connection.
                 log.critical("storage.failed", error=repr(self.committer.failure))

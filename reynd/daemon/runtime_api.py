@@ -10,7 +10,8 @@ from reynd.protocol import errors
 from reynd.protocol.events import StepCommitted
 
 if TYPE_CHECKING:
-    from reynd.daemon.app import App, Handler
+    from reynd.daemon.app import App
+    from reynd.daemon.rpc import Handler
 
 __all__ = ["RuntimeApi"]
 
