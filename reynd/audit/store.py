@@ -17,31 +17,25 @@ Durability contract (docs/audit.md), deliberately weaker than the WAL's:
 Files rotate by size and are collected by their own retention, independent
 of the WAL's: a WAL collection never touches them.
 
-One run per daemon start. Its id is `run-<UTC start, %Y%m%dT%H%M%SZ>-<pid>`:
-sortable as text, readable, and unique because the start time is moved one
-second past the newest run already on disk when needed (two starts within a
-second, or a clock that went back). Rotated files are `<run_id>.<n>.jsonl`,
-n = 1, 2, ...
+One run per daemon start (run ids and file names: files.py; reading back:
+reader.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
 import structlog
 import trio
 
+from reynd.audit.files import AuditFile, file_name, new_run_id, parse_name
 from reynd.audit.options import AuditOptions
+from reynd.audit.reader import LineCache, Loaded
 from reynd.audit.record import (
     RUN_STARTED,
     RUN_STOPPED,
@@ -55,113 +49,9 @@ from reynd.protocol import audit_methods as am
 from reynd.protocol import events as ev
 from reynd.protocol import methods as m
 
-__all__ = [
-    "AuditFile",
-    "EventStore",
-    "Loaded",
-    "file_name",
-    "new_run_id",
-    "parse_name",
-    "run_started_at",
-]
+__all__ = ["EventStore"]
 
 log = structlog.get_logger("reynd.audit")
-
-_NAME = re.compile(r"^(run-(\d{8}T\d{6}Z)-\d+)(?:\.(\d+))?\.jsonl$")
-_STAMP = "%Y%m%dT%H%M%SZ"
-
-
-def parse_name(name: str) -> tuple[str, int] | None:
-    """(run_id, n) of an audit file name, or None for anything else."""
-    match = _NAME.match(name)
-    if match is None:
-        return None
-    return match.group(1), int(match.group(3) or 0)
-
-
-def file_name(run: str, n: int) -> str:
-    return f"{run}.jsonl" if n == 0 else f"{run}.{n}.jsonl"
-
-
-def _run_time(run: str) -> datetime:
-    return datetime.strptime(run.split("-")[1], _STAMP).replace(tzinfo=UTC)
-
-
-def run_started_at(run: str) -> float:
-    """The start time encoded in a run id (Unix seconds)."""
-    return _run_time(run).timestamp()
-
-
-def new_run_id(existing: Sequence[str], now: float, pid: int) -> str:
-    """A run id that sorts after every run in `existing`."""
-    start = datetime.fromtimestamp(int(now), UTC)
-    if existing:
-        newest = _run_time(max(existing))
-        if start <= newest:
-            start = newest + timedelta(seconds=1)
-    return f"run-{start.strftime(_STAMP)}-{pid}"
-
-
-@dataclass(slots=True)
-class AuditFile:
-    run: str
-    n: int
-    path: Path
-    size: int
-
-
-@dataclass(slots=True)
-class Loaded:
-    """What a read found: lines per run (ascending index) and lines it could not decode."""
-
-    runs: dict[str, list[AuditLine]] = field(default_factory=dict)
-    damaged: int = 0
-
-
-class _Cache:
-    """Decoded lines per file, read incrementally (files only grow), LRU by bytes."""
-
-    def __init__(self, budget: int) -> None:
-        self._budget = budget
-        # path -> (inode, bytes decoded, lines, damaged lines)
-        self._entries: OrderedDict[Path, tuple[int, int, list[AuditLine], int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def lines(
-        self, path: Path, size: int, decoder: msgspec.json.Decoder[AuditLine]
-    ) -> tuple[list[AuditLine], int]:
-        with self._lock:
-            entry = self._entries.pop(path, None)
-            if entry is not None:
-                self._bytes -= entry[1]
-        try:
-            with path.open("rb") as f:
-                ino = os.fstat(f.fileno()).st_ino
-                if entry is None or entry[0] != ino or entry[1] > size:
-                    entry = (ino, 0, [], 0)
-                _, done, lines, damaged = entry
-                f.seek(done)
-                data = f.read(max(size - done, 0))
-        except FileNotFoundError:  # removed by retention since it was listed
-            return [], 0
-        end = data.rfind(b"\n") + 1  # a last line without its newline is still being written
-        for raw in data[:end].splitlines():
-            if not raw.strip():
-                continue
-            try:
-                lines.append(decoder.decode(raw))
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                damaged += 1  # a torn line after a crash, or a newer format
-        done += end
-        with self._lock:
-            self._entries[path] = (ino, done, lines, damaged)
-            self._bytes += done
-            while self._bytes > self._budget and len(self._entries) > 1:
-                _, old = self._entries.popitem(last=False)
-                self._bytes -= old[1]
-        return lines, damaged
-
 
 class EventStore:
     """The audit log of this daemon run (writer) and of every run on disk (reader)."""
@@ -176,7 +66,7 @@ class EventStore:
         self._pending_reset: tuple[ev.Rewind, int] | None = None
         self._encoder = msgspec.json.Encoder()
         self._decoder = msgspec.json.Decoder(AuditLine)
-        self._cache = _Cache(64 * 1024 * 1024)
+        self._cache = LineCache(64 * 1024 * 1024)
         self._fd: int | None = None
         self._write_lock = trio.Lock()
         self._read_lock = trio.Lock()

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from reynd.audit.files import run_started_at
 from reynd.audit.record import RUN_STARTED, RUN_STOPPED, AuditLine, to_api
 from reynd.audit.replay import History, Sequenced, changes_between, compare, fork_seq, walk
-from reynd.audit.store import EventStore, run_started_at
+from reynd.audit.store import EventStore
 from reynd.daemon.context import CallContext
 from reynd.protocol import audit_methods as am
 from reynd.protocol import errors
