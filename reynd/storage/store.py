@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -61,8 +61,13 @@ class Staged:
 class Store:
     """Everything durable about agent runs in one state directory."""
 
-    def __init__(self, root: Path, options: StorageOptions) -> None:
+    def __init__(
+        self, root: Path, options: StorageOptions, clock: Callable[[], float] | None = None
+    ) -> None:
         self.root = root
+        # The time stamped on each record (`ts`); tests pass a fixed one so
+        # that record sizes, and with them segment and snapshot cuts, repeat.
+        self._clock = clock
         self.options = options
         self.lineage = Lineage()
         self.catalog = Catalog()
@@ -81,13 +86,19 @@ class Store:
     # -- open / close ----------------------------------------------------------------
 
     @classmethod
-    def open(cls, root: Path, options: StorageOptions | None = None) -> Store:
+    def open(
+        cls,
+        root: Path,
+        options: StorageOptions | None = None,
+        *,
+        clock: Callable[[], float] | None = None,
+    ) -> Store:
         """Lock, recover (cut a torn tail, verify every record) and rebuild the tip's state.
 
         Crash recovery is reconstruct(head) along the active lineage: after a
         reset record is durable, the abandoned future never comes back.
         """
-        store = cls(root, options or StorageOptions())
+        store = cls(root, options or StorageOptions(), clock)
         try:
             store._open()
         except BaseException:
@@ -182,7 +193,7 @@ class Store:
 
     def stage(self, events: Sequence[Event]) -> Staged:
         """Assign seqs and timestamps and encode; nothing is visible or durable yet."""
-        now = time.time()
+        now = time.time() if self._clock is None else self._clock()
         out: list[Event] = []
         frames: list[tuple[int, bytes]] = []
         for event in events:

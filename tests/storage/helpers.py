@@ -276,3 +276,13 @@ def scripted_op(i: int) -> Op:
 def same_event(got: ev.Event, want: ev.Event) -> bool:
     """Equal up to the append timestamp."""
     return bool(msgspec.structs.replace(got, ts=0.0) == msgspec.structs.replace(want, ts=0.0))
+
+
+def CLOCK() -> float:
+    """A fixed time for stores driven by hypothesis state machines.
+
+    Record sizes (and so where segments and snapshots are cut, which the
+    machines' preconditions and draws depend on) must not follow the wall
+    clock: hypothesis replays an example and requires the same draws.
+    """
+    return 1_796_000_000.0

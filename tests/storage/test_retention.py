@@ -33,6 +33,7 @@ import msgspec
 import pytest
 from helpers import (
     AGENTS,
+    CLOCK,
     LogModel,
     append_ops,
     opts,
@@ -731,7 +732,7 @@ class GcMachine(RuleBasedStateMachine):
         # Durability is the crash and power-cut tests' business: no real syncs here.
         self._syncs = {name: vars(fsops)[name] for name in ("fsync", "fdatasync")}
         vars(fsops).update(dict.fromkeys(self._syncs, _no_sync))
-        self.store = Store.open(self.root, SM_OPTIONS)
+        self.store = Store.open(self.root, SM_OPTIONS, clock=CLOCK)
         self.model = LogModel()
         self.rng = random.Random(0)
         self.floor = 1
@@ -823,7 +824,7 @@ class GcMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.store.close()
-        self.store = Store.open(self.root, SM_OPTIONS)
+        self.store = Store.open(self.root, SM_OPTIONS, clock=CLOCK)
 
     @rule(cut=st.integers(1, 200))
     def crash_and_reopen(self, cut: int) -> None:
@@ -833,7 +834,7 @@ class GcMachine(RuleBasedStateMachine):
         if segments(self.root):
             with segments(self.root)[-1].open("ab") as f:
                 f.write(frame[: min(cut, len(frame) - 1)])
-        self.store = Store.open(self.root, SM_OPTIONS)
+        self.store = Store.open(self.root, SM_OPTIONS, clock=CLOCK)
 
     @invariant()
     def window(self) -> None:

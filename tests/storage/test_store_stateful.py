@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     AGENTS,
+    CLOCK,
     LogModel,
     append_ops,
     lineage_sample,
@@ -44,12 +45,13 @@ from reynd.storage.store import Store
 OPTIONS = opts(segment_bytes=4096, snapshot_min_bytes=1500)
 
 
+
 class StoreMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="reynd-sm-"))
         self.root = self.dir / "reyn"
-        self.store = Store.open(self.root, OPTIONS)
+        self.store = Store.open(self.root, OPTIONS, clock=CLOCK)
         self.model = LogModel()
         self.rng = random.Random(0)
         self.resets = 0
@@ -136,7 +138,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.store.close()
-        self.store = Store.open(self.root, OPTIONS)
+        self.store = Store.open(self.root, OPTIONS, clock=CLOCK)
         assert self.store.recovery.torn_bytes == 0
 
     @rule(cut=st.integers(1, 200))
@@ -151,7 +153,7 @@ class StoreMachine(RuleBasedStateMachine):
                 f.write(torn)
         tmp = snap_dir(self.root) / f".tmp-{self.model.head + 1:020d}.snap"
         tmp.write_bytes(b"REYNSNAP half")
-        self.store = Store.open(self.root, OPTIONS)
+        self.store = Store.open(self.root, OPTIONS, clock=CLOCK)
         if last is not None:
             assert self.store.recovery.torn_bytes == len(torn)
             saved = self.store.recovery.torn_saved_to
@@ -169,7 +171,7 @@ class StoreMachine(RuleBasedStateMachine):
         raw = bytearray(path.read_bytes())
         raw[32 + (len(raw) - 32) // 2] ^= 0xFF
         path.write_bytes(bytes(raw))
-        self.store = Store.open(self.root, OPTIONS)
+        self.store = Store.open(self.root, OPTIONS, clock=CLOCK)
 
     # -- invariants ---------------------------------------------------------------------
 
