@@ -39,7 +39,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from helpers import AGENTS, LogModel, Op, opts, read_all, summarize, to_event
+from helpers import AGENTS, CLOCK, LogModel, Op, opts, read_all, summarize, to_event
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from simdisk import Fault, PowerCut, SimDisk, live_image, materialise
@@ -140,7 +140,7 @@ class Runner:
 
     def _open(self) -> bool:
         try:
-            self.store = Store.open(self.root, OPTIONS)
+            self.store = Store.open(self.root, OPTIONS, clock=CLOCK)
         except OSError:
             return False  # an injected error while opening: the daemon would exit
         return True
@@ -234,7 +234,7 @@ def check_recovered(root: Path, out: Outcome) -> tuple[LogModel, list[ev.Event]]
     """Open the power-cut image for real and check it; returns the surviving log and its model."""
     for snap in (root / "state" / "snapshots").glob("[!.]*.snap"):  # not the .tmp- files
         decode_snapshot(snap.read_bytes(), snap)  # a published snapshot is always intact
-    with Store.open(root, OPTIONS) as store:
+    with Store.open(root, OPTIONS, clock=CLOCK) as store:
         got = read_all(store)
         acked, head = out.acked, store.head
         assert head >= len(acked), f"acknowledged up to {len(acked)}, recovered only {head}"
@@ -422,7 +422,7 @@ def test_transient_sync_failure_poisons_the_wal(tmp_path: Path) -> None:
     top.mkdir()
     disk = SimDisk(top, faults=[Fault("fdatasync", 3, errno.EIO)])
     with fsops.installed(disk):
-        store = Store.open(top / "reyn", OPTIONS)
+        store = Store.open(top / "reyn", OPTIONS, clock=CLOCK)
         store.append([to_event(("create", "a"))])
         store.append([to_event(("msg", "a", "m1", "one"))])
         with pytest.raises(OSError, match="simulated"):
@@ -437,7 +437,7 @@ def test_transient_sync_failure_poisons_the_wal(tmp_path: Path) -> None:
     # The power goes out now, and the unsynced record is lost.
     image = tmp_path / "image"
     materialise(disk.image(lambda n: 0), image)
-    with Store.open(image / "reyn", OPTIONS) as again:
+    with Store.open(image / "reyn", OPTIONS, clock=CLOCK) as again:
         assert again.head == 2
         assert [e.seq for e in read_all(again)] == [1, 2]
 
@@ -453,14 +453,15 @@ def test_transient_write_failure_poisons_the_wal(tmp_path: Path) -> None:
     top.mkdir()
     disk = SimDisk(top, faults=[Fault("write", 2, errno.ENOSPC, short=True)])
     with fsops.installed(disk):
-        store = Store.open(top / "reyn", OPTIONS)
+        store = Store.open(top / "reyn", OPTIONS, clock=CLOCK)
         store.append([to_event(("create", "a"))])
         with pytest.raises(OSError, match="No space"):
             store.append([to_event(("msg", "a", "m1", "one"))])
         with pytest.raises(StorageError):
             store.append([to_event(("msg", "a", "m2", "two"))])
         store.close()
-    with Store.open(top / "reyn", OPTIONS) as again:  # the live tree: no power cut at all
+    # The live tree: no power cut at all.
+    with Store.open(top / "reyn", OPTIONS, clock=CLOCK) as again:
         assert again.head == 1
         assert again.recovery.torn_bytes > 0  # the half record was cut as a torn tail
 
@@ -516,7 +517,7 @@ def _snapshot_cuts(tmp_path: Path, write: Callable[[Store], int]) -> list[str]:
         shutil.copytree(base, top)
         disk = SimDisk(top, cut_at=cut)
         with fsops.installed(disk):
-            store = Store.open(top / "reyn", OPTIONS)
+            store = Store.open(top / "reyn", OPTIONS, clock=CLOCK)
             try:
                 write(store)
                 store.close()
