@@ -6,8 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.harness import Daemon, short_tempdir, start_daemon
+
+# Examples here do real file I/O with fsync on a shared machine: a per-example
+# deadline would fail on a slow disk, not on a bug.
+settings.register_profile("reynd", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("reynd")
 
 
 @pytest.fixture
