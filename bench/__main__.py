@@ -75,12 +75,22 @@ def turn_record_bytes() -> float:
     events: list[ev.Event] = [
         ev.MessageReceived(agent=a, message_id=f"m{i}", text=user_text(i)),
         ev.TurnStarted(agent=a, turn_id=f"t{i}", message_id=f"m{i}"),
-        ev.StepCommitted(agent=a, turn_id=f"t{i}", step=0,
-                         messages=(ev.Message(role="assistant", content=assistant_text(i)),)),
+        ev.StepCommitted(
+            agent=a,
+            turn_id=f"t{i}",
+            step=0,
+            messages=(ev.Message(role="assistant", content=assistant_text(i)),),
+        ),
         ev.TurnEnded(agent=a, turn_id=f"t{i}", reply=assistant_text(i)),
     ]
-    sizes = [len(encode_frame(msgspec.json.encode(
-        msgspec.structs.replace(e, seq=10_000 + k, ts=time.time())))) for k, e in enumerate(events)]
+    sizes = [
+        len(
+            encode_frame(
+                msgspec.json.encode(msgspec.structs.replace(e, seq=10_000 + k, ts=time.time()))
+            )
+        )
+        for k, e in enumerate(events)
+    ]
     return sum(sizes) / len(sizes)
 
 
@@ -142,54 +152,70 @@ def workload_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for key, label, unit, scale in METRICS:
         for r in runs:
             rv, pv = r["reynd"][key], r["peer"][key]
-            rows.append({
-                "metric": key, "label": label, "unit": unit, "T": r["T"],
-                "peer_synchronous": r["peer"]["synchronous"],
-                "reynd": rv * scale, "peer": pv * scale, "ratio": rv / pv,
-                "projected": key in r["peer"]["projected"],
-                "met": rv / pv < 1,
-            })
+            rows.append(
+                {
+                    "metric": key,
+                    "label": label,
+                    "unit": unit,
+                    "T": r["T"],
+                    "peer_synchronous": r["peer"]["synchronous"],
+                    "reynd": rv * scale,
+                    "peer": pv * scale,
+                    "ratio": rv / pv,
+                    "projected": key in r["peer"]["projected"],
+                    "met": rv / pv < 1,
+                }
+            )
     return rows
 
 
 def render(result: dict[str, Any]) -> str:
     m = result["machine"]
     out = []
-    out.append(f"reynd {m['reynd']} bench  |  {m['nproc']} cores, kernel {m['kernel']}, "
-               f"Python {m['python']}, SQLite {m['sqlite']}  |  {result['mode']} run, "
-               f"{result['elapsed_s']:.0f} s")
+    out.append(
+        f"reynd {m['reynd']} bench  |  {m['nproc']} cores, kernel {m['kernel']}, "
+        f"Python {m['python']}, SQLite {m['sqlite']}  |  {result['mode']} run, "
+        f"{result['elapsed_s']:.0f} s"
+    )
     out.append(f"reynd: the daemon over its Unix socket, {workload.DRIVER}")
     peer = result["peer"]
-    out.append(f"peer:  LangGraph {m['langgraph']} + langgraph-checkpoint-sqlite "
-               f"{m['langgraph-checkpoint-sqlite']} (SqliteSaver), journal_mode="
-               f"{peer['journal_mode']}, synchronous={'/'.join(peer['modes'])}; SQLite's "
-               f"default on this machine is {peer['default_synchronous']}"
-               + (" (the same run)" if peer["default_synchronous"] in peer["modes"][:1] else "")
-               + "; LangGraph's default durability (async): every checkpoint of a turn is "
-               "committed when invoke returns; 3 checkpoints per turn")
+    out.append(
+        f"peer:  LangGraph {m['langgraph']} + langgraph-checkpoint-sqlite "
+        f"{m['langgraph-checkpoint-sqlite']} (SqliteSaver), journal_mode="
+        f"{peer['journal_mode']}, synchronous={'/'.join(peer['modes'])}; SQLite's "
+        f"default on this machine is {peer['default_synchronous']}"
+        + (" (the same run)" if peer["default_synchronous"] in peer["modes"][:1] else "")
+        + "; LangGraph's default durability (async): every checkpoint of a turn is "
+        "committed when invoke returns; 3 checkpoints per turn"
+    )
     out.append("")
     out.append("1. Workload (ratio = reynd / peer; < 1: reynd better; ~ = projected, see notes)")
     out.append(f"   {'':32} {'T':>6} {'sync':>5} {'reynd':>11} {'peer':>13} {'ratio':>8}")
     for row in result["workload"]:
         mark = "~" if row["projected"] else " "
-        out.append(f"   {row['label'] + ' (' + row['unit'] + ')':32} {row['T']:>6,} "
-                   f"{row['peer_synchronous']:>5} {_fmt(row['reynd']):>11} "
-                   f"{mark + _fmt(row['peer']):>13} {row['ratio']:8.3f}"
-                   + ("" if row["met"] else "  MISSED"))
+        out.append(
+            f"   {row['label'] + ' (' + row['unit'] + ')':32} {row['T']:>6,} "
+            f"{row['peer_synchronous']:>5} {_fmt(row['reynd']):>11} "
+            f"{mark + _fmt(row['peer']):>13} {row['ratio']:8.3f}"
+            + ("" if row["met"] else "  MISSED")
+        )
     sampled = [r for r in result["runs"] if r["peer"]["mode"] == "sampled"]
     for r in sampled:
         p = r["peer"]
-        out.append(f"   T={r['T']:,}: the peer is sampled (a full thread would take hours and "
-                   f"tens of GB): {r['T'] - 10:,} turns seeded as one checkpoint, 10 timed turns "
-                   f"at {p['write_s_measured_at_T'] * 1e3:.0f} ms and "
-                   f"{p['bytes_per_turn_at_T']:,.0f} B each; ~ = half the cost at T (below a "
-                   f"full thread's mean: in the peer's favour); listing from "
-                   f"{p['listed']} checkpoints of ~T turns measured in "
-                   f"{p['list_s_measured'] * 1e3:.0f} ms, scaled to 3T checkpoints of T/2.")
+        out.append(
+            f"   T={r['T']:,}: the peer is sampled (a full thread would take hours and "
+            f"tens of GB): {r['T'] - 10:,} turns seeded as one checkpoint, 10 timed turns "
+            f"at {p['write_s_measured_at_T'] * 1e3:.0f} ms and "
+            f"{p['bytes_per_turn_at_T']:,.0f} B each; ~ = half the cost at T (below a "
+            f"full thread's mean: in the peer's favour); listing from "
+            f"{p['listed']} checkpoints of ~T turns measured in "
+            f"{p['list_s_measured'] * 1e3:.0f} ms, scaled to 3T checkpoints of T/2."
+        )
     lim = result["limits"]
     out.append("")
-    out.append(f"2. Physical limits (same file system; a turn's record is "
-               f"{lim['record_bytes']} B framed)")
+    out.append(
+        f"2. Physical limits (same file system; a turn's record is {lim['record_bytes']} B framed)"
+    )
     raw1, raw4 = lim["raw_fsync_per_record_s"], lim["raw_fsync_batch4_per_record_s"]
     raw64, wal1 = lim["raw_fsync_batch64_per_record_s"], lim["wal_1_writer_per_append_s"]
     wal64 = lim["wal_64_writers_per_append_s"]
@@ -208,22 +234,32 @@ def render(result: dict[str, Any]) -> str:
     ]
     for r in result["runs"]:
         w = r["reynd"]["write_s"]
-        out.append(f"   reynd turn beside the peer, T={r['T']:<6,}  {w * 1e3:8.3f} ms"
-                   f"   ({w / lim['turn_floor_s']:.2f}x the 4-fsync floor)")
+        out.append(
+            f"   reynd turn beside the peer, T={r['T']:<6,}  {w * 1e3:8.3f} ms"
+            f"   ({w / lim['turn_floor_s']:.2f}x the 4-fsync floor)"
+        )
     out.append("")
-    out.append("3. Scaling (bounded state, growing history; times best of "
-               f"{result['scaling_rounds']} alternating rounds)")
-    out.append("   rewind/reconstruct targets sit at the same distances above a snapshot at every "
-               "size (near the tip, in the middle), 'worst' just below one (longest replay)")
-    out.append(f"   {'entries':>9} {'restart s':>9} {'read s':>7} {'x read':>6} {'RSS MiB':>7} "
-               f"{'rewind tip':>10} {'rewind mid':>10} {'worst':>6} {'reconstr.':>9} "
-               f"{'1st page':>8}   (ms)")
+    out.append(
+        "3. Scaling (bounded state, growing history; times best of "
+        f"{result['scaling_rounds']} alternating rounds)"
+    )
+    out.append(
+        "   rewind/reconstruct targets sit at the same distances above a snapshot at every "
+        "size (near the tip, in the middle), 'worst' just below one (longest replay)"
+    )
+    out.append(
+        f"   {'entries':>9} {'restart s':>9} {'read s':>7} {'x read':>6} {'RSS MiB':>7} "
+        f"{'rewind tip':>10} {'rewind mid':>10} {'worst':>6} {'reconstr.':>9} "
+        f"{'1st page':>8}   (ms)"
+    )
     for s in result["scaling"]:
-        out.append(f"   {s['entries']:>9,} {s['restart_s']:9.2f} {s['read_floor_s']:7.3f} "
-                   f"{s['restart_vs_floor']:6.0f} {s['rss_kib'] / 1024:7.1f} "
-                   f"{s['rewind_tip_s'] * 1e3:10.2f} {s['rewind_mid_s'] * 1e3:10.2f} "
-                   f"{s['rewind_worst_s'] * 1e3:6.2f} "
-                   f"{s['reconstruct_s'] * 1e3:9.2f} {s['page_s'] * 1e3:8.2f}")
+        out.append(
+            f"   {s['entries']:>9,} {s['restart_s']:9.2f} {s['read_floor_s']:7.3f} "
+            f"{s['restart_vs_floor']:6.0f} {s['rss_kib'] / 1024:7.1f} "
+            f"{s['rewind_tip_s'] * 1e3:10.2f} {s['rewind_mid_s'] * 1e3:10.2f} "
+            f"{s['rewind_worst_s'] * 1e3:6.2f} "
+            f"{s['reconstruct_s'] * 1e3:9.2f} {s['page_s'] * 1e3:8.2f}"
+        )
     out.append("")
     out.append("Targets")
     for t in result["targets"]:
@@ -236,37 +272,59 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     rows = result["workload"]
     missed = [r for r in rows if not r["met"]]
     worst = max(rows, key=lambda r: r["ratio"])
-    out.append({"what": "ahead of the peer on every workload row (ratio < 1)",
-                "met": not missed,
-                "detail": f"{len(rows) - len(missed)}/{len(rows)} rows; worst ratio "
-                          f"{worst['ratio']:.3f} ({worst['label']}, T={worst['T']:,})"
-                          + ("; missed: " + ", ".join(f"{r['label']} T={r['T']:,} "
-                                                       f"({r['ratio']:.2f})" for r in missed)
-                             if missed else "")})
+    out.append(
+        {
+            "what": "ahead of the peer on every workload row (ratio < 1)",
+            "met": not missed,
+            "detail": f"{len(rows) - len(missed)}/{len(rows)} rows; worst ratio "
+            f"{worst['ratio']:.3f} ({worst['label']}, T={worst['T']:,})"
+            + (
+                "; missed: "
+                + ", ".join(f"{r['label']} T={r['T']:,} ({r['ratio']:.2f})" for r in missed)
+                if missed
+                else ""
+            ),
+        }
+    )
     bpt = [r["reynd"]["bytes_per_turn"] for r in result["runs"]]
     spread = max(bpt) / min(bpt)
-    out.append({"what": "reynd bytes per turn flat in T", "met": spread <= 1.5,
-                "detail": " / ".join(f"{b:,.0f}" for b in bpt) + f" B (max/min {spread:.2f})"})
+    out.append(
+        {
+            "what": "reynd bytes per turn flat in T",
+            "met": spread <= 1.5,
+            "detail": " / ".join(f"{b:,.0f}" for b in bpt) + f" B (max/min {spread:.2f})",
+        }
+    )
     sc = result["scaling"]
     if len(sc) >= 2:
         lo, hi = sc[0], sc[-1]
         span = f"{lo['entries']:.0e} -> {hi['entries']:.0e}"
-        for key, label in (("rewind_tip_s", "rewind near the tip"),
-                           ("rewind_mid_s", "rewind to the middle"),
-                           ("rewind_worst_s", "rewind, longest replay (just below a snapshot)"),
-                           ("reconstruct_s", "reconstruct (state.get at a past seq)"),
-                           ("page_s", "generations.list first page")):
+        for key, label in (
+            ("rewind_tip_s", "rewind near the tip"),
+            ("rewind_mid_s", "rewind to the middle"),
+            ("rewind_worst_s", "rewind, longest replay (just below a snapshot)"),
+            ("reconstruct_s", "reconstruct (state.get at a past seq)"),
+            ("page_s", "generations.list first page"),
+        ):
             ratio = hi[key] / lo[key]
-            out.append({"what": f"{label} flat within 1.5x, {span}", "met": ratio <= 1.5,
-                        "detail": f"{lo[key] * 1e3:.2f} -> {hi[key] * 1e3:.2f} ms "
-                                  f"(x{ratio:.2f})"})
+            out.append(
+                {
+                    "what": f"{label} flat within 1.5x, {span}",
+                    "met": ratio <= 1.5,
+                    "detail": f"{lo[key] * 1e3:.2f} -> {hi[key] * 1e3:.2f} ms (x{ratio:.2f})",
+                }
+            )
         ratio = hi["restart_s"] / lo["restart_s"]
-        out.append({"what": f"restart linear in entries (scans the WAL), {span}",
-                    "met": True,
-                    "detail": f"{lo['restart_s']:.2f} -> {hi['restart_s']:.2f} s (x{ratio:.0f} for "
-                              f"x{hi['entries'] / lo['entries']:.0f} entries); "
-                              f"{hi['restart_vs_floor']:.0f}x a sequential read of the same "
-                              f"{hi['wal_bytes'] / 2**20:.0f} MiB"})
+        out.append(
+            {
+                "what": f"restart linear in entries (scans the WAL), {span}",
+                "met": True,
+                "detail": f"{lo['restart_s']:.2f} -> {hi['restart_s']:.2f} s (x{ratio:.0f} for "
+                f"x{hi['entries'] / lo['entries']:.0f} entries); "
+                f"{hi['restart_vs_floor']:.0f}x a sequential read of the same "
+                f"{hi['wal_bytes'] / 2**20:.0f} MiB",
+            }
+        )
     return out
 
 
@@ -279,40 +337,54 @@ def plot(result: dict[str, Any], path: Path) -> None:
     runs = result["runs"]
     ts = [r["T"] for r in runs]
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
-    panels = [("write_s", "durable write per turn (ms)", 1e3),
-              ("back_s", "go back to T/2 + 1 turn (ms)", 1e3),
-              ("bytes_per_turn", "bytes on disk per turn", 1)]
+    panels = [
+        ("write_s", "durable write per turn (ms)", 1e3),
+        ("back_s", "go back to T/2 + 1 turn (ms)", 1e3),
+        ("bytes_per_turn", "bytes on disk per turn", 1),
+    ]
     for ax, (key, title, scale) in zip(axes, panels, strict=True):
         ax.plot(ts, [r["reynd"][key] * scale for r in runs], "o-", label="reynd")
         peer = [r["peer"][key] * scale for r in runs]
         ax.plot(ts, peer, "s-", label=f"LangGraph SqliteSaver ({runs[0]['peer']['synchronous']})")
-        proj = [(t, v) for t, v, r in zip(ts, peer, runs, strict=True)
-                if key in r["peer"]["projected"]]
+        proj = [
+            (t, v) for t, v, r in zip(ts, peer, runs, strict=True) if key in r["peer"]["projected"]
+        ]
         if proj:
-            ax.plot(*zip(*proj, strict=True), "s", mfc="white", color="C1",
-                    label="peer, projected")
+            ax.plot(*zip(*proj, strict=True), "s", mfc="white", color="C1", label="peer, projected")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("T (turns)")
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"reynd vs LangGraph checkpointing ({result['mode']} run, "
-                 f"{result['machine']['nproc']} cores)")
+    fig.suptitle(
+        f"reynd vs LangGraph checkpointing ({result['mode']} run, "
+        f"{result['machine']['nproc']} cores)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true",
-                    help="T = 100, 1,000; scaling at 10^4, 10^5; one round (~3 min)")
+    ap = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="T = 100, 1,000; scaling at 10^4, 10^5; one round (~3 min)",
+    )
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     ap.add_argument("--out", default="bench-out", help="directory for bench.{txt,json,png}")
-    ap.add_argument("--peer-full-max", type=int, default=1000,
-                    help="largest T the peer runs in full (above: sampled)")
+    ap.add_argument(
+        "--peer-full-max",
+        type=int,
+        default=1000,
+        help="largest T the peer runs in full (above: sampled)",
+    )
     args = ap.parse_args()
     turns = [100, 1000] if args.quick else [100, 1000, 10_000]
     sizes = [10**4, 10**5] if args.quick else [10**4, 10**5, 10**6]
@@ -323,9 +395,12 @@ def main() -> None:
     default_sync = sqlite_default_synchronous()
     modes = ["FULL"] if default_sync == "FULL" else ["FULL", "default"]
     with workdir() as base:
-        result: dict[str, Any] = {"mode": "quick" if args.quick else "full",
-                                  "command": " ".join(["python -m bench", *sys.argv[1:]]),
-                                  "machine": machine(base), "scaling_rounds": rounds}
+        result: dict[str, Any] = {
+            "mode": "quick" if args.quick else "full",
+            "command": " ".join(["python -m bench", *sys.argv[1:]]),
+            "machine": machine(base),
+            "scaling_rounds": rounds,
+        }
         _log("physical limits ...")
         result["limits"] = limits(base, 300 if args.quick else 1000)
         runs = []
@@ -334,11 +409,21 @@ def main() -> None:
                 _log(f"workload T={t:,}, peer synchronous={mode} ...")
                 sub = base / f"w-{mode}"
                 sub.mkdir(exist_ok=True)
-                runs.append(workload.run(sub, t, peer_sync=None if mode == "default" else mode,
-                                         peer_full_max=args.peer_full_max, log=_log))
+                runs.append(
+                    workload.run(
+                        sub,
+                        t,
+                        peer_sync=None if mode == "default" else mode,
+                        peer_full_max=args.peer_full_max,
+                        log=_log,
+                    )
+                )
         result["runs"] = runs
-        result["peer"] = {"modes": modes, "default_synchronous": default_sync,
-                          "journal_mode": runs[0]["peer"]["journal_mode"]}
+        result["peer"] = {
+            "modes": modes,
+            "default_synchronous": default_sync,
+            "journal_mode": runs[0]["peer"]["journal_mode"],
+        }
         _log("scaling ...")
         result["scaling"] = scaling.run(base, sizes, rounds=rounds, log=_log)
     for s in result["scaling"]:

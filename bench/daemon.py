@@ -113,8 +113,12 @@ def start(name: str, cmd: list[str], sock: Path, workdir: Path) -> Proc:
         with stderr_path.open("ab") as err:
             t0 = time.perf_counter()
             proc = subprocess.Popen(
-                cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=err,
+                cmd,
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
             )
         deadline = t0 + READY_TIMEOUT
         while True:
@@ -137,17 +141,27 @@ def start(name: str, cmd: list[str], sock: Path, workdir: Path) -> Proc:
 def start_reynd(name: str, state_dir: Path, workdir: Path) -> Proc:
     sock = workdir / f"{name}.sock"
     cmd = [
-        sys.executable, "-m", "reynd.daemon.cli", "serve",
-        "--state-dir", str(state_dir), "--socket", str(sock),
-        "--log-format", "json", "--log-level", "info",  # what a service runs with
+        sys.executable,
+        "-m",
+        "reynd.daemon.cli",
+        "serve",
+        "--state-dir",
+        str(state_dir),
+        "--socket",
+        str(sock),
+        "--log-format",
+        "json",
+        "--log-level",
+        "info",  # what a service runs with
     ]
     return start(name, cmd, sock, workdir)
 
 
 def start_echo(workdir: Path) -> Proc:
     sock = workdir / "echo.sock"
-    return start("echo", [sys.executable, "-m", "bench.daemon", "--echo-server", str(sock)],
-                 sock, workdir)
+    return start(
+        "echo", [sys.executable, "-m", "bench.daemon", "--echo-server", str(sock)], sock, workdir
+    )
 
 
 async def _echo_connection(stream: trio.SocketStream) -> None:
@@ -349,15 +363,19 @@ def _turn(agent: str, i: int) -> list[ev.Event]:
     turn, msg = f"t{i}", f"m{i}"
     reply = f"Done: updated the config and ran the tests for request {i}; all green."
     return [
-        ev.MessageReceived(agent=agent, message_id=msg,
-                           text=f"Please fix the failing check in module {i % 37}"),
+        ev.MessageReceived(
+            agent=agent, message_id=msg, text=f"Please fix the failing check in module {i % 37}"
+        ),
         ev.TurnStarted(agent=agent, turn_id=turn, message_id=msg),
         ev.StepStarted(agent=agent, turn_id=turn, step=0, input={"model": "m", "n": i}),
         ev.StepCommitted(
-            agent=agent, turn_id=turn, step=0,
+            agent=agent,
+            turn_id=turn,
+            step=0,
             output={"finish": "stop"},
             messages=(ev.Message(role="assistant", content=reply),),
-            tokens_in=812, tokens_out=64,
+            tokens_in=812,
+            tokens_out=64,
         ),
         ev.TurnEnded(agent=agent, turn_id=turn, reply=reply, label=f"turn {i}"),
     ]
@@ -533,8 +551,9 @@ def workdir() -> Iterator[Path]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--seconds", type=float, default=3.0, help="length of one load window")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per pair")
     ap.add_argument("--entries", type=int, default=100_000, help="WAL entries for the rewinds")
@@ -552,39 +571,57 @@ def main() -> None:
             rewind = measure_rewind(base, args.entries, args.reps)
     finally:
         load.close()
-    result = {"cpus": os.cpu_count(), "seconds": args.seconds, "rounds": args.rounds,
-              "rps": rps, "rewind": rewind}
+    result = {
+        "cpus": os.cpu_count(),
+        "seconds": args.seconds,
+        "rounds": args.rounds,
+        "rps": rps,
+        "rewind": rewind,
+    }
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"requests/s, one request in flight per client, {args.rounds} alternating rounds "
-          f"of {args.seconds:g} s (cpu: server/client share of one core)")
-    print(f"{'method':14} {'clients':>7} {'reynd/s':>9} {'echo/s':>9} {'ratio':>6} "
-          f"{'reynd us/req':>12} {'echo us/req':>11} {'cpu reynd':>10} {'cpu echo':>10} "
-          f"{'reply B':>8}")
+    print(
+        f"requests/s, one request in flight per client, {args.rounds} alternating rounds "
+        f"of {args.seconds:g} s (cpu: server/client share of one core)"
+    )
+    print(
+        f"{'method':14} {'clients':>7} {'reynd/s':>9} {'echo/s':>9} {'ratio':>6} "
+        f"{'reynd us/req':>12} {'echo us/req':>11} {'cpu reynd':>10} {'cpu echo':>10} "
+        f"{'reply B':>8}"
+    )
     for row in rps["rows"]:
-        print(f"{row['method']:14} {row['clients']:7d} {row['reynd_rps']:9.0f} "
-              f"{row['echo_rps']:9.0f} {row['ratio']:6.2f} "
-              f"{row['reynd_server_us_per_req']:12.1f} {row['echo_server_us_per_req']:11.1f} "
-              f"{row['reynd_server_cpu_frac']:4.2f}/{row['reynd_client_cpu_frac']:4.2f} "
-              f"{row['echo_server_cpu_frac']:4.2f}/{row['echo_client_cpu_frac']:4.2f} "
-              f"{row['reynd_reply_bytes']:8d}")
+        print(
+            f"{row['method']:14} {row['clients']:7d} {row['reynd_rps']:9.0f} "
+            f"{row['echo_rps']:9.0f} {row['ratio']:6.2f} "
+            f"{row['reynd_server_us_per_req']:12.1f} {row['echo_server_us_per_req']:11.1f} "
+            f"{row['reynd_server_cpu_frac']:4.2f}/{row['reynd_client_cpu_frac']:4.2f} "
+            f"{row['echo_server_cpu_frac']:4.2f}/{row['echo_client_cpu_frac']:4.2f} "
+            f"{row['reynd_reply_bytes']:8d}"
+        )
     rw = rewind
     print()
-    print(f"rewind with {rw['entries']} WAL entries ({rw['snapshots']} snapshots; "
-          f"built in {rw['build_s']:.1f} s)")
+    print(
+        f"rewind with {rw['entries']} WAL entries ({rw['snapshots']} snapshots; "
+        f"built in {rw['build_s']:.1f} s)"
+    )
     print(f"daemon.status round trip (baseline): {rw['status_rtt_ms']:.3f} ms")
-    print(f"{'target':10} {'seq':>7} {'rtt ms':>8} {'max ms':>8} {'server ms':>9} "
-          f"{'x status':>9}")
+    print(f"{'target':10} {'seq':>7} {'rtt ms':>8} {'max ms':>8} {'server ms':>9} {'x status':>9}")
     for label, r in rw["rewind"].items():
-        print(f"{label:10} {r['seq']:7d} {r['rtt_ms']:8.2f} {r['rtt_ms_max']:8.2f} "
-              f"{r['server_ms']:9.2f} {r['ratio_vs_status']:9.0f}")
-    print(f"{'checkout back to the tip (fork_switch)':28} rtt {rw['checkout_back_rtt_ms']:.2f} ms"
-          f"  x status {rw['checkout_ratio_vs_status']:.0f}")
+        print(
+            f"{label:10} {r['seq']:7d} {r['rtt_ms']:8.2f} {r['rtt_ms_max']:8.2f} "
+            f"{r['server_ms']:9.2f} {r['ratio_vs_status']:9.0f}"
+        )
+    print(
+        f"{'checkout back to the tip (fork_switch)':28} rtt {rw['checkout_back_rtt_ms']:.2f} ms"
+        f"  x status {rw['checkout_ratio_vs_status']:.0f}"
+    )
     restarts = ", ".join(f"{s:.2f}" for s in rw["restart_s"])
-    print(f"start to READY=1: {restarts} s with {rw['entries']} entries "
-          f"(first right after the build, then after {rw['final_head'] - rw['entries']} resets); "
-          f"empty state dir {rps['start_empty_s']:.2f} s")
+    print(
+        f"start to READY=1: {restarts} s with {rw['entries']} entries "
+        f"(first right after the build, then after {rw['final_head'] - rw['entries']} resets); "
+        f"empty state dir {rps['start_empty_s']:.2f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -90,8 +90,7 @@ class PeerThread:
     def turn(self, i: int, config: RunnableConfig | None = None) -> float:
         """One durable turn (user + assistant); returns its duration in seconds."""
         t = time.perf_counter()
-        self.graph.invoke({"messages": [HumanMessage(content=user_text(i))]},
-                          config or self.thread)
+        self.graph.invoke({"messages": [HumanMessage(content=user_text(i))]}, config or self.thread)
         return time.perf_counter() - t
 
     def checkpoint(self) -> RunnableConfig:

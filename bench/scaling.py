@@ -68,8 +68,12 @@ def build(base: Path, sizes: list[int], log: Callable[[str], None] = print) -> d
         snaps = list(store.snapshots.seqs)
         head = store.head
         store.close()
-        built[n] = {"root": root, "head": head, "snapshots": snaps,
-                    "build_s": time.perf_counter() - t}
+        built[n] = {
+            "root": root,
+            "head": head,
+            "snapshots": snaps,
+            "build_s": time.perf_counter() - t,
+        }
         log(f"    built {n:.0e} entries in {built[n]['build_s']:.1f} s ({len(snaps)} snapshots)")
     return built
 
@@ -99,8 +103,11 @@ def measure_once(base: Path, info: dict[str, Any], reps: int) -> dict[str, Any]:
         for _ in range(20):
             client.call("daemon.status")
         tip = int(client.call("daemon.status")["head"])
-        out: dict[str, Any] = {"restart_s": daemon.ready_s, "rss_kib": rss["VmRSS"],
-                               "hwm_kib": rss["VmHWM"]}
+        out: dict[str, Any] = {
+            "restart_s": daemon.ready_s,
+            "rss_kib": rss["VmRSS"],
+            "hwm_kib": rss["VmHWM"],
+        }
         out["status_s"] = _median_timed(lambda: client.call("daemon.status"), 10)
         out["page_s"] = _median_timed(lambda: client.call("generations.list", {"limit": 50}), 10)
         snaps = info["snapshots"]
@@ -113,8 +120,11 @@ def measure_once(base: Path, info: dict[str, Any], reps: int) -> dict[str, Any]:
                 client.call("state.get", {"seq": s})
                 rec.append(time.perf_counter() - t)
         out["reconstruct_s"] = statistics.median(rec)
-        for label, target in (("rewind_tip_s", near_tip), ("rewind_mid_s", past[2]),
-                              ("rewind_worst_s", _worst_seq(snaps, head))):
+        for label, target in (
+            ("rewind_tip_s", near_tip),
+            ("rewind_mid_s", past[2]),
+            ("rewind_worst_s", _worst_seq(snaps, head)),
+        ):
             times, server = [], []
             for _ in range(reps):
                 t = time.perf_counter()
@@ -131,8 +141,14 @@ def measure_once(base: Path, info: dict[str, Any], reps: int) -> dict[str, Any]:
         daemon.stop()
 
 
-def run(base: Path, sizes: list[int], *, rounds: int = 2, reps: int = 3,
-        log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+def run(
+    base: Path,
+    sizes: list[int],
+    *,
+    rounds: int = 2,
+    reps: int = 3,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
     built = build(base, sizes, log)
     samples: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
     floors: dict[int, list[float]] = {n: [] for n in sizes}
@@ -143,15 +159,17 @@ def run(base: Path, sizes: list[int], *, rounds: int = 2, reps: int = 3,
             floors[n].append(dt)
             built[n]["wal_bytes"] = nbytes
             samples[n].append(measure_once(base, built[n], reps))
-            log(f"    round {r + 1}: {n:.0e} entries, restart "
-                f"{samples[n][-1]['restart_s']:.2f} s")
+            log(f"    round {r + 1}: {n:.0e} entries, restart {samples[n][-1]['restart_s']:.2f} s")
     rows = []
     for n in sizes:
         ss = samples[n]
-        row: dict[str, Any] = {"entries": built[n]["head"], "build_s": built[n]["build_s"],
-                               "snapshots": len(built[n]["snapshots"]),
-                               "wal_bytes": built[n]["wal_bytes"],
-                               "read_floor_s": min(floors[n])}
+        row: dict[str, Any] = {
+            "entries": built[n]["head"],
+            "build_s": built[n]["build_s"],
+            "snapshots": len(built[n]["snapshots"]),
+            "wal_bytes": built[n]["wal_bytes"],
+            "read_floor_s": min(floors[n]),
+        }
         for key in ss[0]:
             values = [s[key] for s in ss]
             # Best of the rounds for times (noise only ever adds), the last for memory.

@@ -195,24 +195,37 @@ def main() -> None:
         raw1b = raw_fsync_per_record(base / "raw1b", n, size)
         raw1 = (raw1 + raw1b) / 2
         floor64 = trio_ack_floor(n * 10, 64)
-        out.update(record_bytes=size, raw_fsync_per_record=raw1, wal_1_writer=w1,
-                   raw_fsync_per_64=raw64, wal_64_writers=w64,
-                   ratio_1_writer=w1 / raw1, ratio_64_writers_vs_batched=w64 / raw64,
-                   ratio_64_writers_vs_single=w64 / raw1, trio_ack_floor_64=floor64,
-                   ratio_trio_floor_vs_batched=floor64 / raw64,
-                   ratio_64_writers_vs_trio_floor=w64 / floor64)
+        out.update(
+            record_bytes=size,
+            raw_fsync_per_record=raw1,
+            wal_1_writer=w1,
+            raw_fsync_per_64=raw64,
+            wal_64_writers=w64,
+            ratio_1_writer=w1 / raw1,
+            ratio_64_writers_vs_batched=w64 / raw64,
+            ratio_64_writers_vs_single=w64 / raw1,
+            trio_ack_floor_64=floor64,
+            ratio_trio_floor_vs_batched=floor64 / raw64,
+            ratio_64_writers_vs_trio_floor=w64 / floor64,
+        )
         spacing = 64 * 1024
         small = build_history(base / "small", 1_000, spacing)
         big = build_history(base / "big", args.big, spacing)
+
         # Targets at the same distance above a snapshot in both histories.
         def targets(store: Store) -> list[int]:
             snaps = store.snapshots.seqs
             anchor = snaps[-1] if snaps else 0
             return [min(store.head, anchor + d) for d in (50, 150, 250, 350)]
+
         t_small = reconstruct_time(small, targets(small))
         t_big = reconstruct_time(big, targets(big))
-        out.update(reconstruct_1e3_ms=t_small * 1e3, reconstruct_big_ms=t_big * 1e3,
-                   big_entries=args.big, ratio_reconstruct_big_vs_1e3=t_big / t_small)
+        out.update(
+            reconstruct_1e3_ms=t_small * 1e3,
+            reconstruct_big_ms=t_big * 1e3,
+            big_entries=args.big,
+            ratio_reconstruct_big_vs_1e3=t_big / t_small,
+        )
         small.close()
         big.close()
     finally:
@@ -222,17 +235,25 @@ def main() -> None:
         return
     print(f"record size: {size} bytes (framed)")
     print(f"raw write+fdatasync per record : {out['raw_fsync_per_record']:10.0f} /s")
-    print(f"WAL, 1 writer                  : {out['wal_1_writer']:10.0f} /s   "
-          f"ratio {out['ratio_1_writer']:.2f}  (target >= 0.7)")
+    print(
+        f"WAL, 1 writer                  : {out['wal_1_writer']:10.0f} /s   "
+        f"ratio {out['ratio_1_writer']:.2f}  (target >= 0.7)"
+    )
     print(f"raw write+fdatasync per 64     : {out['raw_fsync_per_64']:10.0f} /s")
-    print(f"WAL, 64 writers                : {out['wal_64_writers']:10.0f} /s   "
-          f"ratio {out['ratio_64_writers_vs_batched']:.2f} of batched limit (target >= 0.5)")
-    print(f"trio floor, 64 tasks, no I/O   : {out['trio_ack_floor_64']:10.0f} /s   "
-          f"= {out['ratio_trio_floor_vs_batched']:.2f} of the batched limit; the WAL reaches "
-          f"{out['ratio_64_writers_vs_trio_floor']:.2f} of it")
+    print(
+        f"WAL, 64 writers                : {out['wal_64_writers']:10.0f} /s   "
+        f"ratio {out['ratio_64_writers_vs_batched']:.2f} of batched limit (target >= 0.5)"
+    )
+    print(
+        f"trio floor, 64 tasks, no I/O   : {out['trio_ack_floor_64']:10.0f} /s   "
+        f"= {out['ratio_trio_floor_vs_batched']:.2f} of the batched limit; the WAL reaches "
+        f"{out['ratio_64_writers_vs_trio_floor']:.2f} of it"
+    )
     print(f"reconstruct(N), 1e3 entries    : {out['reconstruct_1e3_ms']:10.3f} ms")
-    print(f"reconstruct(N), {args.big:.0e} entries : {out['reconstruct_big_ms']:10.3f} ms   "
-          f"ratio {out['ratio_reconstruct_big_vs_1e3']:.2f}  (target <= 1.5)")
+    print(
+        f"reconstruct(N), {args.big:.0e} entries : {out['reconstruct_big_ms']:10.3f} ms   "
+        f"ratio {out['ratio_reconstruct_big_vs_1e3']:.2f}  (target <= 1.5)"
+    )
 
 
 if __name__ == "__main__":

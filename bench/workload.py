@@ -38,9 +38,16 @@ class ReyndThread:
         self.state_dir = base / f"{name}-state"
         self.proc: Proc = start_reynd(name, self.state_dir, base)
         self.client = Client(self.proc.socket)
-        self.tip = int(self.client.call("wal.append", {
-            "agent": AGENT, "kind": "agent.created", "data": {"executor": "external"},
-        })["seq"])
+        self.tip = int(
+            self.client.call(
+                "wal.append",
+                {
+                    "agent": AGENT,
+                    "kind": "agent.created",
+                    "data": {"executor": "external"},
+                },
+            )["seq"]
+        )
 
     def close(self) -> None:
         self.client.close()
@@ -59,10 +66,14 @@ class ReyndThread:
         t = time.perf_counter()
         self._append("message.received", {"message_id": msg, "text": user_text(i)})
         self._append("turn.started", {"message_id": msg, "turn_id": turn})
-        self._append("step.committed", {
-            "turn_id": turn, "step": 0,
-            "messages": [{"role": "assistant", "content": assistant_text(i)}],
-        })
+        self._append(
+            "step.committed",
+            {
+                "turn_id": turn,
+                "step": 0,
+                "messages": [{"role": "assistant", "content": assistant_text(i)}],
+            },
+        )
         seq = self._append("turn.ended", {"turn_id": turn, "reply": assistant_text(i)})
         return time.perf_counter() - t, seq
 
@@ -95,8 +106,12 @@ class ReyndThread:
 
     def disk_bytes(self) -> int:
         root = self.state_dir / "state"
-        return sum(p.stat().st_size for sub in ("wal", "snapshots")
-                   for p in (root / sub).rglob("*") if p.is_file())
+        return sum(
+            p.stat().st_size
+            for sub in ("wal", "snapshots")
+            for p in (root / sub).rglob("*")
+            if p.is_file()
+        )
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -122,9 +137,17 @@ def _expected(turns: list[int]) -> list[tuple[str, str]]:
     return out
 
 
-def run(base: Path, turns: int, *, peer_sync: str | None, peer_full_max: int,
-        sample: int = 10, forks: int = 5, reads: int = 5, log: Callable[[str], None] = print,
-        ) -> dict[str, Any]:
+def run(
+    base: Path,
+    turns: int,
+    *,
+    peer_sync: str | None,
+    peer_full_max: int,
+    sample: int = 10,
+    forks: int = 5,
+    reads: int = 5,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
     """One T: reynd and the peer, alternating turn by turn. Returns both sides' figures.
 
     The peer is run in full up to `peer_full_max` turns. Above it (its cost per
@@ -177,9 +200,11 @@ def run(base: Path, turns: int, *, peer_sync: str | None, peer_full_max: int,
         dt, n = _timed(peer.list_history)
         p.figures.update(list_s=dt, listed=n)
         r.figures["page_s"] = statistics.median(
-            _timed(lambda: reynd.list_history(50))[0] for _ in range(reads))
+            _timed(lambda: reynd.list_history(50))[0] for _ in range(reads)
+        )
         p.figures["page_s"] = statistics.median(
-            _timed(lambda: peer.list_history(50))[0] for _ in range(reads))
+            _timed(lambda: peer.list_history(50))[0] for _ in range(reads)
+        )
 
         # -- the state at a past point -------------------------------------------------
         if sampled:  # only the seed and the sampled turns exist: the oldest one
@@ -212,20 +237,25 @@ def run(base: Path, turns: int, *, peer_sync: str | None, peer_full_max: int,
 
             # Alternate which side goes first: whatever the one before leaves
             # behind (dirty pages, a busy disk) hits both alike.
-            for step in ((reynd_back, peer_back) if k % 2 == 0 else (peer_back, reynd_back)):
+            for step in (reynd_back, peer_back) if k % 2 == 0 else (peer_back, reynd_back):
                 step()
         # ... and a few more turns on the last fork: both states must agree.
         for j in range(1, 4):
             reynd.turn(turns + forks + j)
             peer.turn(turns + forks + j)
-        want = _expected([*range(back), turns + forks - 1, *range(turns + forks + 1,
-                                                                   turns + forks + 4)])
+        want = _expected(
+            [*range(back), turns + forks - 1, *range(turns + forks + 1, turns + forks + 4)]
+        )
         if reynd.messages() != want:
             raise AssertionError("reynd: unexpected history after the fork")
         if peer.messages() != want:
             raise AssertionError("peer: unexpected history after the fork")
-        r.figures.update(back_s=statistics.median(rb), back_to_turn=back,
-                         back_s_all=rb, rewind_server_s=statistics.median(rewind_server))
+        r.figures.update(
+            back_s=statistics.median(rb),
+            back_to_turn=back,
+            back_s_all=rb,
+            rewind_server_s=statistics.median(rewind_server),
+        )
         p.figures.update(back_s=statistics.median(pb), back_to_turn=back, back_s_all=pb)
     finally:
         reynd.close()
@@ -254,6 +284,13 @@ def run(base: Path, turns: int, *, peer_sync: str | None, peer_full_max: int,
     else:
         p.figures["bytes_per_turn"] = p.figures["bytes"] / turns
         p.figures["projected"] = []
-    return {"T": turns, "reynd": {"mode": r.mode, **r.figures},
-            "peer": {"mode": p.mode, "synchronous": peer.synchronous,
-                     "journal_mode": peer.journal_mode, **p.figures}}
+    return {
+        "T": turns,
+        "reynd": {"mode": r.mode, **r.figures},
+        "peer": {
+            "mode": p.mode,
+            "synchronous": peer.synchronous,
+            "journal_mode": peer.journal_mode,
+            **p.figures,
+        },
+    }

@@ -155,7 +155,8 @@ def test_storage_failure_is_fatal_and_recovered(
     # The daemon stops as on SIGTERM: every request in flight is answered, with
     # storage_failed, or shutting_down once it no longer takes new requests.
     assert all(o.code in (STORAGE_FAILED, SHUTTING_DOWN) for o in failed), [
-        (o.message_id, o.code, o.unanswered) for o in failed
+        (o.message_id, o.code, o.unanswered)
+        for o in failed
         if o.code not in (STORAGE_FAILED, SHUTTING_DOWN)
     ]
     assert any(o.code == STORAGE_FAILED for o in failed), "the failed batch got no error"

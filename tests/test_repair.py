@@ -41,9 +41,20 @@ def test_repair_cuts_at_the_bad_record_and_never_reissues_a_seq(tmp_path: Path) 
     assert f"--truncate-at {seg.name}:{offsets[4]}" in str(err)
 
     proc = subprocess.run(
-        [sys.executable, "-m", "reynd.daemon.cli", "repair", "--state-dir", str(root),
-         "--truncate-at", f"{seg.name}:{offsets[4]}", "--yes"],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "reynd.daemon.cli",
+            "repair",
+            "--state-dir",
+            str(root),
+            "--truncate-at",
+            f"{seg.name}:{offsets[4]}",
+            "--yes",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     with Store.open(root) as store:
@@ -55,4 +66,4 @@ def test_repair_cuts_at_the_bad_record_and_never_reissues_a_seq(tmp_path: Path) 
         (appended,) = store.append([ev.MessageReceived(agent="a", message_id="x", text="x")])
         assert appended.seq == 11
     saved = list((root / "state" / "wal" / "torn").iterdir())
-    assert len(saved) == 1 and saved[0].read_bytes() == bytes(data[offsets[4]:])
+    assert len(saved) == 1 and saved[0].read_bytes() == bytes(data[offsets[4] :])

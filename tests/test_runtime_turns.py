@@ -141,8 +141,14 @@ def test_send_wait_returns_abandoned_when_a_rewind_drops_the_message(daemon: Dae
     daemon.call("agents.create", {"name": "slow", "options": {"delay": 30}})
     before = daemon.call("daemon.status")["head"]
     with daemon.connect() as waiting:
-        waiting.send_json({"jsonrpc": "2.0", "id": 1, "method": "agents.send",
-                           "params": {"agent": "slow", "text": "hi", "wait": True}})
+        waiting.send_json(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "agents.send",
+                "params": {"agent": "slow", "text": "hi", "wait": True},
+            }
+        )
         deadline = time.monotonic() + 10
         while daemon.call("agents.get", {"agent": "slow"})["status"] != "running":
             assert time.monotonic() < deadline, "the turn never started"

@@ -53,6 +53,7 @@ __all__ = ["EventStore"]
 
 log = structlog.get_logger("reynd.audit")
 
+
 class EventStore:
     """The audit log of this daemon run (writer) and of every run on disk (reader)."""
 

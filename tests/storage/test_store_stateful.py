@@ -45,7 +45,6 @@ from reynd.storage.store import Store
 OPTIONS = opts(segment_bytes=4096, snapshot_min_bytes=1500)
 
 
-
 class StoreMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
