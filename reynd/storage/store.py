@@ -5,11 +5,12 @@ from its writer task (stage on the loop, write and sync on the writer thread,
 commit on the loop); tests and tools call the one-shot methods (`append`,
 `rewind`, `checkout`) that do all three in a row.
 
-Layout under the state directory (`.reyn/`):
+Layout under the state directory (`.reyn/`, all of it in docs/format.md):
 
     state/LOCK                one daemon at a time (flock)
     state/wal/*.jsonl         the log (wal.py)
     state/snapshots/*.snap    full snapshots (snapshots.py)
+    state/retained            what retention dropped: floor, reset records (retained.py)
 """
 
 from __future__ import annotations
