@@ -78,14 +78,16 @@ class Catalog:
         self,
         *,
         below: int | None = None,
+        at_least: int = 0,
         agent: str | None = None,
         kind: GenerationKind | None = None,
     ) -> Iterator[Entry]:
-        """Entries with seq < `below` (all when None), newest first, filtered."""
+        """Entries with at_least <= seq < below (no upper bound when None), newest first."""
         end = len(self._seqs) if below is None else bisect_left(self._seqs, below, self._start)
+        start = bisect_left(self._seqs, at_least, self._start, end)
         agent_id = self._name_ids.get(agent, -1) if agent is not None else None
         kind_code = _KIND_CODE[kind] if kind is not None else None
-        for i in range(end - 1, self._start - 1, -1):
+        for i in range(end - 1, start - 1, -1):
             if agent_id is not None and self._agents[i] != agent_id:
                 continue
             if kind_code is not None and self._kinds[i] != kind_code:

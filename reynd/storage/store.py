@@ -30,7 +30,7 @@ from reynd.core.lineage import Lineage
 from reynd.core.reconstruct import ReplayPlan, plan_reconstruct
 from reynd.core.reduce import apply
 from reynd.protocol import errors
-from reynd.protocol.events import Event, Rewind, boundary_kind
+from reynd.protocol.events import Event, GenerationKind, Rewind, boundary_kind
 from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints
 from reynd.storage.errors import CorruptionError
@@ -356,15 +356,29 @@ class Store:
         self,
         *,
         agent: str | None = None,
-        kind: str | None = None,
+        kind: GenerationKind | None = None,
         all_branches: bool = False,
         cursor: int | None = None,
     ) -> Iterator[tuple[Entry, bool, int]]:
-        """Generations newest first, below `cursor`: (entry, active, branch)."""
-        for entry in self.catalog.newest_first(below=cursor, agent=agent, kind=kind):  # type: ignore[arg-type]
-            active = self.lineage.is_active(entry.seq)
-            if active or all_branches:
+        """Generations newest first, below `cursor`: (entry, active, branch).
+
+        Active only: walks the active lineage's intervals and bisects the
+        catalog in each, so a page costs its own length plus the reset records
+        on the way, however many abandoned generations lie in between.
+        """
+        if all_branches:
+            for entry in self.catalog.newest_first(below=cursor, agent=agent, kind=kind):
+                active = self.lineage.is_active(entry.seq)
                 yield entry, active, self.lineage.branch_of(entry.seq)
+            return
+        for lo, hi in self.lineage.iter_intervals(self.head):
+            if cursor is not None and lo >= cursor:
+                continue
+            below = hi + 1 if cursor is None else min(hi + 1, cursor)
+            for entry in self.catalog.newest_first(
+                below=below, at_least=lo, agent=agent, kind=kind
+            ):
+                yield entry, True, self.lineage.branch_of(entry.seq)
 
 
 def _label(event: Event) -> str:
