@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from types import FrameType
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -286,3 +288,20 @@ def CLOCK() -> float:
     clock: hypothesis replays an example and requires the same draws.
     """
     return 1_796_000_000.0
+
+
+def count_calls(fn: Any, *args: Any) -> int:
+    """Python and C function calls made while running fn(*args) (a deterministic cost)."""
+    count = 0
+
+    def prof(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal count
+        if event in ("call", "c_call"):
+            count += 1
+
+    sys.setprofile(prof)
+    try:
+        fn(*args)
+    finally:
+        sys.setprofile(None)
+    return count

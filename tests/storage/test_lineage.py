@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 import pytest
-from helpers import LogModel, opts, summarize
+from helpers import LogModel, count_calls, opts, summarize
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -209,23 +206,6 @@ def test_lineage_refuses_out_of_order_and_bad_targets() -> None:
 # -- cost: is_active does not walk the log ------------------------------------------------
 
 
-def _count_calls(fn: Any, *args: Any) -> int:
-    """Python and C function calls made while running fn(*args) (deterministic cost)."""
-    count = 0
-
-    def prof(frame: FrameType, event: str, arg: object) -> None:
-        nonlocal count
-        if event in ("call", "c_call"):
-            count += 1
-
-    sys.setprofile(prof)
-    try:
-        fn(*args)
-    finally:
-        sys.setprofile(None)
-    return count
-
-
 def _long_lineage(scale: int) -> Lineage:
     """Same shape of resets, history `scale` times longer."""
     lin = Lineage()
@@ -247,5 +227,5 @@ def test_is_active_cost_does_not_grow_with_history() -> None:
     assert big.head > 1000 * small.head / 10
     for frac in (0.1, 0.5, 0.9):
         s_small, s_big = int(small.head * frac), int(big.head * frac)
-        assert _count_calls(small.is_active, s_small) == _count_calls(big.is_active, s_big)
-        assert _count_calls(small.branch_of, s_small) == _count_calls(big.branch_of, s_big)
+        assert count_calls(small.is_active, s_small) == count_calls(big.is_active, s_big)
+        assert count_calls(small.branch_of, s_small) == count_calls(big.branch_of, s_big)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from types import FrameType
 from typing import Any
 
 import pytest
-from helpers import LogModel
+from helpers import LogModel, count_calls
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -121,22 +119,6 @@ def test_plan_matches_brute_force(
     assert [s for lo, hi in plan.ranges for s in range(lo, hi + 1)] == want_replay
 
 
-def _count_calls(fn: Any, *args: Any) -> int:
-    count = 0
-
-    def prof(frame: FrameType, event: str, arg: object) -> None:
-        nonlocal count
-        if event in ("call", "c_call"):
-            count += 1
-
-    sys.setprofile(prof)
-    try:
-        fn(*args)
-    finally:
-        sys.setprofile(None)
-    return count
-
-
 def _scaled(scale: int) -> tuple[Lineage, list[int], int]:
     """Four resets on the tip's path; history and snapshot spacing `scale` times longer."""
     lin = Lineage()
@@ -159,11 +141,11 @@ def test_plan_cost_depends_on_resets_on_the_path_not_history_length() -> None:
     assert big[2] > 500 * small[2]
     for (lin, snaps, head), (lin2, snaps2, head2) in [(small, big)]:
         # No snapshot anywhere: the walk visits every interval of the path.
-        assert _count_calls(plan_reconstruct, lin, head, []) == _count_calls(
+        assert count_calls(plan_reconstruct, lin, head, []) == count_calls(
             plan_reconstruct, lin2, head2, []
         )
         # With snapshots: the walk stops at the nearest one.
-        assert _count_calls(plan_reconstruct, lin, head, snaps) == _count_calls(
+        assert count_calls(plan_reconstruct, lin, head, snaps) == count_calls(
             plan_reconstruct, lin2, head2, snaps2
         )
         p1, p2 = plan_reconstruct(lin, head, snaps), plan_reconstruct(lin2, head2, snaps2)
