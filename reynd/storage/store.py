@@ -38,9 +38,10 @@ from reynd.storage.framing import encode_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs
 from reynd.storage.lock import hold_lock
 from reynd.storage.options import StorageOptions
+from reynd.storage.recovery import RecoveryReport
 from reynd.storage.retained import Retained, load_retained
 from reynd.storage.snapshots import SnapshotStore, encode_snapshot
-from reynd.storage.wal import Placement, RecoveryReport, Wal
+from reynd.storage.wal import Placement, Wal
 
 __all__ = ["Staged", "Store", "ResetMode"]
 

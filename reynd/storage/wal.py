@@ -15,46 +15,23 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
-
-from reynd.protocol.events import AnyEvent, Event
+from reynd.protocol.events import Event
 from reynd.storage import crashpoints, fsops
 from reynd.storage.errors import CorruptionError, WalFailed
 from reynd.storage.framing import FrameInvalid, next_frame
-from reynd.storage.fsutil import fsync_dir, make_dirs, write_all, write_durable
+from reynd.storage.fsutil import fsync_dir, make_dirs, write_all
+from reynd.storage.recovery import RecoveryReport, decode_body, scan_segment
+from reynd.storage.segments import SUFFIX, TORN_DIR, Segment, segment_path
 
-__all__ = ["Placement", "RecoveryReport", "Segment", "Wal", "segment_path"]
+# RecoveryReport, Segment, segment_path, SUFFIX and TORN_DIR are re-exported.
+__all__ = ["SUFFIX", "TORN_DIR", "Placement", "RecoveryReport", "Segment", "Wal", "segment_path"]
 
 log = logging.getLogger(__name__)
-
-SUFFIX = ".jsonl"
-TORN_DIR = "torn"
-
-_decoder = msgspec.json.Decoder(AnyEvent)
-
-
-def segment_path(wal_dir: Path, first_seq: int) -> Path:
-    """Fixed-width names so that a plain sort orders segments by seq."""
-    return wal_dir / f"{first_seq:020d}{SUFFIX}"
-
-
-@dataclass(slots=True)
-class Segment:
-    first_seq: int
-    path: Path
-    offsets: array[int] = field(default_factory=lambda: array("Q"))
-    size: int = 0  # end of the last durable record
-    last_ts: float = 0.0  # time of the last record (retention by age)
-
-    @property
-    def last_seq(self) -> int:
-        return self.first_seq + len(self.offsets) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,33 +42,6 @@ class Placement:
     segment: int  # first seq of the segment
     offset: int
     length: int
-
-
-@dataclass(slots=True)
-class RecoveryReport:
-    """What open() found: counts, and the torn tail it cut, if any."""
-
-    segments: int = 0
-    records: int = 0
-    torn_path: Path | None = None
-    torn_offset: int = 0
-    torn_bytes: int = 0
-    torn_saved_to: Path | None = None
-
-
-def decode_body(body: bytes, path: Path, offset: int, seq: int | None) -> Event:
-    """Decode one record body; a body that passed its checksum but does not decode is named."""
-    try:
-        event: Event = _decoder.decode(body)
-    except msgspec.DecodeError as exc:
-        raise CorruptionError(
-            path,
-            offset,
-            seq,
-            f"checksum is valid but the record does not decode ({exc}); "
-            "was it written by a newer reynd?",
-        ) from None
-    return event
 
 
 class Wal:
@@ -142,7 +92,7 @@ class Wal:
                     path, 0, expected, f"segment starts at seq {first}, expected {expected}"
                 )
             seg = Segment(first, path)
-            wal._scan(seg, last=i == len(paths) - 1, on_record=on_record, report=report)
+            scan_segment(seg, last=i == len(paths) - 1, on_record=on_record, report=report)
             if not seg.offsets and i != len(paths) - 1:
                 raise CorruptionError(path, 0, first, "empty segment before the last one")
             wal._add_segment(seg)
@@ -151,69 +101,6 @@ class Wal:
         report.segments = len(wal.segments)
         wal._open_writer()
         return wal, report
-
-    def _scan(
-        self,
-        seg: Segment,
-        *,
-        last: bool,
-        on_record: Callable[[Event, int], None],
-        report: RecoveryReport,
-    ) -> None:
-        data = seg.path.read_bytes()
-        pos = 0
-        seq = seg.first_seq
-        while pos < len(data):
-            try:
-                body, end = next_frame(data, pos)
-            except FrameInvalid as exc:
-                if last and not _valid_record_after(data, pos):
-                    self._cut_tail(seg.path, data, pos, report)
-                    break
-                raise CorruptionError(seg.path, pos, seq, str(exc)) from None
-            event = decode_body(body, seg.path, pos, seq)
-            if event.seq != seq:
-                raise CorruptionError(
-                    seg.path, pos, seq, f"record carries seq {event.seq}, expected {seq}"
-                )
-            seg.offsets.append(pos)
-            seg.last_ts = event.ts
-            try:
-                on_record(event, end - pos)
-            except ValueError as exc:
-                # A checksummed record the log cannot hold (e.g. a reset whose
-                # target does not precede it) is corruption, not a crash.
-                raise CorruptionError(seg.path, pos, seq, str(exc)) from None
-            pos = end
-            seq += 1
-        seg.size = pos
-
-    def _cut_tail(self, path: Path, data: bytes, pos: int, report: RecoveryReport) -> None:
-        torn_dir = self.dir / TORN_DIR
-        if not torn_dir.exists():
-            fsops.mkdir(torn_dir)
-            fsync_dir(self.dir)
-        # A retried append lands at the same offset and may tear again: never
-        # overwrite an earlier copy.
-        saved = torn_dir / f"{path.stem}.{pos}.torn"
-        n = 1
-        while saved.exists():
-            saved = torn_dir / f"{path.stem}.{pos}.{n}.torn"
-            n += 1
-        write_durable(saved, data[pos:])
-        fsync_dir(torn_dir)
-        # Only after the copy is durable do we cut the original.
-        fd = fsops.open(path, os.O_WRONLY)
-        try:
-            fsops.ftruncate(fd, pos)
-            fsops.fsync(fd)
-        finally:
-            fsops.close(fd)
-        log.warning(
-            "cut torn WAL tail: %s at %d (%d bytes kept in %s)", path, pos, len(data) - pos, saved
-        )
-        report.torn_path, report.torn_offset = path, pos
-        report.torn_bytes, report.torn_saved_to = len(data) - pos, saved
 
     def _add_segment(self, seg: Segment) -> None:
         self.segments.append(seg)
@@ -400,16 +287,3 @@ class Wal:
         for fd in self._read_fds.values():
             fsops.close(fd)
         self._read_fds.clear()
-
-
-def _valid_record_after(data: bytes, pos: int) -> bool:
-    """True when some intact record starts after `pos`: then `pos` is not a torn tail."""
-    k = data.find(b'{"crc":"', pos + 1)
-    while k >= 0:
-        try:
-            next_frame(data, k)
-        except FrameInvalid:
-            k = data.find(b'{"crc":"', k + 1)
-            continue
-        return True
-    return False
