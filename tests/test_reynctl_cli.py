@@ -503,32 +503,28 @@ def test_demo_json_prints_one_result_per_line(tmp_path: Path):
 # -- shell completion (click's built-in mechanism) -----------------------------------------
 
 
-def _complete(words: str, sock: Path | None = None) -> list[str]:
-    cword = len(words.split()) - (0 if words.endswith(" ") else 1)
-    env = _env(
-        {"_REYNCTL_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
-    )
-    out = subprocess.run(
+def _completion(variables: dict[str, str]) -> str:
+    """What click's completion machinery prints for `reynctl` with these variables set."""
+    return subprocess.run(
         [sys.executable, "-m", "reynctl"],
         capture_output=True,
         text=True,
-        env=env,
+        env=_env(variables),
         timeout=TIMEOUT,
         check=True,
     ).stdout
+
+
+def _complete(words: str) -> list[str]:
+    cword = len(words.split()) - (0 if words.endswith(" ") else 1)
+    out = _completion(
+        {"_REYNCTL_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+    )
     return [line.split(",", 1)[1] for line in out.splitlines() if line]
 
 
 def test_completion_script_and_commands():
-    env = _env({"_REYNCTL_COMPLETE": "bash_source"})
-    script = subprocess.run(
-        [sys.executable, "-m", "reynctl"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=TIMEOUT,
-        check=True,
-    ).stdout
+    script = _completion({"_REYNCTL_COMPLETE": "bash_source"})
     assert "_reynctl_completion" in script
     assert _complete("reynctl gen") == ["generations"]
 

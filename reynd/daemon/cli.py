@@ -16,6 +16,14 @@ from reynd.protocol.paths import SOCKET_ENV, default_socket, resolve_socket, res
 __all__ = ["main"]
 
 
+# Both commands find the state directory the same way.
+state_dir_option = click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    help="State directory [default: $REYN_STATE_DIR, else ./.reyn].",
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="reynd")
 def main() -> None:
@@ -23,11 +31,7 @@ def main() -> None:
 
 
 @main.command(name="serve")
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False),
-    help="State directory [default: $REYN_STATE_DIR, else ./.reyn].",
-)
+@state_dir_option
 @click.option(
     "--socket",
     "socket_path",
@@ -77,11 +81,7 @@ def serve_command(
 
 
 @main.command(name="repair")
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False),
-    help="State directory [default: $REYN_STATE_DIR, else ./.reyn].",
-)
+@state_dir_option
 @click.option(
     "--truncate-at",
     required=True,
