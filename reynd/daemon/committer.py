@@ -25,7 +25,7 @@ import trio
 
 from reynd.protocol import errors
 from reynd.protocol.events import Event
-from reynd.storage.store import Staged, Store
+from reynd.storage.store import Rebuilt, Staged, Store
 from reynd.storage.wal import Placement
 
 __all__ = ["Committer"]
@@ -80,9 +80,10 @@ class Committer:
             await trio.to_thread.run_sync(thread.join)
         self._thread = None
 
-    async def append(self, events: Sequence[Event]) -> list[Event]:
+    async def append(self, events: Sequence[Event], rebuilt: Rebuilt | None = None) -> list[Event]:
         """Append durably; returns the events with their seqs once fsync covered them.
 
+        `rebuilt`: the state a reset record among `events` leads to (Store.stage).
         Not cancellable once queued: a cancelled caller could not tell whether
         its events were written, so it waits the few milliseconds to know.
         """
@@ -91,7 +92,7 @@ class Committer:
                 "the WAL failed to sync; reynd is stopping and will recover on restart",
                 {"reason": str(self.failure)},
             )
-        pending = _Pending(self._store.stage(events), trio.lowlevel.current_task())
+        pending = _Pending(self._store.stage(events, rebuilt), trio.lowlevel.current_task())
         self._queue.put(pending)  # no await since stage(): queue order = seq order
         await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
         if pending.error is not None:

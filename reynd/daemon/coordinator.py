@@ -1,10 +1,12 @@
 """Rewinds and checkouts: queued to one task and run strictly one at a time.
 
 A rewind (a) closes the write gate and waits for in-flight appends, (b)
-cancels in-flight chains, (c) appends the reset record and waits for its
-fsync, (d) rebuilds the state as of the target on a worker thread, (e)
-reopens the gate and notifies subscribers. Reads keep being answered
-throughout: they never take the gate.
+cancels in-flight chains, (c) builds the state as of the target on a worker
+thread, (d) appends the reset record and waits for its fsync (its commit moves
+the head and swaps in that state in one step), (e) lets the substrates
+restore, reopens the gate and notifies subscribers. Reads keep being answered
+throughout: they never take the gate, and they see either the old tip with
+its state or the reset record with the new one, never a mix.
 """
 
 from __future__ import annotations
@@ -142,9 +144,9 @@ class Coordinator:
             for substrate in self.substrates:
                 await substrate.before_reset(seq, force)  # may refuse: nothing written yet
             cancelled = await self._cancel_all()
-            (durable,) = await self._committer.append([record])
+            rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
+            (durable,) = await self._committer.append([record], rebuilt)
             assert isinstance(durable, Rewind)
-            await trio.to_thread.run_sync(self._store.finish_reset, durable)
             failure: Exception | None = None
             for substrate in self.substrates:
                 try:

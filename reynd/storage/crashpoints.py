@@ -22,7 +22,7 @@ The points:
     wal.after_sync          the batch is durable, not yet acknowledged
     snapshot.mid_write      half of a snapshot's tmp file is written
     snapshot.before_rename  the tmp file is written and fsynced, not renamed
-    reset.durable           a reset record is durable, the state not yet rebuilt
+    reset.durable           a reset record is durable, the tip's state not yet swapped
     gc.after_entry_snapshots  a collection wrote its entry snapshots, nothing else yet
     gc.after_retained       the retained file (new floor) is durable, no segment deleted
     gc.after_unlink         one more old segment is unlinked (hit once per segment)

@@ -43,7 +43,7 @@ from reynd.storage.retained import Retained, load_retained
 from reynd.storage.snapshots import SnapshotStore, encode_snapshot
 from reynd.storage.wal import Placement, Wal
 
-__all__ = ["Staged", "Store", "ResetMode"]
+__all__ = ["Rebuilt", "ResetMode", "Staged", "Store"]
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +53,21 @@ _encoder = msgspec.json.Encoder()
 
 
 @dataclass(frozen=True, slots=True)
+class Rebuilt:
+    """The state as of `target`, built ahead of the reset record that makes it the tip's."""
+
+    target: int
+    plan: ReplayPlan
+    state: RuntimeState
+
+
+@dataclass(frozen=True, slots=True)
 class Staged:
     """Events with their seqs assigned and their frames encoded, not yet durable."""
 
     events: tuple[Event, ...]
     frames: tuple[tuple[int, bytes], ...]
+    rebuilt: Rebuilt | None = None
 
 
 class Store:
@@ -193,8 +203,12 @@ class Store:
 
     # -- appending -----------------------------------------------------------------
 
-    def stage(self, events: Sequence[Event]) -> Staged:
-        """Assign seqs and timestamps and encode; nothing is visible or durable yet."""
+    def stage(self, events: Sequence[Event], rebuilt: Rebuilt | None = None) -> Staged:
+        """Assign seqs and timestamps and encode; nothing is visible or durable yet.
+
+        `rebuilt` is the state a reset record among `events` leads to (see
+        `rebuild`); without it, `commit` rebuilds that state itself.
+        """
         now = time.time() if self._clock is None else self._clock()
         out: list[Event] = []
         frames: list[tuple[int, bytes]] = []
@@ -204,23 +218,26 @@ class Store:
             stamped = msgspec.structs.replace(event, seq=seq, ts=now)
             out.append(stamped)
             frames.append((seq, encode_frame(_encoder.encode(stamped))))
-        return Staged(tuple(out), tuple(frames))
+        return Staged(tuple(out), tuple(frames), rebuilt)
 
     def commit(self, staged: Staged, placements: list[Placement]) -> None:
         """Make a durable batch visible: index it and apply it to the tip's state.
 
-        A reset record is indexed here; `finish_reset` then rebuilds the state.
+        A reset record moves the head and swaps in the state as of its target
+        in one step: no reader ever sees the new head with the old state.
         """
         self.wal.publish(placements, staged.events[0].ts if staged.events else 0.0)
         for event, (_, frame) in zip(staged.events, staged.frames, strict=True):
             self._index(event)
-            if not isinstance(event, Rewind):
+            if isinstance(event, Rewind):
+                self._become(event, staged.rebuilt)
+            else:
                 apply(self.state, event)
-            self._since_snapshot += len(frame)
+                self._since_snapshot += len(frame)
 
-    def append(self, events: Sequence[Event]) -> list[Event]:
+    def append(self, events: Sequence[Event], rebuilt: Rebuilt | None = None) -> list[Event]:
         """Append durably (returns after fsync) and apply: the one-shot path."""
-        staged = self.stage(events)
+        staged = self.stage(events, rebuilt)
         placements = self.wal.write_batch(list(staged.frames))
         self.wal.sync()
         self.commit(staged, placements)
@@ -268,14 +285,26 @@ class Store:
             Rewind(target_n=target, supersedes=head, mode=mode, agent=agent),
         )
 
-    def finish_reset(self, reset: Rewind) -> None:
-        """Rebuild the tip's state after the reset record `reset` became durable."""
+    def rebuild(self, target: int) -> Rebuilt:
+        """The state as of `target`, for the reset record that will make it the tip's.
+
+        Built before that record is written (it only reads files, so it may
+        run on a worker thread): history up to `target` never changes, and
+        `commit` can then move the head and the state at once.
+        """
+        plan, state = self._reconstruct_with_fallback(target)
+        return Rebuilt(target, plan, state)
+
+    def _become(self, reset: Rewind, rebuilt: Rebuilt | None) -> None:
+        """Make the state as of the durable reset record's target the tip's."""
         crashpoints.hit("reset.durable")
-        plan, state = self._reconstruct_with_fallback(reset.target_n)
+        if rebuilt is None or rebuilt.target != reset.target_n:
+            rebuilt = self.rebuild(reset.target_n)
+        state = rebuilt.state
         state.seq = reset.seq
         self.state = state
-        self._since_snapshot = self._replay_bytes(plan)
-        self._snapshot_base = plan.snapshot
+        self._since_snapshot = self._replay_bytes(rebuilt.plan)
+        self._snapshot_base = rebuilt.plan.snapshot
 
     def rewind(self, target: int) -> Rewind:
         """Undo to an active seq below the tip (one-shot path)."""
@@ -288,9 +317,8 @@ class Store:
         return mode, self._reset(record)
 
     def _reset(self, record: Rewind) -> Rewind:
-        (durable,) = self.append([record])
+        (durable,) = self.append([record], self.rebuild(record.target_n))
         assert isinstance(durable, Rewind)
-        self.finish_reset(durable)
         return durable
 
     # -- reconstruct ---------------------------------------------------------------------
