@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -26,16 +27,24 @@ def client(shared_daemon: Daemon) -> Iterator[Client]:
     c.close()
 
 
+SENTINEL = json.dumps({**STATUS, "id": "sentinel"}).encode() + b"\n"
+
+
 def exchange(client: Client, raw: bytes | str) -> Any:
-    """Send one line, then a sentinel request; return the reply to the line (None if none)."""
+    """Send one line that is due one reply; return it, and check that nothing else follows."""
     data = raw.encode() if isinstance(raw, str) else raw
-    client.send(data + b"\n" + json.dumps({**STATUS, "id": "sentinel"}).encode() + b"\n")
-    first = client.recv_json()
-    if isinstance(first, dict) and first.get("id") == "sentinel":
-        return None
-    second = client.recv_json()
-    assert second["id"] == "sentinel"
-    return first
+    client.send(data + b"\n")
+    reply = client.recv_json()
+    client.send(SENTINEL)
+    assert client.recv_json()["id"] == "sentinel"
+    return reply
+
+
+def assert_no_reply(client: Client, raw: bytes | str) -> None:
+    """Send one line that is due no reply: the reply to a request sent after it comes first."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    client.send(data + b"\n" + SENTINEL)
+    assert client.recv_json()["id"] == "sentinel"
 
 
 def assert_error(reply: Any, code: int, id: Any = None) -> dict[str, Any]:
@@ -105,7 +114,7 @@ def test_results_are_in_request_order_on_concurrent_ids(client: Client) -> None:
     ],
 )
 def test_notifications_get_no_reply_even_on_error(client: Client, msg: dict[str, Any]) -> None:
-    assert exchange(client, json.dumps(msg)) is None
+    assert_no_reply(client, json.dumps(msg))
 
 
 # -- batches ----------------------------------------------------------------------
@@ -143,7 +152,7 @@ def test_invalid_batch_members_get_individual_errors(client: Client, batch: str)
 
 
 def test_batch_of_notifications_gets_no_reply(client: Client) -> None:
-    assert exchange(client, json.dumps([STATUS, STATUS, {**STATUS, "params": []}])) is None
+    assert_no_reply(client, json.dumps([STATUS, STATUS, {**STATUS, "params": []}]))
 
 
 def test_invalid_json_batch_is_one_parse_error(client: Client) -> None:
@@ -245,6 +254,34 @@ def test_rpc_discover_lists_every_method(client: Client) -> None:
 # -- internal errors (the dispatcher alone: nothing in the daemon fails on purpose) --
 
 
+class Lines:
+    """An rpc.Output that keeps what the dispatcher writes."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+
+    async def line(self, data: bytes) -> None:
+        self.lines.append(data)
+
+    @contextlib.asynccontextmanager
+    async def pieces(self) -> AsyncIterator[Callable[[bytes], Awaitable[None]]]:
+        parts: list[bytes] = []
+
+        async def send(data: bytes) -> None:
+            parts.append(data)
+
+        yield send
+        self.lines.append(b"".join(parts))
+
+
+async def answer(dispatcher: Dispatcher, line: bytes, ctx: CallContext) -> bytes | None:
+    """The dispatcher's one reply line to `line`, or None."""
+    out = Lines()
+    await dispatcher.handle(line, ctx, out)
+    assert len(out.lines) <= 1
+    return out.lines[0] if out.lines else None
+
+
 async def test_internal_error_is_logged_not_leaked() -> None:
     async def broken(params: Any, ctx: CallContext) -> Any:
         raise ZeroDivisionError("secret detail")
@@ -252,7 +289,7 @@ async def test_internal_error_is_logged_not_leaked() -> None:
     dispatcher = Dispatcher({"daemon.status": broken})
     ctx = CallContext(connection_id=1, peer=None)
     with structlog.testing.capture_logs() as logs:
-        raw = await dispatcher.handle(b'{"jsonrpc":"2.0","method":"daemon.status","id":1}', ctx)
+        raw = await answer(dispatcher, b'{"jsonrpc":"2.0","method":"daemon.status","id":1}', ctx)
     assert raw is not None
     reply = json.loads(raw)
     error = assert_error(reply, -32603, 1)
@@ -262,7 +299,7 @@ async def test_internal_error_is_logged_not_leaked() -> None:
     assert logged and logged[0]["incident"] == error["data"]["incident"]
     assert logged[0]["exc_info"] is True
     # A notification that fails internally still gets no reply.
-    assert await dispatcher.handle(b'{"jsonrpc":"2.0","method":"daemon.status"}', ctx) is None
+    assert await answer(dispatcher, b'{"jsonrpc":"2.0","method":"daemon.status"}', ctx) is None
 
 
 async def test_unencodable_result_is_an_internal_error() -> None:
@@ -271,8 +308,8 @@ async def test_unencodable_result_is_an_internal_error() -> None:
 
     dispatcher = Dispatcher({"daemon.status": odd})
     with structlog.testing.capture_logs():
-        raw = await dispatcher.handle(
-            b'{"jsonrpc":"2.0","method":"daemon.status","id":2}', CallContext(1, None)
+        raw = await answer(
+            dispatcher, b'{"jsonrpc":"2.0","method":"daemon.status","id":2}', CallContext(1, None)
         )
     assert raw is not None
     assert_error(json.loads(raw), -32603, 2)
@@ -284,7 +321,7 @@ async def test_cancellation_is_not_an_error() -> None:
 
     dispatcher = Dispatcher({"daemon.status": slow})
     with trio.move_on_after(0.01) as scope:
-        await dispatcher.handle(
-            b'{"jsonrpc":"2.0","method":"daemon.status","id":3}', CallContext(1, None)
+        await answer(
+            dispatcher, b'{"jsonrpc":"2.0","method":"daemon.status","id":3}', CallContext(1, None)
         )
     assert scope.cancelled_caught

@@ -9,6 +9,7 @@ import socket
 import stat
 import subprocess
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -206,13 +207,13 @@ NOBODY_CLIENT = textwrap.dedent(
 )
 
 
-def run_as_nobody(socket_path: Path) -> tuple[int, str]:
-    """Run a stdlib-only client as nobody:nogroup (no supplementary groups)."""
+def run_as_nobody(socket_path: Path, extra_groups: Sequence[int] = ()) -> tuple[int, str]:
+    """Run a stdlib-only client as nobody:nogroup (with no supplementary groups but these)."""
     result = subprocess.run(
         ["/usr/bin/python3", "-c", NOBODY_CLIENT, str(socket_path)],
         user="nobody",
         group="nogroup",
-        extra_groups=[],
+        extra_groups=list(extra_groups),
         capture_output=True,
         text=True,
         timeout=30,
@@ -244,6 +245,26 @@ def test_peer_with_another_uid_is_refused(daemon: Daemon, short_tmp: Path) -> No
     assert uid != os.getuid()
     assert '"code":-32013' in reply and "uid 65534" in reply
     assert daemon.call("daemon.status")["connections"] == 1  # just us
+
+
+@needs_root
+@pytest.mark.parametrize("groups", [1, 300], ids=["one", "more than 256"])
+def test_allowed_group_admits_supplementary_members(short_tmp: Path, groups: int) -> None:
+    """Membership through a supplementary group counts, however many groups the peer has.
+
+    CPython's getsockopt takes at most 1024 bytes (256 groups): the daemon used
+    to ask for 4096, get an error, and read it as "no groups".
+    """
+    allowed = 42_000
+    d = start_daemon(short_tmp, config=f"allowed_group = {allowed}\n")
+    try:
+        open_to_everyone(d, short_tmp)
+        _, reply = run_as_nobody(d.socket, [*range(43_000, 43_000 + groups - 1), allowed])
+        assert '"result"' in reply and f'"pid":{d.pid}' in reply, reply
+        _, reply = run_as_nobody(d.socket, range(43_000, 43_000 + groups))  # not a member
+        assert '"code":-32013' in reply
+    finally:
+        d.stop()
 
 
 @needs_root

@@ -52,7 +52,7 @@ def line_kind(event: ev.Event) -> str:
     """The line's kind: the event's, except a reset record's names its operation."""
     if isinstance(event, ev.Rewind):
         return _RESET_KIND[event.mode]
-    return str(type(event).__struct_config__.tag)
+    return ev.kind_of(event)
 
 
 def preview(value: Any, width: int = 60) -> str:

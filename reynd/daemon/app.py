@@ -30,7 +30,15 @@ from reynd.daemon.rpc import Handler
 from reynd.daemon.runtime_api import RuntimeApi
 from reynd.protocol import errors
 from reynd.protocol import methods as m
-from reynd.protocol.events import AgentCreated, AgentEvent, AnyEvent, Event, Rewind, boundary_kind
+from reynd.protocol.events import (
+    AgentCreated,
+    AgentEvent,
+    AnyEvent,
+    Event,
+    Rewind,
+    boundary_kind,
+    kind_of,
+)
 from reynd.protocol.state import RuntimeState
 from reynd.runtime.registry import EXTERNAL, AgentRegistry
 from reynd.storage.errors import CorruptionError
@@ -184,7 +192,7 @@ class App:
             agent = event.agent if isinstance(event, AgentEvent) else None
             branch = lineage.branch_of(event.seq)
             self._publish(
-                "records", event.seq, {"kind": _kind(event), "agent": agent, "branch": branch}
+                "records", event.seq, {"kind": kind_of(event), "agent": agent, "branch": branch}
             )
             kind = boundary_kind(event)
             if kind is not None and self.coordinator.substrates:
@@ -249,6 +257,7 @@ class App:
             agents=len(store.state.agents),
             generations=len(store.catalog),
             connections=ctx.server.connections,
+            subscriptions=ctx.server.subscriptions,
             uptime_s=round(time.time() - ctx.server.started_at, 3),
             ambiguous=self.registry.ambiguous(),
         )
@@ -418,7 +427,3 @@ def _cheap(plan: ReplayPlan, store: Store) -> bool:
     """A reconstruct small enough to run on the event loop without hurting latency."""
     snapshot = store.snapshots.sizes.get(plan.snapshot, 0) if plan.snapshot else 0
     return plan.replay_count <= _CHEAP_REPLAY and snapshot <= _CHEAP_SNAPSHOT
-
-
-def _kind(event: Event) -> str:
-    return str(type(event).__struct_config__.tag)

@@ -43,6 +43,10 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_connections: Annotated[int, msgspec.Meta(ge=1, le=65536)] = 256
     # Requests of one connection that may run at the same time.
     max_requests_per_connection: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 64
+    # Members of one JSON-RPC batch (a larger batch gets one limit_exceeded error).
+    max_batch_members: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1000
+    # Live subscriptions of one connection (one subscription may take every topic).
+    max_subscriptions_per_connection: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 64
     # Group name or gid whose members may connect besides the daemon's own uid.
     allowed_group: str | int | None = None
     # Notifications queued per subscriber before it is dropped as lagged.

@@ -23,6 +23,7 @@ class ServerInfo:
 
     socket: Path | None = None
     connections: int = 0
+    subscriptions: int = 0
     started_at: float = 0.0
 
 

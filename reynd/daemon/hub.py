@@ -96,13 +96,18 @@ class Subscription:
 
 
 class Hub:
-    """Routes published events to subscriptions; all methods are synchronous."""
+    """Routes published events to subscriptions; all methods are synchronous.
+
+    Subscriptions are indexed by topic: an event costs what its own
+    subscribers cost, however many subscribe to other topics.
+    """
 
     def __init__(self, queue_size: int = 1024) -> None:
         if queue_size < 1:
             raise ValueError("queue_size must be at least 1")
         self.queue_size = queue_size
         self._subs: dict[str, Subscription] = {}
+        self._by_topic: dict[str, dict[str, Subscription]] = {}
         self._ids = itertools.count(1)
 
     def __len__(self) -> int:
@@ -112,24 +117,30 @@ class Hub:
         """Register a subscription; the caller must run its `pump`."""
         sub = Subscription(f"s{next(self._ids)}", connection_id, frozenset(topics), self.queue_size)
         self._subs[sub.id] = sub
+        for topic in sub.topics:
+            self._by_topic.setdefault(topic, {})[sub.id] = sub
         return sub
 
     def unsubscribe(self, subscription: str) -> Subscription | None:
         """Remove and close a subscription; None if it does not exist (any more)."""
         sub = self._subs.pop(subscription, None)
         if sub is not None:
+            for topic in sub.topics:
+                subs = self._by_topic[topic]
+                del subs[sub.id]
+                if not subs:
+                    del self._by_topic[topic]
             sub.close()
         return sub
 
     def publish(self, topic: str, seq: int, data: dict[str, Any]) -> None:
         """Announce an event; never blocks. Subscribers that cannot keep up are dropped."""
-        raw: msgspec.Raw | None = None
+        subs = self._by_topic.get(topic)
+        if not subs:
+            return
+        raw = msgspec.Raw(_ENCODER.encode(data))  # once for every subscriber
         lagging: list[Subscription] = []
-        for sub in self._subs.values():
-            if topic not in sub.topics:
-                continue
-            if raw is None:  # encode once, only when someone listens
-                raw = msgspec.Raw(_ENCODER.encode(data))
+        for sub in subs.values():
             if not sub.offer((topic, seq, raw)):
                 lagging.append(sub)
         for sub in lagging:

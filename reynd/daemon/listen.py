@@ -10,6 +10,7 @@ stale file (removed). An inherited socket belongs to systemd: never unlinked.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import socket
@@ -22,9 +23,19 @@ import trio
 
 from reynd.daemon import systemd
 
-__all__ = ["AnotherDaemon", "BoundSocket", "ListenError", "open_socket", "peer_credentials"]
+__all__ = [
+    "AnotherDaemon",
+    "BoundSocket",
+    "ListenError",
+    "open_socket",
+    "peer_credentials",
+    "peer_groups",
+]
 
 _UCRED = struct.Struct("3i")
+_SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux >= 4.13
+_GROUPS_BUFFER = 1024  # CPython's getsockopt takes no larger buffer: 256 groups
+_NGROUPS_MAX = 65536
 
 
 class ListenError(Exception):
@@ -59,6 +70,31 @@ class BoundSocket:
 def peer_credentials(sock: socket.socket | trio.socket.SocketType) -> tuple[int, int, int]:
     """(pid, uid, gid) of the process at the other end of a connected Unix socket."""
     return _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+
+
+def peer_groups(sock: socket.socket | trio.socket.SocketType) -> tuple[int, ...]:
+    """Supplementary groups of the peer of a connected Unix socket; () where unsupported."""
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, _SO_PEERGROUPS, _GROUPS_BUFFER)
+    except OSError as exc:
+        if exc.errno != errno.ERANGE:
+            return ()
+        try:
+            raw = _getsockopt_large(sock.fileno(), _SO_PEERGROUPS, 4 * _NGROUPS_MAX)
+        except OSError:
+            return ()
+    return struct.unpack(f"{len(raw) // 4}I", raw)
+
+
+def _getsockopt_large(fd: int, option: int, size: int) -> bytes:
+    """getsockopt(2) through libc, for answers larger than CPython allows."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    length = ctypes.c_uint32(size)
+    buf = ctypes.create_string_buffer(size)
+    if libc.getsockopt(fd, socket.SOL_SOCKET, option, buf, ctypes.byref(length)) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return buf.raw[: length.value]
 
 
 def open_socket(path: Path, backlog: int = socket.SOMAXCONN) -> BoundSocket:

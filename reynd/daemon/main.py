@@ -44,6 +44,12 @@ EXIT_FAILURE = 3
 
 log = structlog.get_logger("reynd.main")
 
+# Records acknowledged before the nesting limit (protocol/limits.py) existed
+# nest up to ~1000 levels, where the decoder's recursion stopped them then.
+# Every component (msgspec, json, the config store) must still handle them at
+# every start, whatever the call stack above: leave room well beyond that.
+_RECURSION_LIMIT = 5000
+
 
 @dataclass(frozen=True, slots=True)
 class ServeOptions:
@@ -62,6 +68,7 @@ def serve(opts: ServeOptions) -> int:
     # A Python-level no-op, not SIG_IGN: exec'd children get default handlers back.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _ignore_signal)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), _RECURSION_LIMIT))
     try:
         code = trio.run(_serve, opts)
     except BaseException as exc:  # mapped to an exit code below
@@ -123,6 +130,8 @@ async def _serve(opts: ServeOptions) -> int:
                     max_message_bytes=config.max_message_bytes,
                     max_connections=config.max_connections,
                     max_requests_per_connection=config.max_requests_per_connection,
+                    max_batch_members=config.max_batch_members,
+                    max_subscriptions_per_connection=config.max_subscriptions_per_connection,
                     allowed_gid=config.allowed_gid(),
                 )
                 server = Server(app.handlers(), hub, info, shutdown, limits)

@@ -1,29 +1,35 @@
 """JSON-RPC 2.0 dispatch, independent of any transport.
 
 `Dispatcher.handle` takes one received message (a line without its newline)
-and returns the encoded reply, or None when the spec says there is none
-(notifications, batches of notifications). The common case, one request
-object, is decoded in a single typed pass (`_Request` with params kept as raw
-bytes, then the method's own params decoder); anything unusual falls back to a
-generic decode that classifies the message precisely.
+and writes its reply to an `Output`, or nothing when the spec says there is
+none (notifications, batches of notifications). The nesting depth is checked
+before anything is decoded. The common case, one request object, is decoded
+in a single typed pass (`_Request` with params kept as raw bytes, then the
+method's own params decoder); anything unusual falls back to a generic decode
+that classifies the message precisely. Nothing a client sends can raise out
+of `handle`: a bad message is an error reply, a bug an internal error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import structlog
+import trio
 
 from reynd.daemon.context import CallContext
 from reynd.protocol import errors
+from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
 from reynd.protocol.methods import METHODS, MethodDef
 
-__all__ = ["Dispatcher", "Handler", "encode_error_line", "validation_details"]
+__all__ = ["Dispatcher", "Handler", "Output", "Send", "encode_error_line", "validation_details"]
 
 log = structlog.get_logger("reynd.rpc")
 
@@ -31,6 +37,7 @@ Id = int | float | str | None
 # A method implementation: decoded params Struct and the call's context in, result out.
 # (Same shape as reynd.daemon.app.Handler; defined here so the dispatcher needs no App.)
 Handler = Callable[[Any, CallContext], Awaitable[Any]]
+Send = Callable[[bytes], Awaitable[None]]
 
 
 class _Request(msgspec.Struct):
@@ -57,6 +64,10 @@ class _Err(msgspec.Struct):
 _ENCODER = msgspec.json.Encoder()
 _REQUEST_DECODER = msgspec.json.Decoder(_Request)
 _ANY_DECODER = msgspec.json.Decoder()
+# Members stay raw: each is then answered like a message of its own.
+_BATCH_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+# Replies of a batch held before the rest is streamed (see Dispatcher._batch).
+_BATCH_BUFFER = 64 * 1024
 _EMPTY = msgspec.Raw()
 _ID_TYPES = (int, float, str, type(None))
 # First byte of raw params that is allowed: absent, object, array, null.
@@ -102,10 +113,20 @@ class _Reply:
 _NO_REPLY = _Reply()
 
 
+class Output(Protocol):
+    """Where the replies to one message go (a connection)."""
+
+    async def line(self, data: bytes) -> None:
+        """Write `data` as one whole line."""
+
+    def pieces(self) -> AbstractAsyncContextManager[Send]:
+        """Write one line in pieces, the newline at exit; no other line interleaves."""
+
+
 class Dispatcher:
     """Validates, routes and answers JSON-RPC messages; built once per daemon."""
 
-    def __init__(self, handlers: Mapping[str, Handler]) -> None:
+    def __init__(self, handlers: Mapping[str, Handler], *, max_batch_members: int = 1000) -> None:
         unknown = set(handlers) - set(METHODS)
         if unknown:
             raise ValueError(f"handlers for methods not in METHODS: {sorted(unknown)}")
@@ -118,58 +139,106 @@ class Dispatcher:
             )
             for name, handler in handlers.items()
         }
+        self._max_batch = max_batch_members
         self._refusal: errors.ReyndError | None = None
 
     def refuse_all(self, err: errors.ReyndError | None) -> None:
         """Answer every later call with `err` (e.g. ShuttingDown) instead of running it."""
         self._refusal = err
 
-    async def handle(self, line: bytes, ctx: CallContext) -> bytes | None:
-        """Answer one message; None when no reply is due."""
-        # Fast path: one object that has the shape of a request.
-        if line[:1] == b"{":
+    async def handle(self, line: bytes, ctx: CallContext, out: Output) -> None:
+        """Answer one message (a line without its newline) on `out`; nothing when none is due."""
+        # Before any decoding: decoders recurse, and what is accepted here may
+        # become a WAL record that every component must be able to handle.
+        if nesting_exceeds(line):
+            await out.line(encode_error_line(_too_deep()))
+            return
+        if not line.isascii():
+            # Checked whole, up front: strings the decoders skip (params kept
+            # raw, unknown members) would otherwise go unchecked or fail late.
             try:
-                req = _REQUEST_DECODER.decode(line)
+                line.decode()
+            except UnicodeDecodeError as exc:
+                await out.line(encode_error_line(_not_utf8(exc)))
+                return
+        if line.lstrip()[:1] == b"[":
+            await self._batch(line, ctx, out)
+            return
+        reply = await self._answer(line, ctx)
+        if reply is not _NO_REPLY:
+            await out.line(_ENCODER.encode(reply))
+
+    async def _answer(self, message: bytes | msgspec.Raw, ctx: CallContext) -> _Ok | _Err | _Reply:
+        """The reply to one message that is not a batch (also each member of one)."""
+        # Fast path: one object that has the shape of a request.
+        if memoryview(message)[:1].tobytes() == b"{":
+            try:
+                req = _REQUEST_DECODER.decode(message)
             except msgspec.ValidationError:
                 pass  # valid JSON, unusual shape: classify below
             except msgspec.DecodeError as exc:
-                return self._parse_error(exc)
+                return _parse_error(exc)
             else:
                 if req.jsonrpc == "2.0":
                     if memoryview(req.params)[:1].tobytes() not in _STRUCTURED:
                         reply_id = None if isinstance(req.id, msgspec.UnsetType) else req.id
-                        return _ENCODER.encode(_invalid(reply_id, _PARAMS_SHAPE))
-                    reply = await self._call(req.method, req.params, req.id, ctx)
-                    return None if reply is _NO_REPLY else _ENCODER.encode(reply)
+                        return _invalid(reply_id, _PARAMS_SHAPE)
+                    return await self._call(req.method, req.params, req.id, ctx)
         try:
-            message = _ANY_DECODER.decode(line)
+            message = _ANY_DECODER.decode(message)
         except msgspec.DecodeError as exc:
-            return self._parse_error(exc)
-        if isinstance(message, list):
-            return await self._batch(message, ctx)
-        reply = await self._call_generic(message, ctx)
-        return None if reply is _NO_REPLY else _ENCODER.encode(reply)
+            return _parse_error(exc)
+        return await self._call_generic(message, ctx)
 
-    def _parse_error(self, exc: msgspec.DecodeError) -> bytes:
-        return encode_error_line(
-            errors.ParseError(
-                f"Parse error: the message is not valid JSON ({exc})",
-                {"hint": "send one JSON-RPC 2.0 object or array per line"},
-            )
-        )
+    async def _batch(self, line: bytes, ctx: CallContext, out: Output) -> None:
+        """Members run in order (replies keep the order of the requests), one at a time.
 
-    async def _batch(self, members: list[Any], ctx: CallContext) -> bytes | None:
+        Each member yields to the other clients first. Replies are collected
+        up to `_BATCH_BUFFER` bytes; past that the rest is streamed into the
+        same line, so a batch holds at most that much reply in memory.
+        """
+        try:
+            members = _BATCH_DECODER.decode(line)
+        except msgspec.DecodeError as exc:
+            await out.line(_ENCODER.encode(_parse_error(exc)))
+            return
         if not members:
-            return encode_error_line(
-                errors.InvalidRequest("Invalid Request: empty batch", {"reason": "empty batch"})
+            err: errors.ReyndError = errors.InvalidRequest(
+                "Invalid Request: empty batch", {"reason": "empty batch"}
             )
-        # Members run in order: replies keep the order of the requests.
-        replies = []
-        for member in members:
-            reply = await self._call_generic(member, ctx)
-            if reply is not _NO_REPLY:
-                replies.append(reply)
-        return _ENCODER.encode(replies) if replies else None
+            await out.line(encode_error_line(err))
+            return
+        if len(members) > self._max_batch:
+            err = errors.LimitExceeded(
+                f"Batch too large: {len(members)} members, at most {self._max_batch}; "
+                "split it into smaller batches",
+                {"limit_name": "max_batch_members", "limit": self._max_batch},
+            )
+            await out.line(encode_error_line(err))
+            return
+        collected: list[bytes] = []
+        size = 0
+        async with contextlib.AsyncExitStack() as stack:
+            send: Send | None = None
+            for member in members:
+                await trio.lowlevel.checkpoint()
+                reply = await self._answer(member, ctx)
+                if reply is _NO_REPLY:
+                    continue
+                piece = _ENCODER.encode(reply)
+                if send is not None:
+                    await send(b"," + piece)
+                    continue
+                collected.append(piece)
+                size += len(piece)
+                if size > _BATCH_BUFFER:
+                    send = await stack.enter_async_context(out.pieces())
+                    await send(b"[" + b",".join(collected))
+                    collected.clear()
+            if send is not None:
+                await send(b"]")
+            elif collected:
+                await out.line(b"[" + b",".join(collected) + b"]")
 
     async def _call_generic(self, message: Any, ctx: CallContext) -> _Ok | _Err | _Reply:
         """Validate a generically decoded request object, then call it."""
@@ -273,6 +342,9 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
             f"Invalid params for {entry.definition.name}{where}: {reason}",
             {"field": field, "reason": reason},
         ) from None
+    except msgspec.DecodeError as exc:
+        # The first pass only skipped over the params: e.g. invalid UTF-8 in a string.
+        raise _parse_failure(exc) from None
 
 
 def _unknown_method(method: str) -> errors.MethodNotFound:
@@ -284,6 +356,31 @@ def _unknown_method(method: str) -> errors.MethodNotFound:
     return errors.MethodNotFound(
         f"Method not found: {method!r}; rpc.discover lists the methods",
         {"method": method},
+    )
+
+
+def _parse_failure(exc: msgspec.DecodeError) -> errors.ParseError:
+    return errors.ParseError(
+        f"Parse error: the message is not valid JSON ({exc})",
+        {"hint": "send one JSON-RPC 2.0 object or array per line, UTF-8 encoded"},
+    )
+
+
+def _parse_error(exc: msgspec.DecodeError) -> _Err:
+    return _Err("2.0", _parse_failure(exc).to_wire(), None)
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> errors.ParseError:
+    return errors.ParseError(
+        f"Parse error: the message is not valid UTF-8 (byte {exc.start}: {exc.reason})",
+        {"hint": "send one JSON-RPC 2.0 object or array per line, UTF-8 encoded"},
+    )
+
+
+def _too_deep() -> errors.LimitExceeded:
+    return errors.LimitExceeded(
+        f"Message nests arrays and objects more than {MAX_DEPTH} levels deep; send flatter data",
+        {"limit_name": "max_depth", "limit": MAX_DEPTH},
     )
 
 

@@ -18,9 +18,7 @@ import contextlib
 import errno
 import itertools
 import os
-import socket
-import struct
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +28,8 @@ import trio
 
 from reynd.daemon.context import CallContext, Peer, ServerInfo
 from reynd.daemon.hub import Hub, Subscription
-from reynd.daemon.listen import peer_credentials
-from reynd.daemon.rpc import Dispatcher, Handler, encode_error_line
+from reynd.daemon.listen import peer_credentials, peer_groups
+from reynd.daemon.rpc import Dispatcher, Handler, Send, encode_error_line
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.openrpc import openrpc_document
@@ -41,7 +39,6 @@ __all__ = ["Server", "ServerLimits"]
 log = structlog.get_logger("reynd.server")
 
 _RECEIVE_SIZE = 65536
-_SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux >= 4.13
 _ACCEPT_RETRY = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS))
 
 
@@ -52,11 +49,13 @@ class ServerLimits:
     max_message_bytes: int = 1024 * 1024
     max_connections: int = 256
     max_requests_per_connection: int = 64
+    max_batch_members: int = 1000
+    max_subscriptions_per_connection: int = 64
     allowed_gid: int | None = None
 
 
 class _Connection:
-    """One client: its stream, its write lock and its subscriptions."""
+    """One client: its stream, its write lock and its subscriptions (an rpc.Output)."""
 
     __slots__ = ("closed", "id", "lock", "peer", "pending", "pumps", "stream", "subs")
 
@@ -72,7 +71,7 @@ class _Connection:
         self.pending: dict[int, list[Subscription]] = {}
         self.pumps: trio.Nursery | None = None
 
-    async def write(self, data: bytes) -> None:
+    async def line(self, data: bytes) -> None:
         """Send one line; a peer that went away is not an error (it just gets nothing)."""
         if self.closed:
             return
@@ -83,11 +82,30 @@ class _Connection:
         else:
             self.lock.acquire_nowait()
         try:
-            await self.stream.send_all(data + b"\n")
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self.closed = True
+            await self._send(data + b"\n")
         finally:
             self.lock.release()
+
+    @contextlib.asynccontextmanager
+    async def pieces(self) -> AsyncIterator[Send]:
+        """Hold the connection to write one line piece by piece (a large batch reply)."""
+        async with self.lock:
+            try:
+                yield self._send
+            except BaseException:
+                # A line cut short would garble every later one: end the connection.
+                self.closed = True
+                await trio.aclose_forcefully(self.stream)
+                raise
+            await self._send(b"\n")
+
+    async def _send(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            await self.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.closed = True
 
 
 class Server:
@@ -106,7 +124,10 @@ class Server:
         self.limits = limits or ServerLimits()
         self._shutdown = shutdown
         self._app = dict(app_handlers)
-        self._dispatcher = Dispatcher({**self._app, **self._own_handlers()})
+        self._dispatcher = Dispatcher(
+            {**self._app, **self._own_handlers()},
+            max_batch_members=self.limits.max_batch_members,
+        )
         self._conn_ids = itertools.count(1)
         self._connections: dict[int, _Connection] = {}
         self._inflight = 0
@@ -192,9 +213,13 @@ class Server:
                     # The client is done sending and every reply is written:
                     # its subscriptions end with the connection.
                     pumps.cancel_scope.cancel()
+            except Exception:
+                # Whatever failed here ends this connection, never the server.
+                log.exception("connection.failed", conn=conn_id)
             finally:
                 for sub_id in list(conn.subs):
                     self.hub.unsubscribe(sub_id)
+                self.info.subscriptions = len(self.hub)
                 del self._connections[conn_id]
                 self.info.connections = len(self._connections)
                 log.debug("connection.close", conn=conn_id)
@@ -219,7 +244,7 @@ class Server:
         group = self.limits.allowed_gid
         if group is None:
             return False
-        return peer.gid == group or group in _peer_groups(stream)
+        return peer.gid == group or group in peer_groups(stream.socket)
 
     async def _read_loop(self, conn: _Connection, requests: trio.Nursery) -> None:
         """Split the stream into lines and start one task per line, until EOF."""
@@ -246,7 +271,7 @@ class Server:
             start = 0
             while (end := buf.find(b"\n", scanned)) >= 0:
                 if end - start > limit:
-                    await conn.write(self._too_large(limit))
+                    await conn.line(self._too_large(limit))
                 else:
                     line = bytes(buf[start:end])
                     if line and not line.isspace():
@@ -259,7 +284,7 @@ class Server:
             scanned = len(buf)
             if scanned > limit:
                 # Answer now and stop buffering: the rest of this line is skipped.
-                await conn.write(self._too_large(limit))
+                await conn.line(self._too_large(limit))
                 buf.clear()
                 scanned = 0
                 discarding = True
@@ -280,18 +305,31 @@ class Server:
     async def _run(self, conn: _Connection, line: bytes, slots: trio.Semaphore) -> None:
         ctx = CallContext(conn.id, conn.peer, self.info)
         try:
-            reply = await self._dispatcher.handle(line, ctx)
-            if reply is not None:
-                await conn.write(reply)
+            try:
+                await self._dispatcher.handle(line, ctx, conn)
+            except Exception:
+                # The dispatcher answers every error itself; this is a bug in
+                # it. One message must never take the daemon down with it.
+                log.exception("rpc.unhandled", conn=conn.id, line_bytes=len(line))
+                await conn.line(encode_error_line(errors.InternalError("Internal error")))
             started = conn.pending.pop(id(ctx), None)
             if started and conn.pumps is not None:
                 for sub in started:
-                    conn.pumps.start_soon(sub.pump, conn.write)
+                    conn.pumps.start_soon(self._pump, conn, sub)
         finally:
             slots.release()
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
+
+    async def _pump(self, conn: _Connection, sub: Subscription) -> None:
+        try:
+            await sub.pump(conn.line)
+        finally:
+            # Ended by unsubscribe, dropped as lagged or cut with its connection.
+            conn.subs.pop(sub.id, None)
+            self.hub.unsubscribe(sub.id)
+            self.info.subscriptions = len(self.hub)
 
     # -- the transport's own methods ---------------------------------------------
 
@@ -305,10 +343,18 @@ class Server:
 
     async def _subscribe(self, params: m.SubscribeParams, ctx: CallContext) -> m.SubscribeResult:
         conn = self._connections[ctx.connection_id]
+        limit = self.limits.max_subscriptions_per_connection
+        if len(conn.subs) >= limit:
+            raise errors.LimitExceeded(
+                f"Too many subscriptions on this connection (limit {limit}): one subscription "
+                "can take several topics; unsubscribe the ones you no longer read",
+                {"limit_name": "max_subscriptions_per_connection", "limit": limit},
+            )
         # Register before reading the head: an event in between is both notified
         # and <= head, never lost (clients skip seqs they already have).
         sub = self.hub.subscribe(conn.id, params.topics)
         conn.subs[sub.id] = sub
+        self.info.subscriptions = len(self.hub)
         conn.pending.setdefault(id(ctx), []).append(sub)
         return m.SubscribeResult(subscription=sub.id, head=await self._head(ctx))
 
@@ -320,6 +366,7 @@ class Server:
                 {"field": "subscription", "reason": "unknown subscription"},
             )
         self.hub.unsubscribe(params.subscription)
+        self.info.subscriptions = len(self.hub)
         return m.OkResult()
 
     async def _shutdown_method(self, params: m.ShutdownParams, ctx: CallContext) -> m.OkResult:
@@ -337,12 +384,3 @@ class Server:
         if status is None:
             return 0
         return int((await status(m.StatusParams(), ctx)).head)
-
-
-def _peer_groups(stream: trio.SocketStream) -> tuple[int, ...]:
-    """Supplementary groups of the peer (SO_PEERGROUPS); () where unsupported."""
-    try:
-        raw = stream.socket.getsockopt(socket.SOL_SOCKET, _SO_PEERGROUPS, 4 * 1024)
-    except OSError:
-        return ()
-    return struct.unpack(f"{len(raw) // 4}I", raw)

@@ -19,6 +19,7 @@ __all__ = [
     "InvalidEvent",
     "InvalidParams",
     "InvalidRequest",
+    "LimitExceeded",
     "MessageTooLarge",
     "MethodNotFound",
     "NotActive",
@@ -202,6 +203,17 @@ class ConfigDamaged(ReyndError):
     name = "config_damaged"
 
 
+class LimitExceeded(ReyndError):
+    """A structural limit was passed (nesting depth, batch members, subscriptions).
+
+    `data.limit_name` names the limit (`max_depth`, `max_batch_members`,
+    `max_subscriptions_per_connection`) and `data.limit` its value.
+    """
+
+    code = -32019
+    name = "limit_exceeded"
+
+
 _BY_CODE: dict[int, type[ReyndError]] = {
     cls.code: cls
     for cls in (
@@ -228,6 +240,7 @@ _BY_CODE: dict[int, type[ReyndError]] = {
         UnknownRun,
         EventNotFound,
         ConfigDamaged,
+        LimitExceeded,
     )
 }
 

@@ -35,6 +35,7 @@ __all__ = [
     "TurnEnded",
     "TurnStarted",
     "boundary_kind",
+    "kind_of",
 ]
 
 GenerationKind = Literal["turn", "plan_step", "phase"]
@@ -229,3 +230,8 @@ BOUNDARY_KINDS: Final[dict[type[Event], GenerationKind]] = {
 def boundary_kind(event: Event) -> GenerationKind | None:
     """The generation kind `event` cuts, or None when it is not a boundary."""
     return BOUNDARY_KINDS.get(type(event))
+
+
+def kind_of(event: Event) -> str:
+    """The event's `kind` tag, as written in the WAL."""
+    return str(type(event).__struct_config__.tag)

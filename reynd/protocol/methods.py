@@ -95,6 +95,7 @@ class StatusResult(Result, kw_only=True):
     agents: int = 0
     generations: int = 0
     connections: int = 0
+    subscriptions: int = 0
     uptime_s: float = 0.0
     ambiguous: list[agent_methods.AmbiguousStep] = []
 

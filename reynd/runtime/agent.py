@@ -29,6 +29,7 @@ from reynd.core.reduce import find_chain
 from reynd.protocol import events as ev
 from reynd.protocol.agent_methods import AgentStatus, AmbiguousStep
 from reynd.protocol.executor import StepRequest, StepResult
+from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
 from reynd.protocol.state import AgentState, Chain, RuntimeState
 from reynd.runtime import resume
 from reynd.runtime.executors import Executor, StepFailed
@@ -279,7 +280,7 @@ class AgentRunner:
                 )
             self._rerun_open_step = True  # from here on, an open step is ours
             try:
-                result = await executor.step(request)
+                result = _within_limits(await executor.step(request))
             except Exception as exc:
                 # StepFailed is the executor's own report. Anything else is a bug
                 # in one executor: it fails this turn, never the whole daemon.
@@ -328,3 +329,10 @@ class AgentRunner:
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
         )
+
+
+def _within_limits(result: StepResult) -> StepResult:
+    """The result, or StepFailed when its memo could not be written (too deeply nested)."""
+    if nesting_exceeds(msgspec.json.encode(result)):
+        raise StepFailed(f"the step's result nests more than {MAX_DEPTH} levels deep")
+    return result

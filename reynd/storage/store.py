@@ -30,7 +30,8 @@ from reynd.core.lineage import Lineage
 from reynd.core.reconstruct import ReplayPlan, plan_reconstruct
 from reynd.core.reduce import apply
 from reynd.protocol import errors
-from reynd.protocol.events import Event, GenerationKind, Rewind, boundary_kind
+from reynd.protocol.events import Event, GenerationKind, Rewind, boundary_kind, kind_of
+from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
 from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints
 from reynd.storage.errors import CorruptionError
@@ -207,17 +208,25 @@ class Store:
         """Assign seqs and timestamps and encode; nothing is visible or durable yet.
 
         `rebuilt` is the state a reset record among `events` leads to (see
-        `rebuild`); without it, `commit` rebuilds that state itself.
+        `rebuild`); without it, `commit` rebuilds that state itself. Raises
+        LimitExceeded, with nothing staged and no seq used, for a record that
+        nests deeper than MAX_DEPTH: once acknowledged, a record must stay
+        readable by every component, at every start.
         """
         now = time.time() if self._clock is None else self._clock()
         out: list[Event] = []
         frames: list[tuple[int, bytes]] = []
-        for event in events:
-            seq = self._next_seq
-            self._next_seq += 1
+        for seq, event in enumerate(events, start=self._next_seq):
             stamped = msgspec.structs.replace(event, seq=seq, ts=now)
+            record = _encoder.encode(stamped)
+            if nesting_exceeds(record):
+                raise errors.LimitExceeded(
+                    f"a {kind_of(stamped)!r} record would nest more than {MAX_DEPTH} levels deep",
+                    {"limit_name": "max_depth", "limit": MAX_DEPTH},
+                )
             out.append(stamped)
-            frames.append((seq, encode_frame(_encoder.encode(stamped))))
+            frames.append((seq, encode_frame(record)))
+        self._next_seq += len(out)
         return Staged(tuple(out), tuple(frames), rebuilt)
 
     def commit(self, staged: Staged, placements: list[Placement]) -> None:

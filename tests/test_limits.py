@@ -1,0 +1,75 @@
+"""The nesting check at the door (reynd.protocol.limits): exact for JSON, bounded for junk."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+import msgspec
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
+
+# Text that looks like structure: brackets, quotes and backslashes inside strings.
+_tricky_text = st.text(alphabet='[]{}"\\ab,:\n\u00e9\U0001f600', max_size=12)
+_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _tricky_text
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_tricky_text, inner, max_size=4),
+    max_leaves=40,
+)
+
+
+def depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max(map(depth, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(depth, value.values()), default=0)
+    return 0
+
+
+def nest(value: Any, levels: int, kind: str) -> Any:
+    for _ in range(levels):
+        value = [value] if kind == "list" else {'k["{': value}
+    return value
+
+
+@given(_values, st.integers(0, 8), st.sampled_from(["list", "dict"]), st.integers(0, 10))
+def test_exact_on_json(value: Any, extra: int, kind: str, limit: int) -> None:
+    value = nest(value, extra, kind)
+    for text in (json.dumps(value).encode(), msgspec.json.encode(value)):
+        assert nesting_exceeds(text, limit) == (depth(value) > limit), text
+
+
+@given(st.integers(0, 200), st.integers(1, 40))
+def test_chains_and_combs(levels: int, copies: int) -> None:
+    """Many short chains side by side (the case measured run by run) and one deep chain."""
+    chain = "[" * levels + "]" * levels
+    text = ("[" + ",".join([chain] * copies) + "]").encode()
+    assert nesting_exceeds(text) == (levels + 1 > MAX_DEPTH)
+    comb = "".join("[[]," for _ in range(levels)) + "1" + "]" * levels
+    assert nesting_exceeds(comb.encode()) == (levels + 1 > MAX_DEPTH)  # each tooth one deeper
+
+
+@given(st.binary(max_size=300))
+def test_junk_never_hides_deep_nesting_from_the_decoder(junk: bytes) -> None:
+    """Whatever the check lets through, msgspec decodes or refuses without recursing away."""
+    for text in (junk, b"[" * 500 + junk, junk + b"[" * 500, b'"' + b"[" * 500 + junk):
+        if not nesting_exceeds(text):
+            with contextlib.suppress(msgspec.DecodeError):
+                msgspec.json.decode(text)
+
+
+def test_boundaries_and_hostile_sizes() -> None:
+    at = nest(1, MAX_DEPTH, "list")
+    assert not nesting_exceeds(json.dumps(at).encode())
+    assert nesting_exceeds(json.dumps([at]).encode())
+    for n in (10**2, 10**3, 10**4, 10**5, 10**6):
+        assert nesting_exceeds(b"[" * n)
+        assert nesting_exceeds(b"[" * n + b"]" * n)
+        assert nesting_exceeds(b'{"a":' * n + b"1" + b"}" * n)
+    assert not nesting_exceeds(b"[" + b"1," * 10**6 + b"1]")
+    # Brackets inside strings are text, however many.
+    assert not nesting_exceeds(json.dumps({"text": "[" * 10**5 + '\\"' * 10}).encode())
