@@ -32,6 +32,7 @@ from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.events import AgentCreated, AgentEvent, AnyEvent, Event, Rewind, boundary_kind
 from reynd.protocol.state import RuntimeState
+from reynd.runtime.procs import ProcessGroups
 from reynd.runtime.registry import EXTERNAL, AgentRegistry
 from reynd.storage.errors import CorruptionError
 from reynd.storage.options import StorageOptions
@@ -113,8 +114,12 @@ class App:
                 floor=store.floor,
             )
         )
+        # Holding the lock: every recorded executor process is a previous
+        # daemon's. Kill the ones still alive before any agent runs a step.
+        groups = ProcessGroups(self.state_dir / "state" / "procs")
+        await trio.to_thread.run_sync(groups.reap_orphans)
         self.committer = Committer(store, self._on_commit)
-        self.registry = AgentRegistry(store, self.append, self._publish)
+        self.registry = AgentRegistry(store, self.append, self._publish, groups)
         self.coordinator = Coordinator(
             store, self.committer, self.gate, self.registry.cancel_all, self._on_reset
         )

@@ -30,6 +30,7 @@ from reynd.protocol.agent_methods import (
 from reynd.protocol.state import AgentState
 from reynd.runtime.agent import AgentRunner, Append, Resolution, turn_id_for
 from reynd.runtime.executors import Executor, make_executor, validate_options
+from reynd.runtime.procs import ProcessGroups
 from reynd.storage.store import Store
 
 __all__ = ["EXTERNAL", "AgentRegistry"]
@@ -55,8 +56,10 @@ class AgentRegistry:
         store: Store,
         append: Append,
         publish: Callable[[str, int, dict[str, Any]], None] = lambda topic, seq, data: None,
+        groups: ProcessGroups | None = None,
     ) -> None:
         self._store = store
+        self._groups = groups  # where command executors record their processes
         self._append = append
         self._runners: dict[str, AgentRunner] = {}
         self._publish = publish
@@ -185,7 +188,7 @@ class AgentRegistry:
         if cached is None or cached[0] != config:
             if cached is not None:
                 self._calls[agent.name] = self._calls.get(agent.name, 0) + cached[1].calls
-            cached = (config, make_executor(agent.executor, agent.options))
+            cached = (config, make_executor(agent.executor, agent.options, self._groups))
             self._executors[agent.name] = cached
         return cached[1]
 
