@@ -14,6 +14,7 @@ on a later one.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from tests.runtime_helpers import (
     agent,
     kill_daemon,
     read_pid,
+    records,
     restart,
     wait_open_step,
     wait_turn_end,
@@ -143,6 +145,68 @@ def test_sigkill_orphans_are_killed_at_the_next_start(short_tmp: Path, family: P
         d3.stop()
 
 
+def test_clean_stop_mid_step_resumes_without_an_operator(short_tmp: Path, family: Path) -> None:
+    d = start_daemon(short_tmp)
+    try:
+        create_family(d, family, sleepy_runs=1)
+        turn = d.call("agents.send", {"agent": "f", "text": "go"})["turn_id"]
+        leader, child = start_run(d, family, 0)
+    finally:
+        d.stop()  # SIGTERM, exit 0 asserted
+    assert dead(leader) and dead(child)  # the daemon cancelled the step: group killed
+    assert list(procs_dir(d).iterdir()) == []  # ... and reaped: its record removed
+    (started,) = records(d, kind="step.started", turn_id=turn)
+    stop = json.loads((d.state_dir / "state" / "clean-stop").read_bytes())["rec"]
+    assert stop["head"] == started["seq"]
+    assert stop["steps"] == [
+        {"agent": "f", "turn_id": turn, "step": 0, "started_seq": started["seq"]}
+    ]
+
+    d2 = restart(d, short_tmp)
+    try:
+
+        def ended() -> dict[str, Any] | None:
+            assert d2.call("daemon.status")["ambiguous"] == []
+            found = records(d2, after=started["seq"], kind="turn.ended", turn_id=turn)
+            return found[0] if found else None
+
+        end = wait_until(ended, "the re-run turn's end")
+        assert (end.get("outcome", "completed"), end["reply"]) == ("completed", "run 1")
+        assert agent(d2, "f")["executor_calls"] == 1
+        # The re-run reused the open step's start: no second step.started.
+        assert records(d2, kind="step.started", turn_id=turn) == [started]
+        assert not (d2.state_dir / "state" / "clean-stop").exists()
+    finally:
+        d2.stop()
+
+
+def test_crash_during_the_rerun_leaves_the_step_ambiguous(short_tmp: Path, family: Path) -> None:
+    d = start_daemon(short_tmp)
+    try:
+        create_family(d, family, sleepy_runs=2)
+        turn = d.call("agents.send", {"agent": "f", "text": "go"})["turn_id"]
+        start_run(d, family, 0)
+    finally:
+        d.stop()
+    d2 = restart(d, short_tmp)
+    try:
+        leader, child = start_run(d2, family, 1)  # the re-run, by itself
+        assert not (d2.state_dir / "state" / "clean-stop").exists()  # consumed before it
+    finally:
+        kill_daemon(d2)
+    d3 = restart(d, short_tmp)
+    try:
+        assert dead(leader) and dead(child)
+        (step,) = ambiguous(d3)
+        assert (step["turn_id"], step["step"]) == (turn, 0)
+        assert not (family / "leader-2").exists()
+    finally:
+        d3.stop()
+
+
+# -- the process records, without a daemon ------------------------------------------------------
+
+
 @pytest.fixture
 def group(short_tmp: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A process group of our own: a leader (the test's child) with a child of its own."""
@@ -247,3 +311,41 @@ def test_parse_stat_with_a_hostile_command_name() -> None:
     assert parse_stat(text) == ProcStat(pid=4243, state="S", pgid=4242, sid=4240, start=777)
     assert parse_stat(b"garbage") is None
     assert parse_stat(b"12 (x) S 1\n") is None
+
+
+def test_clean_stop_is_honoured_only_on_an_exact_match() -> None:
+    from reynd.protocol.state import AgentState, Chain, RuntimeState
+    from reynd.runtime.clean_stop import CleanStop, CutStep, honoured
+
+    chain = Chain(turn_id="t3", message_id="m", started_seq=3, open_step=1, open_step_seq=9)
+    agent_state = AgentState(
+        name="a", session="s", executor="command", options={}, created_seq=1, applied_seq=9
+    )
+    agent_state.pending_chains = [chain]
+    state = RuntimeState(seq=9, agents={"a": agent_state})
+    cut = CutStep(agent="a", turn_id="t3", step=1, started_seq=9)
+    assert honoured(CleanStop(head=9, steps=[cut]), 9, state) == frozenset([cut])
+    assert honoured(CleanStop(head=9, steps=[cut]), 10, state) == frozenset()  # head moved
+    for other in (
+        CutStep(agent="a", turn_id="t3", step=1, started_seq=8),
+        CutStep(agent="a", turn_id="t3", step=2, started_seq=9),
+        CutStep(agent="a", turn_id="t4", step=1, started_seq=9),
+        CutStep(agent="b", turn_id="t3", step=1, started_seq=9),
+    ):
+        assert honoured(CleanStop(head=9, steps=[other, cut]), 9, state) == frozenset([cut])
+
+
+def test_a_damaged_or_newer_clean_stop_file_is_ignored_and_removed(short_tmp: Path) -> None:
+    import msgspec
+
+    from reynd.protocol.state import RuntimeState
+    from reynd.runtime import clean_stop
+    from reynd.storage.framing import encode_frame
+
+    path = short_tmp / clean_stop.NAME
+    newer = encode_frame(msgspec.json.encode({"version": 2, "head": 0, "steps": []}))
+    for data in (b"", b"{not a frame", newer[:-5], newer):
+        path.write_bytes(data)
+        assert clean_stop.take(short_tmp, 0, RuntimeState()) == frozenset()
+        assert not path.exists()
+    assert clean_stop.take(short_tmp, 0, RuntimeState()) == frozenset()  # no file: nothing

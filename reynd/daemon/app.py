@@ -6,6 +6,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.events import AgentCreated, AgentEvent, AnyEvent, Event, Rewind, boundary_kind
 from reynd.protocol.state import RuntimeState
+from reynd.runtime import clean_stop
 from reynd.runtime.procs import ProcessGroups
 from reynd.runtime.registry import EXTERNAL, AgentRegistry
 from reynd.storage.errors import CorruptionError
@@ -140,7 +142,12 @@ class App:
                 # before any agent runs a turn against the workspace.
                 for substrate in self.coordinator.substrates:
                     await substrate.start(store.head)
-                await nursery.start(self.registry.run)
+                # Steps a clean stop cut run again; the file is gone (durably)
+                # before they do, so a crash in the re-run leaves them ambiguous.
+                resume = await trio.to_thread.run_sync(
+                    clean_stop.take, self.state_dir / "state", store.head, store.state
+                )
+                await nursery.start(partial(self.registry.run, resume=resume))
                 nursery.start_soon(gc_loop, self)
                 nursery.start_soon(self._capture_generations)
                 nursery.start_soon(self.config.run)
@@ -157,8 +164,25 @@ class App:
                 await self.audit.aclose(store.head, store.lineage.branch_of(store.head))
                 if self.committer.failure is None:
                     await trio.to_thread.run_sync(store.close)
+                    await self._save_clean_stop()
                 self.config.close()
                 log.info("storage.closed", head=store.head)
+
+    async def _save_clean_stop(self) -> None:
+        """List the open steps the daemon cancelled, for the next start to re-run.
+
+        After the last append is durable and the WAL closed: the head is final.
+        If this fails, those steps are merely ambiguous at the next start.
+        """
+        steps = self.registry.cut_steps()
+        head = self.store.head
+        try:
+            await trio.to_thread.run_sync(clean_stop.save, self.state_dir / "state", head, steps)
+        except OSError as exc:
+            log.warning("clean_stop.not_saved", error=str(exc), steps=len(steps))
+        else:
+            if steps:
+                log.info("clean_stop.saved", head=head, steps=len(steps))
 
     async def append(self, events: Sequence[Event]) -> list[Event]:
         """The runtime's path to the WAL: shares the write gate with wal.append."""
