@@ -163,16 +163,17 @@ class App:
                 await self.committer.stop()
                 await self.audit.aclose(store.head, store.lineage.branch_of(store.head))
                 if self.committer.failure is None:
+                    await self._save_clean_stop()  # holding the lock, which close releases
                     await trio.to_thread.run_sync(store.close)
-                    await self._save_clean_stop()
                 self.config.close()
                 log.info("storage.closed", head=store.head)
 
     async def _save_clean_stop(self) -> None:
         """List the open steps the daemon cancelled, for the next start to re-run.
 
-        After the last append is durable and the WAL closed: the head is final.
-        If this fails, those steps are merely ambiguous at the next start.
+        After the committer drained (every append durable, none to come): the
+        head is final. If this fails, those steps are merely ambiguous at the
+        next start.
         """
         steps = self.registry.cut_steps()
         head = self.store.head

@@ -3,8 +3,9 @@
 On a crash, a step that started without a committed result is ambiguous: its
 executor call may have had effects, and the operator decides. On a clean stop
 (SIGTERM, `daemon.shutdown`) the daemon cancels that call itself, as a rewind
-does; it then publishes `state/clean-stop`, one framed line (the WAL's
-framing, so checksummed and readable with jq) naming those steps and the head:
+does; once its last append is durable, and still holding the state lock, it
+publishes `state/clean-stop`: one framed line (the WAL's framing, so
+checksummed and readable with jq) naming those steps and the head:
 
     {"crc":"...","len":N,"rec":{"version":1,"head":H,"steps":[{"agent":"a","turn_id":"t3","step":1,"started_seq":9}]}}
 
