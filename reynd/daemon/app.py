@@ -6,6 +6,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ from reynd.protocol.events import (
     kind_of,
 )
 from reynd.protocol.state import RuntimeState
+from reynd.runtime import clean_stop
+from reynd.runtime.procs import ProcessGroups
 from reynd.runtime.registry import EXTERNAL, AgentRegistry
 from reynd.storage.errors import CorruptionError
 from reynd.storage.options import StorageOptions
@@ -121,8 +124,12 @@ class App:
                 floor=store.floor,
             )
         )
+        # Holding the lock: every recorded executor process is a previous
+        # daemon's. Kill the ones still alive before any agent runs a step.
+        groups = ProcessGroups(self.state_dir / "state" / "procs")
+        await trio.to_thread.run_sync(groups.reap_orphans)
         self.committer = Committer(store, self._on_commit)
-        self.registry = AgentRegistry(store, self.append, self._publish)
+        self.registry = AgentRegistry(store, self.append, self._publish, groups)
         self.coordinator = Coordinator(
             store, self.committer, self.gate, self.registry.cancel_all, self._on_reset
         )
@@ -143,7 +150,12 @@ class App:
                 # before any agent runs a turn against the workspace.
                 for substrate in self.coordinator.substrates:
                     await substrate.start(store.head)
-                await nursery.start(self.registry.run)
+                # Steps a clean stop cut run again; the file is gone (durably)
+                # before they do, so a crash in the re-run leaves them ambiguous.
+                resume = await trio.to_thread.run_sync(
+                    clean_stop.take, self.state_dir / "state", store.head, store.state
+                )
+                await nursery.start(partial(self.registry.run, resume=resume))
                 nursery.start_soon(gc_loop, self)
                 nursery.start_soon(self._capture_generations)
                 nursery.start_soon(self.config.run)
@@ -159,9 +171,27 @@ class App:
                 await self.committer.stop()
                 await self.audit.aclose(store.head, store.lineage.branch_of(store.head))
                 if self.committer.failure is None:
+                    await self._save_clean_stop()  # holding the lock, which close releases
                     await trio.to_thread.run_sync(store.close)
                 self.config.close()
                 log.info("storage.closed", head=store.head)
+
+    async def _save_clean_stop(self) -> None:
+        """List the open steps the daemon cancelled, for the next start to re-run.
+
+        After the committer drained (every append durable, none to come): the
+        head is final. If this fails, those steps are merely ambiguous at the
+        next start.
+        """
+        steps = self.registry.cut_steps()
+        head = self.store.head
+        try:
+            await trio.to_thread.run_sync(clean_stop.save, self.state_dir / "state", head, steps)
+        except OSError as exc:
+            log.warning("clean_stop.not_saved", error=str(exc), steps=len(steps))
+        else:
+            if steps:
+                log.info("clean_stop.saved", head=head, steps=len(steps))
 
     async def append(self, events: Sequence[Event]) -> list[Event]:
         """The runtime's path to the WAL: shares the write gate with wal.append."""

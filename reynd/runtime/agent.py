@@ -12,7 +12,8 @@ Cancellation, the three kinds told apart:
 - a rewind: the registry cancels the runner's outer scope; nothing more is
   appended, and a new runner continues from the rebuilt state.
 - the daemon itself being cancelled (shutdown): propagates untouched; the
-  turn stays in flight in the log and resumes on the next start.
+  turn stays in flight in the log and resumes on the next start, its open
+  step re-run (the daemon lists it in `state/clean-stop`).
 """
 
 from __future__ import annotations
@@ -267,6 +268,9 @@ class AgentRunner:
                 answers=dict(chain.answers),
                 options=agent.options,
             )
+            # From here on, an open step is ours: set before the append, so a
+            # step.started that a clean stop lets become durable counts as ours.
+            self._rerun_open_step = True
             if chain.open_step != step:
                 await self._append(
                     [
@@ -278,7 +282,6 @@ class AgentRunner:
                         )
                     ]
                 )
-            self._rerun_open_step = True  # from here on, an open step is ours
             try:
                 result = _within_limits(await executor.step(request))
             except Exception as exc:

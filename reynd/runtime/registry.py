@@ -5,7 +5,8 @@ Runners live in one nursery owned by the registry. A rewind stops them all
 half-appended) and starts fresh ones from the rebuilt state (`restart`):
 turns in flight as of the target continue by ghost replay of their memos.
 At start-up (`restore_all`) the same happens from the recovered state, and a
-step left open by a crash is reported as ambiguous for the operator.
+step left open by a crash is reported as ambiguous for the operator; one that
+a clean stop cut (`cut_steps`, see reynd.runtime.clean_stop) runs again.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from reynd.protocol.agent_methods import (
 )
 from reynd.protocol.state import AgentState
 from reynd.runtime.agent import AgentRunner, Append, Resolution, turn_id_for
+from reynd.runtime.clean_stop import CutStep, open_steps
 from reynd.runtime.executors import Executor, make_executor, validate_options
+from reynd.runtime.procs import ProcessGroups
 from reynd.storage.store import Store
 
 __all__ = ["EXTERNAL", "AgentRegistry"]
@@ -55,8 +58,10 @@ class AgentRegistry:
         store: Store,
         append: Append,
         publish: Callable[[str, int, dict[str, Any]], None] = lambda topic, seq, data: None,
+        groups: ProcessGroups | None = None,
     ) -> None:
         self._store = store
+        self._groups = groups  # where command executors record their processes
         self._append = append
         self._runners: dict[str, AgentRunner] = {}
         self._publish = publish
@@ -71,24 +76,44 @@ class AgentRegistry:
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        *,
+        resume: frozenset[CutStep] = frozenset(),
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         """Own the runners' nursery; restore every agent, then run until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            self.restore_all()
+            self.restore_all(resume)
             task_status.started()
             await trio.sleep_forever()
 
-    def restore_all(self) -> None:
+    def restore_all(self, resume: frozenset[CutStep] = frozenset()) -> None:
         """Start a runner per agent of the tip's state (crash recovery = reconstruct(head)).
 
-        An open step is re-run when the log's last record is a reset record
-        (the daemon cut it on purpose); otherwise it may have had effects
-        before a crash, and the operator decides.
+        An open step is re-run when the daemon cut it on purpose: the log's
+        last record is a reset record, or a clean stop listed it (`resume`,
+        checked against this state by clean_stop.take). Otherwise it may have
+        had effects before a crash, and the operator decides.
         """
+        state = self._store.state
         rerun = self._store.lineage.is_reset(self._store.head)
-        for name in self._store.state.agents:
-            self._start(name, rerun_open_step=rerun)
+        for name in state.agents:
+            cut = set(open_steps(state, [name]))
+            if cut and cut <= resume:
+                log.info("agent.resume_cut_step", agent=name, steps=len(cut))
+            self._start(name, rerun_open_step=rerun or cut <= resume)
+
+    def cut_steps(self) -> list[CutStep]:
+        """The open steps this daemon's runners were running or about to run.
+
+        Called once the runners are stopped and the last append is durable
+        (a clean stop): the daemon cancelled these itself. A step held as
+        ambiguous for the operator is not among them.
+        """
+        owners = [name for name, r in self._runners.items() if r.rerun_open_step]
+        return open_steps(self._store.state, owners)
 
     def restart(self) -> None:
         """After a rewind: fresh runners from the rebuilt state.
@@ -185,7 +210,7 @@ class AgentRegistry:
         if cached is None or cached[0] != config:
             if cached is not None:
                 self._calls[agent.name] = self._calls.get(agent.name, 0) + cached[1].calls
-            cached = (config, make_executor(agent.executor, agent.options))
+            cached = (config, make_executor(agent.executor, agent.options, self._groups))
             self._executors[agent.name] = cached
         return cached[1]
 

@@ -4,7 +4,8 @@ A turn in the state (after a crash, a rewind or an act-turn rewind) carries
 the memos of its committed steps: they are replayed from the memos with zero
 executor calls. A step that started but has no committed result is
 ambiguous after a crash (its executor call may have had effects: the
-operator decides) and simply re-run after a rewind (the daemon cut it).
+operator decides) and simply re-run after a rewind or a clean stop (the
+daemon cut it).
 """
 
 from __future__ import annotations

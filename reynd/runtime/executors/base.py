@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
 from reynd.protocol import errors
 from reynd.protocol.executor import StepRequest, StepResult
+
+if TYPE_CHECKING:
+    from reynd.runtime.procs import ProcessGroups
 
 __all__ = ["Executor", "StepFailed", "make_executor", "validate_options"]
 
@@ -52,8 +55,13 @@ def validate_options(name: str, options: dict[str, Any]) -> msgspec.Struct:
         ) from None
 
 
-def make_executor(name: str, options: dict[str, Any]) -> Executor:
-    """Build the executor an agent is configured with."""
+def make_executor(
+    name: str, options: dict[str, Any], groups: ProcessGroups | None = None
+) -> Executor:
+    """Build the executor an agent is configured with.
+
+    `groups` records the processes a `command` executor spawns (crash-time cleanup).
+    """
     opts = validate_options(name, options)
     if name == "builtin":
         from reynd.runtime.executors.builtin import BuiltinExecutor
@@ -62,7 +70,7 @@ def make_executor(name: str, options: dict[str, Any]) -> Executor:
     if name == "command":
         from reynd.runtime.executors.command import CommandExecutor
 
-        return CommandExecutor(opts)  # type: ignore[arg-type]
+        return CommandExecutor(opts, groups)  # type: ignore[arg-type]
     from reynd.runtime.executors.openai import OpenAIExecutor
 
     return OpenAIExecutor(opts)  # type: ignore[arg-type]

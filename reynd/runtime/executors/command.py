@@ -4,6 +4,10 @@ This wraps any real model CLI. The program's exit status must be 0 and its
 stdout one JSON object; anything else is a step error that quotes stderr. On
 cancel (a rewind, agents.cancel) the process is killed at once and reaped:
 no zombie, no result committed.
+
+The program leads a new session and process group. While it runs, the group
+is recorded in the state directory (`reynd.runtime.procs`), so that the next
+start kills it if the daemon dies without reaping it (SIGKILL).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+from pathlib import Path
 from typing import Annotated
 
 import msgspec
@@ -18,6 +24,7 @@ import trio
 
 from reynd.protocol.executor import StepRequest, StepResult
 from reynd.runtime.executors.base import StepFailed
+from reynd.runtime.procs import TOKEN_ENV, ProcessGroups, new_token
 
 __all__ = ["CommandExecutor", "CommandOptions"]
 
@@ -41,27 +48,17 @@ async def _kill_group(process: trio.Process) -> None:
 
 
 class CommandExecutor:
-    def __init__(self, options: CommandOptions) -> None:
+    def __init__(self, options: CommandOptions, groups: ProcessGroups | None = None) -> None:
         self.options = options
         self.calls = 0
+        self._groups = groups
 
     async def step(self, request: StepRequest) -> StepResult:
         self.calls += 1
         opts = self.options
-        env = {**os.environ, **opts.env} if opts.env else None
         try:
             with trio.fail_after(opts.timeout):
-                proc = await trio.run_process(
-                    opts.argv,
-                    stdin=_encoder.encode(request),
-                    capture_stdout=True,
-                    capture_stderr=True,
-                    check=False,
-                    env=env,
-                    cwd=opts.cwd,
-                    start_new_session=True,
-                    deliver_cancel=_kill_group,
-                )
+                proc = await self._run(_encoder.encode(request))
         except trio.TooSlowError:
             raise StepFailed(f"{opts.argv[0]} did not answer within {opts.timeout:g}s") from None
         except OSError as exc:
@@ -81,3 +78,48 @@ class CommandExecutor:
             raise StepFailed(
                 f"{opts.argv[0]} did not print a StepResult as JSON ({exc}); stdout began {head!r}"
             ) from None
+
+    async def _run(self, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+        """trio.run_process, with the process group recorded from spawn to reap."""
+        opts = self.options
+        token = new_token()
+        # Descendants inherit the token: it tells our orphans from a reused pid's.
+        env = {**os.environ, **opts.env, TOKEN_ENV: token}
+        done: list[subprocess.CompletedProcess[bytes]] = []
+        spawn_error: Exception | None = None
+        record: Path | None = None
+
+        async def run(task_status: trio.TaskStatus[trio.Process]) -> None:
+            done.append(
+                await trio.run_process(
+                    opts.argv,
+                    stdin=stdin,
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                    env=env,
+                    cwd=opts.cwd,
+                    start_new_session=True,
+                    deliver_cancel=_kill_group,
+                    task_status=task_status,
+                )
+            )
+
+        try:
+            async with trio.open_nursery() as nursery:
+                try:
+                    process: trio.Process = await nursery.start(run)
+                except Exception as exc:
+                    # Popen's own refusal (OSError, ValueError): no process exists.
+                    # Raised below, outside the nursery, so it is not wrapped in a group.
+                    spawn_error = exc
+                else:
+                    if self._groups is not None:
+                        record = self._groups.add(process.pid, token)
+        finally:
+            # The leader is reaped here, on success, failure or cancellation alike.
+            if record is not None and self._groups is not None:
+                self._groups.remove(record)
+        if spawn_error is not None:
+            raise spawn_error
+        return done[0]
