@@ -1,13 +1,14 @@
 """From `wal.append` params to a checked event, every refusal naming the param at fault.
 
 Two gates: the strict types of reynd.protocol.appendable (shape, names,
-identifiers: -32602 invalid_params), then reduce.check against the tip (does
-it apply: -32012, -32006, -32007). Both put the param path in `data.field`.
+identifiers: -32602 invalid_params), then, against the tip, reduce.check
+(does it apply: -32012, -32006, -32007) and the executor an agent would be
+run with. Both put the param path in `data.field`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final, get_args
 
 import msgspec
 
@@ -15,14 +16,17 @@ from reynd.core.reduce import check
 from reynd.daemon.rpc import validation_details
 from reynd.protocol import appendable, errors
 from reynd.protocol import methods as m
-from reynd.protocol.events import AnyEvent, Event
+from reynd.protocol.agent_methods import ExecutorName
+from reynd.protocol.events import AgentConfigured, AgentCreated, AnyEvent, Event
 from reynd.protocol.state import RuntimeState
+from reynd.runtime.executors import validate_options
 from reynd.runtime.registry import EXTERNAL
 
 __all__ = ["check_applies", "event_of", "param_path"]
 
 _OWN_PARAMS = ("kind", "agent")
 _ASSIGNED = ("seq", "ts")
+EXECUTORS: Final = (*get_args(ExecutorName), EXTERNAL)
 
 
 def event_of(p: m.WalAppendParams) -> Event:
@@ -68,13 +72,39 @@ def event_of(p: m.WalAppendParams) -> Event:
 
 
 def check_applies(state: RuntimeState, event: Event) -> None:
-    """reduce.check, with the event field it names turned into the param path."""
+    """reduce.check, with the event field it names turned into the param path.
+
+    An agent.created or agent.configured must also leave the agent with an
+    executor reynd can build (or `external`): the agent would otherwise fail
+    every turn it is given.
+    """
     try:
         check(state, event)
     except errors.ReyndError as exc:
         field = exc.data.get("field")
         if isinstance(field, str):
             exc.data["field"] = param_path(field)
+        raise
+    if isinstance(event, AgentCreated | AgentConfigured):
+        _check_executor(state, event)
+
+
+def _check_executor(state: RuntimeState, event: AgentCreated | AgentConfigured) -> None:
+    before = state.agents.get(event.agent)
+    executor = event.executor or (before.executor if before else EXTERNAL)
+    if executor not in EXECUTORS:
+        reason = f"unknown executor {executor!r}"
+        raise errors.InvalidParams(
+            f"{reason}: use one of {', '.join(EXECUTORS)}",
+            {"field": "data.executor", "reason": reason, "valid": list(EXECUTORS)},
+        )
+    if executor == EXTERNAL:
+        return  # its options are the outside runtime's business
+    options = event.options if event.options is not None else (before.options if before else {})
+    try:
+        validate_options(executor, dict(options))
+    except errors.InvalidParams as exc:
+        exc.data.update(field="data.options", reason=exc.message)
         raise
 
 
