@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 from reynd.protocol import appendable
 from reynd.protocol import events as ev
+from reynd.protocol.names import AGENT_NAME_PATTERN
+from reynd.protocol.openrpc import openrpc_document
 from reynd.storage.store import Store
 from tests.harness import Client, Daemon, start_daemon
 from tests.runtime_helpers import error_of, head, records, wait_until
@@ -353,3 +355,23 @@ def test_a_logged_executor_no_one_can_build_fails_the_turn_not_the_daemon(
         d.call("daemon.status")
     finally:
         d.stop()  # exit 0 asserted: the daemon never stopped itself
+
+
+def test_the_openrpc_document_shows_the_rule_on_every_agent_param() -> None:
+    doc = openrpc_document()
+    named = 0
+    for method in doc["methods"]:
+        for param in method["params"]:
+            if param["name"] != "agent" and (method["name"], param["name"]) != (
+                "agents.create",
+                "name",
+            ):
+                continue
+            schema = param["schema"]
+            options = schema.get("anyOf", [schema])
+            (string,) = [s for s in options if s.get("type") == "string"]
+            assert string["pattern"] == AGENT_NAME_PATTERN, (method["name"], schema)
+            assert string["maxLength"] == 64
+            named += 1
+    assert named >= 17  # agents.*, interventions.*, state.*, events.list, replay.*, ...
+    assert AGENT_NAME_PATTERN in (Path(__file__).parent.parent / "docs" / "methods.md").read_text()
