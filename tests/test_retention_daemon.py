@@ -112,6 +112,23 @@ def test_get_set_gc_and_below_floor(rdaemon: Daemon) -> None:
     assert d.call("retention.gc")["segments_dropped"] == 0
 
 
+def test_act_turn_rewind_below_the_floor_says_so_not_use_checkout(rdaemon: Daemon) -> None:
+    d = rdaemon
+    seqs = sorted(fill(d, "ext", 40))
+    d.call("rewind", {"seq": seqs[5]})  # seqs[6:] are abandoned
+    fill(d, "more", 300)
+    d.call("retention.set", {"snapshot_keep": 1, "wal_keep_records": 100})
+    floor = d.call("retention.gc")["floor"]
+    coarse = d.call("retention.get")["coarse"]
+    victim = next(s for s in seqs[6:] if s not in coarse)
+    assert victim < floor
+    # Neither an act-turn rewind nor the checkout an abandoned seq would call for can work.
+    err = error_of(d, "act_turn.rewind", {"agent": "ext", "seq": victim})
+    assert err["code"] == -32003 and f"the floor is {floor}" in err["message"], err
+    assert "checkout" not in err["message"]
+    below_floor(d, "checkout", victim, floor)
+
+
 @pytest.mark.parametrize(
     "params",
     [

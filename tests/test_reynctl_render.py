@@ -334,3 +334,46 @@ def test_act_turn_text_counts():
     out = render.act_turn_text(res, "ada", PLAIN)
     assert out.startswith("rewound ada to seq 22, inside turn t12: reset record 58")
     assert "ghost-replayed  3 steps" in out and "re-run          1 step " in out
+
+
+# -- strings from the daemon cannot spoof output ------------------------------------------
+
+SPOOF = "evil\nmallory  default  builtin  idle"
+
+
+def test_a_newline_in_a_cell_cannot_add_a_row():
+    res = a.AgentsListResult(agents=[_info(name=SPOOF), _info(name="bo", session="x\ry")])
+    out = render.agents_table(res, PLAIN)
+    lines = out.splitlines()
+    assert len(lines) == 3, out  # the header and one line per agent
+    assert lines[1].split()[0] == "evil\\nmallory"
+    assert lines[2].split()[1] == "x\\ry"
+    # Columns are measured on the escaped text: still aligned.
+    assert lines[0].index("SESSION") == lines[2].index("x\\ry")
+
+
+def test_control_characters_are_escaped_in_every_renderer():
+    nasty = "a\x1b[2J\x00\t\x9b\u202eb"
+    shown = "a\\x1b[2J\\x00\\t\\x9b\\u202eb"
+    assert render.printable(nasty) == shown
+    assert render.printable("plain é ✓") == "plain é ✓"
+    table = render.table(["X"], [[nasty]], PLAIN)
+    assert table.splitlines() == ["X", shown]
+    # key/value lines: the value is escaped, its colour still applied.
+    colored = render.agent_text(_info(name=SPOOF, waiting_for="q\n1"), COLOR)
+    assert "\x1b[2J" not in colored and "evil\\nmallory" in colored
+    assert "\x1b[33mq\\n1\x1b[0m" in colored
+    plain = render.agent_text(_info(name=SPOOF), PLAIN)
+    assert [line.split("  ")[0] for line in plain.splitlines()].count("agent") == 1
+    gens = m.GenerationsResult(
+        generations=[
+            m.Generation(
+                seq=3, kind="turn", agent="ada", active=True, branch=0, created_at=0.0, label=SPOOF
+            )
+        ]
+    )
+    assert len(render.generations_table(gens, PLAIN).splitlines()) == 2
+    # One-line renderers: truncated text and watch lines.
+    assert render.truncate("x\ry\x1bz", 20) == "x\\ry\\x1bz"
+    note = _n("agents", {"agent": SPOOF, "status": "created"})
+    assert len(render.notification_line(note, PLAIN).splitlines()) == 1

@@ -11,6 +11,7 @@ from tests.runtime_helpers import (
     agent,
     create_builtin,
     error_of,
+    head,
     records,
     send,
     state,
@@ -97,3 +98,31 @@ def test_act_turn_rewind_refuses_targets_outside_a_turn_and_abandoned_ones(
     for seq in (seqs["committed"][3], second["boundary_seq"] - 1):
         err = error_of(daemon, "act_turn.rewind", {"agent": "a", "seq": seq})
         assert err["code"] == -32001 and "checkout" in err["message"]
+
+
+def test_each_refusal_names_a_command_that_works(daemon: Daemon) -> None:
+    create_builtin(daemon, "a")
+    first = send(daemon, "a", "/plan a; b")
+    second = send(daemon, "a", "hello")
+    tip = head(daemon)
+
+    # Beyond the tip: seq_out_of_range, stating the range (not "use checkout N").
+    for seq in (tip + 1, tip + 1000):
+        err = error_of(daemon, "act_turn.rewind", {"agent": "a", "seq": seq})
+        assert err["code"] == -32002, err
+        assert f"0..{tip - 1}" in err["message"] and "checkout" not in err["message"], err
+        assert err["data"]["seq"] == seq and err["data"]["head"] == tip
+    err = error_of(daemon, "act_turn.rewind", {"agent": "a", "seq": tip})
+    assert err["code"] == -32004 and f"0..{tip - 1}" in err["message"], err
+
+    # Between turns: `rewind N`, as the message says, and it works.
+    boundary = first["boundary_seq"]
+    err = error_of(daemon, "act_turn.rewind", {"agent": "a", "seq": boundary})
+    assert err["code"] == -32012 and f"`rewind {boundary}`" in err["message"], err
+    daemon.call("rewind", {"seq": boundary})
+
+    # Inside the turn that rewind abandoned: `checkout N`, as the message says, and it works.
+    inside = _step_seqs(daemon, second["turn_id"])["committed"][0]
+    err = error_of(daemon, "act_turn.rewind", {"agent": "a", "seq": inside})
+    assert err["code"] == -32001 and f"`checkout {inside}`" in err["message"], err
+    assert daemon.call("checkout", {"seq": inside})["mode"] == "fork_switch"

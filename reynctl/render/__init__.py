@@ -28,7 +28,13 @@ from reynctl.render.audit import (
     seek_text,
     walk_text,
 )
-from reynctl.render.formats import format_bytes, format_duration, format_time, truncate
+from reynctl.render.formats import (
+    format_bytes,
+    format_duration,
+    format_time,
+    printable,
+    truncate,
+)
 from reynctl.render.retention import gc_text, retention_text
 from reynctl.render.state import diff_text, state_text
 from reynctl.render.status import status_text
@@ -57,6 +63,7 @@ __all__ = [
     "generations_table",
     "interventions_table",
     "notification_line",
+    "printable",
     "resolve_command",
     "resolve_text",
     "retention_text",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reynctl.render.formats import _compact, _plural, truncate
-from reynctl.render.table import Cell, Style, _indent, _pairs, table
+from reynctl.render.table import Cell, Style, Text, _indent, _pairs, table
 from reynd.protocol import agent_methods as a
 
 __all__ = [
@@ -122,11 +122,11 @@ def agent_text(ag: a.AgentInfo, style: Style) -> str:
         turn = f"{ag.turn_id}{step}"
     else:
         turn = "-"
-    rows: list[tuple[str, str]] = [
+    rows: list[tuple[str, Text]] = [
         ("agent", f"{ag.name} (session {ag.session})"),
         ("executor", ag.executor),
         ("options", options),
-        ("status", style(ag.status, *_STATUS_STYLES.get(ag.status, ()))),
+        ("status", _status_cell(ag.status)),
         ("turn", turn),
         ("inbox", _plural(ag.inbox, "message")),
         ("turns", f"{ag.turns_completed} completed"),
@@ -140,14 +140,16 @@ def agent_text(ag: a.AgentInfo, style: Style) -> str:
         rows.append(
             (
                 "ambiguous",
-                style(f"step {amb.step} of turn {amb.turn_id}", "red", "bold")
-                + f", started at seq {amb.started_seq}, input {_compact(amb.input, 60)}",
+                (
+                    Cell(f"step {amb.step} of turn {amb.turn_id}", ("red", "bold")),
+                    f", started at seq {amb.started_seq}, input {_compact(amb.input, 60)}",
+                ),
             )
         )
     if ag.waiting_for is not None:
-        rows.append(("waiting for", style(ag.waiting_for, "yellow")))
+        rows.append(("waiting for", Cell(ag.waiting_for, ("yellow",))))
     if ag.last_error:
-        rows.append(("last error", style(ag.last_error, "red")))
+        rows.append(("last error", Cell(ag.last_error, ("red",))))
     text = _pairs(rows, style)
     notes = _attention(ag, style)
     return "\n".join([text, "", *notes]) if notes else text
@@ -158,19 +160,20 @@ def send_text(res: a.AgentsSendResult, style: Style, *, waited: float | None) ->
 
     `waited` is the wait in seconds, or None when the message was only queued.
     """
-    rows: list[tuple[str, str]] = [
-        ("turn", f"{style(res.turn_id, 'bold')} (message {res.message_id} at seq {res.seq})")
+    rows: list[tuple[str, Text]] = [
+        ("turn", (Cell(res.turn_id, ("bold",)), f" (message {res.message_id} at seq {res.seq})"))
     ]
     if waited is None:
         rows.append(("status", "queued: the turn runs in the daemon"))
     elif res.boundary_seq is None:
         rows.append(
-            ("status", style(f"still in flight after {waited:g}s (it keeps running)", "yellow"))
+            ("status", Cell(f"still in flight after {waited:g}s (it keeps running)", ("yellow",)))
         )
     else:
         outcome = res.outcome or "completed"
-        rows.append(("outcome", style(outcome, "green" if outcome == "completed" else "yellow")))
-        rows.append(("boundary", f"seq {style(str(res.boundary_seq), 'cyan')} (turn.ended)"))
+        color = "green" if outcome == "completed" else "yellow"
+        rows.append(("outcome", Cell(outcome, (color,))))
+        rows.append(("boundary", ("seq ", Cell(str(res.boundary_seq), ("cyan",)), " (turn.ended)")))
         if res.reply is not None:
             rows.append(("reply", res.reply))
     return _pairs(rows, style)

@@ -3,15 +3,37 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, tzinfo
 from typing import Any
 
-__all__ = ["format_bytes", "format_duration", "format_time", "truncate"]
+from reynd.protocol.names import CONTROL_CHARS
+
+__all__ = ["format_bytes", "format_duration", "format_time", "printable", "truncate"]
+
+_CONTROL = re.compile(f"[{CONTROL_CHARS}]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def printable(text: str) -> str:
+    """`text` with control characters shown as escapes (`\\n`, `\\x1b`, `\\u202e`).
+
+    What the daemon sends may hold characters a terminal obeys instead of
+    showing (a newline that starts a fake table row, ESC sequences, bidi
+    overrides); escaped, the text stays on its line and reads as it is.
+    """
+    return _CONTROL.sub(_escape, text)
 
 
 def truncate(text: str, width: int) -> str:
-    """One line of at most `width` characters, newlines shown as ⏎."""
-    flat = text.replace("\r\n", "\n").replace("\n", " ⏎ ")
+    """One line of at most `width` characters, newlines shown as ⏎, other controls escaped."""
+    flat = printable(text.replace("\r\n", "\n").replace("\n", " ⏎ "))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 

@@ -33,7 +33,8 @@ def _agent_lines(a: AgentState, style: Style, width: int) -> list[str]:
     for run in a.skill_runs.values():
         lines.append(f"  skill {run.skill} ({run.run_id}): phase {run.phase}, {run.status}")
     for iv in a.interventions.values():
-        lines.append(f"  {style('question', 'yellow')} {iv.intervention_id}: {iv.question}")
+        question = truncate(iv.question, width)
+        lines.append(f"  {style('question', 'yellow')} {iv.intervention_id}: {question}")
     if a.history:
         lines.append("  history:")
         role_w = max(len(msg.role) for msg in a.history)

@@ -1,11 +1,19 @@
-"""Aligned tables and `key  value` lines, painted after alignment when the `Style` says so."""
+"""Aligned tables and `key  value` lines, painted after alignment when the `Style` says so.
+
+Every cell and value (not the headers and keys: they are ours) is passed
+through `printable` before it is measured or painted, so a string from the
+daemon cannot add a row, move the cursor or recolour the terminal, whichever
+renderer put it there.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Cell", "Style", "table"]
+from reynctl.render.formats import printable
+
+__all__ = ["Cell", "Style", "Text", "table"]
 
 
 _CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
@@ -33,8 +41,21 @@ class Cell:
     styles: tuple[str, ...] = ()
 
 
+# A value of a `key  value` line: plain text, one painted cell, or pieces of both.
+Text = str | Cell | tuple[str | Cell, ...]
+
+
 def _cell(value: Cell | str) -> Cell:
-    return value if isinstance(value, Cell) else Cell(value)
+    """`value` as a Cell whose text is safe to print."""
+    if isinstance(value, Cell):
+        return Cell(printable(value.text), value.styles)
+    return Cell(printable(value))
+
+
+def _paint(value: Text, style: Style) -> str:
+    """A `key  value` line's value: escaped, then painted piece by piece."""
+    pieces = value if isinstance(value, tuple) else (value,)
+    return "".join(style(c.text, *c.styles) for c in map(_cell, pieces))
 
 
 def table(
@@ -69,9 +90,12 @@ def table(
     return "\n".join([head, *(line(r) for r in cells)])
 
 
-def _pairs(rows: Sequence[tuple[str, str]], style: Style) -> str:
+def _pairs(rows: Sequence[tuple[str, Text]], style: Style) -> str:
+    """`key  value` lines, keys padded to the longest; values as `_paint` shows them."""
     width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{style(k.ljust(width), 'bold')}  {v}".rstrip() for k, v in rows)
+    return "\n".join(
+        f"{style(k.ljust(width), 'bold')}  {_paint(v, style)}".rstrip() for k, v in rows
+    )
 
 
 def _indent(text: str, prefix: str = "  ") -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reynctl.render.formats import _compact, truncate
+from reynctl.render.formats import _compact, printable, truncate
 from reynctl.render.table import Style
 from reynd.protocol import methods as m
 
@@ -44,6 +44,5 @@ def _summary(topic: str, d: Mapping[str, Any], width: int) -> str:
 
 def notification_line(n: m.Notification, style: Style, width: int = 100) -> str:
     """One live notification: its seq, its topic and a summary of its data."""
-    return (
-        f"{style(str(n.seq).rjust(6), 'cyan')}  {n.topic:<11}  {_summary(n.topic, n.data, width)}"
-    )
+    summary = printable(_summary(n.topic, n.data, width))
+    return f"{style(str(n.seq).rjust(6), 'cyan')}  {n.topic:<11}  {summary}"

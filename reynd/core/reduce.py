@@ -186,17 +186,19 @@ _APPLY: dict[type[ev.Event], Callable[[AgentState, Any], None]] = {
 def check(state: RuntimeState, event: ev.Event) -> None:
     """Refuse an event that does not apply to `state` (raises a ReyndError).
 
-    Reset records are written by rewind/checkout only.
+    Reset records are written by rewind/checkout only. Each error's data
+    names the event `field` at fault and the `reason`.
     """
     if isinstance(event, ev.Rewind):
         raise errors.InvalidEvent(
             "reset records are written by `rewind` and `checkout`, not by wal.append",
-            {"kind": "rewind"},
+            {"kind": "rewind", "field": "kind", "reason": "reset records are the daemon's own"},
         )
     if isinstance(event, ev.AgentCreated):
         if event.agent in state.agents:
             raise errors.AgentExists(
-                f"agent {event.agent!r} already exists", {"agent": event.agent}
+                f"agent {event.agent!r} already exists",
+                {"agent": event.agent, "field": "agent", "reason": "the agent already exists"},
             )
         return
     if not isinstance(event, ev.AgentEvent):
@@ -205,32 +207,47 @@ def check(state: RuntimeState, event: ev.Event) -> None:
     if agent is None:
         raise errors.UnknownAgent(
             f"no agent {event.agent!r} at the tip: create it first (agent.created)",
-            {"agent": event.agent},
+            {"agent": event.agent, "field": "agent", "reason": "no such agent at the tip"},
         )
     if isinstance(event, ev.TurnStarted):
         if not any(m.message_id == event.message_id for m in agent.inbox):
             raise errors.InvalidEvent(
                 f"message {event.message_id!r} is not in {event.agent}'s inbox",
-                {"message_id": event.message_id},
+                {
+                    "message_id": event.message_id,
+                    "field": "message_id",
+                    "reason": "the message is not in the agent's inbox",
+                },
             )
         if find_chain(agent, event.turn_id) is not None:
             raise errors.InvalidEvent(
-                f"turn {event.turn_id!r} is already in flight", {"turn_id": event.turn_id}
+                f"turn {event.turn_id!r} is already in flight",
+                {
+                    "turn_id": event.turn_id,
+                    "field": "turn_id",
+                    "reason": "the turn is already in flight",
+                },
             )
     elif isinstance(event, ev.StepStarted | ev.StepCommitted | ev.TurnEnded):
         if find_chain(agent, event.turn_id) is None:
             raise errors.InvalidEvent(
                 f"turn {event.turn_id!r} of {event.agent} is not in flight",
-                {"turn_id": event.turn_id},
+                {"turn_id": event.turn_id, "field": "turn_id", "reason": "no such turn in flight"},
             )
     elif isinstance(event, ev.PlanStepDone):
         plan = agent.plans.get(event.plan_id)
         if plan is None or not 0 <= event.index < len(plan.steps):
             raise errors.InvalidEvent(
                 f"plan {event.plan_id!r} has no step {event.index}",
-                {"plan_id": event.plan_id, "index": event.index},
+                {
+                    "plan_id": event.plan_id,
+                    "index": event.index,
+                    "field": "plan_id" if plan is None else "index",
+                    "reason": "no such plan" if plan is None else "no such plan step",
+                },
             )
     elif isinstance(event, ev.SkillPhase | ev.SkillEnded) and event.run_id not in agent.skill_runs:
         raise errors.InvalidEvent(
-            f"skill run {event.run_id!r} is not active", {"run_id": event.run_id}
+            f"skill run {event.run_id!r} is not active",
+            {"run_id": event.run_id, "field": "run_id", "reason": "the skill run is not active"},
         )

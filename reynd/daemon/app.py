@@ -20,8 +20,8 @@ from reynd.audit.store import EventStore
 from reynd.config_store import ConfigStore
 from reynd.core.diff import diff_values
 from reynd.core.reconstruct import ReplayPlan
-from reynd.core.reduce import check
 from reynd.core.retention import RetentionPolicy
+from reynd.daemon.appends import check_applies, event_of
 from reynd.daemon.audit_api import AuditApi
 from reynd.daemon.committer import Committer
 from reynd.daemon.context import CallContext
@@ -31,19 +31,11 @@ from reynd.daemon.rpc import Handler
 from reynd.daemon.runtime_api import RuntimeApi
 from reynd.protocol import errors
 from reynd.protocol import methods as m
-from reynd.protocol.events import (
-    AgentCreated,
-    AgentEvent,
-    AnyEvent,
-    Event,
-    Rewind,
-    boundary_kind,
-    kind_of,
-)
+from reynd.protocol.events import AgentCreated, AgentEvent, Event, boundary_kind, kind_of
 from reynd.protocol.state import RuntimeState
 from reynd.runtime import clean_stop
 from reynd.runtime.procs import ProcessGroups
-from reynd.runtime.registry import EXTERNAL, AgentRegistry
+from reynd.runtime.registry import AgentRegistry
 from reynd.storage.errors import CorruptionError
 from reynd.storage.options import StorageOptions
 from reynd.storage.store import Store
@@ -400,29 +392,7 @@ class App:
         return await self.coordinator.request("checkout", p.seq, force=p.force)
 
     async def _wal_append(self, p: m.WalAppendParams, ctx: CallContext) -> m.WalAppendResult:
-        for reserved in ("kind", "agent", "seq", "ts"):
-            if reserved in p.data:
-                raise errors.InvalidParams(
-                    f"data.{reserved} is not allowed: "
-                    + (
-                        "seq and ts are assigned by the daemon"
-                        if reserved in ("seq", "ts")
-                        else f"pass {reserved} as its own param"
-                    ),
-                    {"field": f"data.{reserved}"},
-                )
-        fields: dict[str, Any] = {"kind": p.kind, "agent": p.agent, **p.data}
-        if p.kind == "agent.created":
-            # An agent created by an outside runtime is driven by it, not by reynd.
-            fields.setdefault("executor", EXTERNAL)
-        try:
-            event = msgspec.convert(fields, AnyEvent)
-        except msgspec.ValidationError as exc:
-            raise errors.InvalidParams(
-                f"invalid {p.kind!r} event: {exc}", {"kind": p.kind, "reason": str(exc)}
-            ) from None
-        if isinstance(event, Rewind):
-            check(self.store.state, event)  # raises: resets go through rewind/checkout
+        event = event_of(p)
         lock = self._agent_locks.setdefault(p.agent, trio.Lock())
         async with self.gate.shared(), lock:
             store = self.store
@@ -444,7 +414,7 @@ class App:
                             "branch": store.lineage.branch_of(store.head),
                         },
                     )
-            check(store.state, event)
+            check_applies(store.state, event)
             (durable,) = await self.committer.append([event])
         return m.WalAppendResult(seq=durable.seq, branch=store.lineage.branch_of(durable.seq))
 

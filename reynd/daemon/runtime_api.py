@@ -69,13 +69,7 @@ class RuntimeApi:
     async def _act_turn_rewind(
         self, p: a.ActTurnRewindParams, ctx: CallContext
     ) -> a.ActTurnRewindResult:
-        store = self._app.store
-        if not store.lineage.is_active(p.seq):
-            raise errors.NotActive(
-                f"seq {p.seq} is not on the active branch; act-turn rewinds stay on it "
-                f"(use `checkout {p.seq}` to switch branches)",
-                {"seq": p.seq},
-            )
+        self._check_target(p.seq)
         at = await self._app.as_of(p.seq)
         agent = at.agents.get(p.agent)
         if agent is None:
@@ -101,6 +95,34 @@ class RuntimeApi:
             cancelled=[{"agent": c.agent, "turn_id": c.turn_id} for c in result.cancelled],
             duration_ms=result.duration_ms,
         )
+
+    def _check_target(self, seq: int) -> None:
+        """Refuse a seq no act-turn rewind can land on, naming a command that would work.
+
+        In the order of Store.prepare_reset (which checks again in the coordinator).
+        """
+        store = self._app.store
+        head = store.head
+        below = "no seq: the log is empty"
+        if head:
+            below = f"a seq in 0..{head - 1}, below the tip {head}"
+        if seq > head:
+            raise errors.SeqOutOfRange(
+                f"seq {seq} is beyond the tip; an act-turn rewind lands on {below}",
+                {"seq": seq, "head": head},
+            )
+        if seq == head:
+            raise errors.NothingToDo(
+                f"seq {seq} is already the tip; an act-turn rewind lands on {below}",
+                {"seq": seq, "head": head},
+            )
+        store.plan(seq)  # BelowFloor: collected history, where `checkout` cannot help either
+        if not store.lineage.is_active(seq):
+            raise errors.NotActive(
+                f"seq {seq} is not on the active branch; act-turn rewinds stay on it "
+                f"(use `checkout {seq}` to switch to its branch)",
+                {"seq": seq, "branch": store.lineage.branch_of(seq)},
+            )
 
     def _steps_committed_after(self, agent: str, turn_id: str, seq: int) -> int:
         """Steps of `turn_id` committed on the active branch after `seq` (they will re-run)."""

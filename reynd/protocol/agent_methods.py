@@ -8,6 +8,7 @@ import msgspec
 
 from reynd.protocol import errors
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
+from reynd.protocol.names import AgentName, Ident
 
 __all__ = [
     "DEFS",
@@ -34,7 +35,6 @@ __all__ = [
     "InterventionsListResult",
 ]
 
-AgentName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 ExecutorName = Literal["builtin", "command", "openai"]
 AgentStatus = Literal["idle", "running", "waiting", "ambiguous", "failed"]
 
@@ -78,17 +78,17 @@ class AgentsCreateParams(Params, kw_only=True):
     name: AgentName
     executor: ExecutorName = "builtin"
     options: dict[str, Any] = {}
-    session: str = "default"
+    session: Ident = "default"
 
 
 class AgentsConfigureParams(Params, kw_only=True):
-    agent: str
+    agent: AgentName
     executor: ExecutorName | None = None
     options: dict[str, Any] | None = None
 
 
 class AgentsListParams(Params, kw_only=True):
-    session: str | None = None
+    session: Ident | None = None
 
 
 class AgentsListResult(Result, kw_only=True):
@@ -96,13 +96,13 @@ class AgentsListResult(Result, kw_only=True):
 
 
 class AgentsGetParams(Params, kw_only=True):
-    agent: str
+    agent: AgentName
 
 
 class AgentsSendParams(Params, kw_only=True):
     """Put a message in an agent's inbox; with `wait`, return when its turn ends."""
 
-    agent: str
+    agent: AgentName
     text: Annotated[str, msgspec.Meta(min_length=1)]
     wait: bool = False
     timeout: Annotated[float, msgspec.Meta(gt=0)] = 300.0
@@ -124,7 +124,7 @@ class AgentsSendResult(Result, kw_only=True):
 
 
 class AgentsCancelParams(Params, kw_only=True):
-    agent: str
+    agent: AgentName
 
 
 class AgentsCancelResult(Result, kw_only=True):
@@ -132,7 +132,7 @@ class AgentsCancelResult(Result, kw_only=True):
 
 
 class AgentsResolveParams(Params, kw_only=True):
-    agent: str
+    agent: AgentName
     action: Literal["retry", "skip", "abort"]
 
 
@@ -145,7 +145,7 @@ class InterventionInfo(Result, kw_only=True):
 
 
 class InterventionsListParams(Params, kw_only=True):
-    agent: str | None = None
+    agent: AgentName | None = None
 
 
 class InterventionsListResult(Result, kw_only=True):
@@ -155,8 +155,8 @@ class InterventionsListResult(Result, kw_only=True):
 class InterventionsAnswerParams(Params, kw_only=True):
     """Answer a question; an answer to a question not asked yet is buffered."""
 
-    agent: str
-    intervention_id: Annotated[str, msgspec.Meta(min_length=1)]
+    agent: AgentName
+    intervention_id: Ident
     answer: str
 
 
@@ -168,7 +168,7 @@ class InterventionsAnswerResult(Result, kw_only=True):
 class ActTurnRewindParams(Params, kw_only=True):
     """Rewind to a seq inside one of `agent`'s turns, between two act-steps."""
 
-    agent: str
+    agent: AgentName
     seq: Annotated[int, msgspec.Meta(ge=0)]
 
 

@@ -14,6 +14,7 @@ import msgspec
 from reynd.protocol import agent_methods, audit_methods, errors, retention_methods
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
 from reynd.protocol.events import GenerationKind
+from reynd.protocol.names import AgentName, Ident
 
 # Re-exported (listed in __all__): clients name every result type through this module.
 from reynd.protocol.retention_methods import (
@@ -108,7 +109,7 @@ class ShutdownParams(Params, kw_only=True):
 
 
 class GenerationsParams(Params, kw_only=True):
-    agent: str | None = None
+    agent: AgentName | None = None
     kind: GenerationKind | None = None
     all_branches: bool = False
     cursor: NonNegative | None = None
@@ -188,7 +189,7 @@ class BranchesResult(Result, kw_only=True):
 
 class StateParams(Params, kw_only=True):
     seq: NonNegative | None = None
-    agent: str | None = None
+    agent: AgentName | None = None
 
 
 class StateResult(Result, kw_only=True):
@@ -201,7 +202,7 @@ class StateResult(Result, kw_only=True):
 class DiffParams(Params, kw_only=True):
     from_seq: NonNegative
     to_seq: NonNegative
-    agent: str | None = None
+    agent: AgentName | None = None
 
 
 class Change(Result, kw_only=True):
@@ -262,13 +263,15 @@ class RpcDiscoverParams(Params, kw_only=True):
 class WalAppendParams(Params, kw_only=True):
     """An event written by an external runtime that drives an agent itself.
 
-    `kind` and `data` form one event of reynd.protocol.events (minus seq/ts).
-    `based_on` is the tip seq the writer last saw: the append is refused with
-    stale_branch when that seq is no longer on the active lineage.
+    `kind` and `data` form one event of reynd.protocol.events (minus seq/ts),
+    an agent event: names and identifiers in `data` follow the rules of
+    reynd.protocol.names (docs/protocol.md). `based_on` is the tip seq the
+    writer last saw: the append is refused with stale_branch when that seq is
+    no longer on the active lineage.
     """
 
-    agent: str
-    kind: str
+    agent: AgentName
+    kind: Ident
     data: dict[str, Any] = {}
     based_on: NonNegative | None = None
 

@@ -30,7 +30,10 @@ def _type(schema: dict[str, Any]) -> str:
         return f"map of {_type(extra)}" if isinstance(extra, dict) and extra else "object"
     if kind is None:
         return "any"
-    bounds = [f"{k} {schema[k]}" for k in ("minimum", "maximum", "minLength") if k in schema]
+    keys = ("minimum", "maximum", "minLength", "maxLength")
+    bounds = [f"{k} {schema[k]}" for k in keys if k in schema]
+    if "pattern" in schema:  # a `|` would end the table cell
+        bounds.append("pattern `{}`".format(schema["pattern"].replace("|", "\\|")))
     return str(kind) + (f" ({', '.join(bounds)})" if bounds else "")
 
 

@@ -27,6 +27,7 @@ import structlog
 import trio
 
 from reynd.core.reduce import find_chain
+from reynd.protocol import errors
 from reynd.protocol import events as ev
 from reynd.protocol.agent_methods import AgentStatus, AmbiguousStep
 from reynd.protocol.executor import StepRequest, StepResult
@@ -257,7 +258,13 @@ class AgentRunner:
                 await self._kick.wait()
                 continue
             self.waiting_for, self.step, self.status = None, step, "running"
-            executor = self._executor_for(agent)  # the agent's config may have changed
+            try:
+                executor = self._executor_for(agent)  # the agent's config may have changed
+            except errors.InvalidParams as exc:
+                # A configuration in the log that no executor takes (an older
+                # wal.append let it in): this turn fails, never the daemon.
+                await self._fail_turn(turn_id, step, f"executor error: {exc.message}")
+                return
             request = StepRequest(
                 agent=self.name,
                 turn_id=turn_id,
@@ -288,19 +295,9 @@ class AgentRunner:
                 # StepFailed is the executor's own report. Anything else is a bug
                 # in one executor: it fails this turn, never the whole daemon.
                 # (Cancellation is a BaseException and passes through untouched.)
-                error = str(exc) if isinstance(exc, StepFailed) else f"executor error: {exc!r}"
-                self.last_error = error
-                log.warning(
-                    "agent.step_failed",
-                    agent=self.name,
-                    turn_id=turn_id,
-                    step=step,
-                    error=error,
-                    exc_info=not isinstance(exc, StepFailed),
-                )
-                await self._append(
-                    [ev.TurnEnded(agent=self.name, turn_id=turn_id, outcome="failed", reply=error)]
-                )
+                reported = isinstance(exc, StepFailed)
+                error = str(exc) if reported else f"executor error: {exc!r}"
+                await self._fail_turn(turn_id, step, error, traceback=not reported)
                 return
             self.counters.steps_run += 1
             await self._append(
@@ -319,6 +316,23 @@ class AgentRunner:
                 )
                 return
             step += 1
+
+    async def _fail_turn(
+        self, turn_id: str, step: int, error: str, *, traceback: bool = False
+    ) -> None:
+        """End the turn as failed, with `error` as its reply and the agent's last error."""
+        self.last_error = error
+        log.warning(
+            "agent.step_failed",
+            agent=self.name,
+            turn_id=turn_id,
+            step=step,
+            error=error,
+            exc_info=traceback,
+        )
+        await self._append(
+            [ev.TurnEnded(agent=self.name, turn_id=turn_id, outcome="failed", reply=error)]
+        )
 
     def _memo(self, turn_id: str, step: int, result: StepResult) -> ev.StepCommitted:
         output = msgspec.to_builtins(result)

@@ -1,0 +1,115 @@
+"""From `wal.append` params to a checked event, every refusal naming the param at fault.
+
+Two gates: the strict types of reynd.protocol.appendable (shape, names,
+identifiers: -32602 invalid_params), then, against the tip, reduce.check
+(does it apply: -32012, -32006, -32007) and the executor an agent would be
+run with. Both put the param path in `data.field`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, get_args
+
+import msgspec
+
+from reynd.core.reduce import check
+from reynd.daemon.rpc import validation_details
+from reynd.protocol import appendable, errors
+from reynd.protocol import methods as m
+from reynd.protocol.agent_methods import ExecutorName
+from reynd.protocol.events import AgentConfigured, AgentCreated, AnyEvent, Event
+from reynd.protocol.state import RuntimeState
+from reynd.runtime.executors import validate_options
+from reynd.runtime.registry import EXTERNAL
+
+__all__ = ["check_applies", "event_of", "param_path"]
+
+_OWN_PARAMS = ("kind", "agent")
+_ASSIGNED = ("seq", "ts")
+EXECUTORS: Final = (*get_args(ExecutorName), EXTERNAL)
+
+
+def event_of(p: m.WalAppendParams) -> Event:
+    """The event `p` describes; InvalidParams (with `field`, `reason`) when it is not one.
+
+    The plain event types decode the log and accept names older versions
+    wrote; the strict ones hold what a writer may add today.
+    """
+    for reserved in (*_OWN_PARAMS, *_ASSIGNED):
+        if reserved in p.data:
+            reason = (
+                "seq and ts are assigned by the daemon"
+                if reserved in _ASSIGNED
+                else f"pass {reserved} as its own param"
+            )
+            raise errors.InvalidParams(
+                f"data.{reserved} is not allowed: {reason}",
+                {"field": f"data.{reserved}", "reason": reason},
+            )
+    if p.kind not in appendable.KINDS:
+        reason = f"unknown event kind {p.kind!r}"
+        if p.kind == "rewind":
+            reason += " (reset records are written by `rewind` and `checkout`)"
+        raise errors.InvalidParams(
+            f"{reason}: wal.append takes one of {', '.join(appendable.KINDS)}",
+            {"field": "kind", "reason": reason, "valid": list(appendable.KINDS)},
+        )
+    fields: dict[str, Any] = {"kind": p.kind, "agent": p.agent, **p.data}
+    if p.kind == "agent.created":
+        # An agent created by an outside runtime is driven by it, not by reynd.
+        fields.setdefault("executor", EXTERNAL)
+    try:
+        msgspec.convert(fields, appendable.STRICT_EVENT)
+        event: Event = msgspec.convert(fields, AnyEvent)
+    except msgspec.ValidationError as exc:
+        field, reason = validation_details(exc)
+        field = param_path(field)
+        raise errors.InvalidParams(
+            f"invalid {p.kind!r} event (field `{field}`): {reason}",
+            {"kind": p.kind, "field": field, "reason": reason},
+        ) from None
+    return event
+
+
+def check_applies(state: RuntimeState, event: Event) -> None:
+    """reduce.check, with the event field it names turned into the param path.
+
+    An agent.created or agent.configured must also leave the agent with an
+    executor reynd can build (or `external`): the agent would otherwise fail
+    every turn it is given.
+    """
+    try:
+        check(state, event)
+    except errors.ReyndError as exc:
+        field = exc.data.get("field")
+        if isinstance(field, str):
+            exc.data["field"] = param_path(field)
+        raise
+    if isinstance(event, AgentCreated | AgentConfigured):
+        _check_executor(state, event)
+
+
+def _check_executor(state: RuntimeState, event: AgentCreated | AgentConfigured) -> None:
+    before = state.agents.get(event.agent)
+    executor = event.executor or (before.executor if before else EXTERNAL)
+    if executor not in EXECUTORS:
+        reason = f"unknown executor {executor!r}"
+        raise errors.InvalidParams(
+            f"{reason}: use one of {', '.join(EXECUTORS)}",
+            {"field": "data.executor", "reason": reason, "valid": list(EXECUTORS)},
+        )
+    if executor == EXTERNAL:
+        return  # its options are the outside runtime's business
+    options = event.options if event.options is not None else (before.options if before else {})
+    try:
+        validate_options(executor, dict(options))
+    except errors.InvalidParams as exc:
+        exc.data.update(field="data.options", reason=exc.message)
+        raise
+
+
+def param_path(event_field: str) -> str:
+    """Where an event's field came from in wal.append's params: `kind`, `agent` or `data.*`."""
+    if not event_field or event_field in _OWN_PARAMS:
+        return event_field
+    return f"data.{event_field}"

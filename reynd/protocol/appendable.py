@@ -1,0 +1,116 @@
+"""The events `wal.append` accepts: the agent events of `events`, under the rules of `names`.
+
+`events` stays permissive because it decodes records already in the log. The
+strict twins here are derived from it field by field, so they cannot drift,
+and they only validate what an external runtime sends: the record itself is
+still built from the plain type.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Annotated, Any, Final, Union, get_args, get_origin
+
+import msgspec
+
+from reynd.protocol.events import AgentEvent, AnyEvent
+from reynd.protocol.names import AgentName, Ident, Line
+
+__all__ = ["KINDS", "STRICT_EVENT", "strict_type"]
+
+# What each string field of an agent event may hold, by field name. A new
+# string field must be listed (importing this module fails until it is): its
+# author decides whether it is a name, an identifier, a table line or free text.
+_STRINGS: Final[dict[str, Any]] = {
+    "agent": AgentName,
+    **dict.fromkeys(
+        (
+            "session",
+            "executor",
+            "sender",
+            "message_id",
+            "turn_id",
+            "plan_id",
+            "run_id",
+            "skill",
+            "phase",
+            "outcome",
+            "intervention_id",
+            "tool_call_id",
+            "id",  # of a tool call
+            "name",  # of a tool
+        ),
+        Ident,
+    ),
+    "label": Line,
+    "steps": Line,  # a plan step's title
+    # Free text (messages, answers, results): bounded by the transport's line limit.
+    **dict.fromkeys(("text", "reply", "result", "question", "answer", "content", "arguments"), str),
+}
+_COUNTS: Final = frozenset(("step", "index", "tokens_in", "tokens_out"))
+_NON_NEGATIVE = Annotated[int, msgspec.Meta(ge=0)]
+_ASSIGNED: Final = frozenset(("seq", "ts"))  # by the daemon, never by the writer
+
+
+def _constrain(tp: Any, field: str, owner: str) -> Any:
+    """`tp` (a field's type) with the rules for `field` applied, recursively."""
+    if tp is str:
+        if field not in _STRINGS:
+            raise TypeError(f"{owner}.{field}: add it to _STRINGS in {__name__}")
+        return _STRINGS[field]
+    if tp is int and field in _COUNTS:
+        return _NON_NEGATIVE
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        return strict_type(tp)
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return Union[tuple(_constrain(arg, field, owner) for arg in get_args(tp))]  # noqa: UP007
+    if origin is tuple:
+        item, ellipsis = get_args(tp)
+        assert ellipsis is Ellipsis, f"{owner}.{field}: only tuple[X, ...] is handled"
+        return tuple[_constrain(item, field, owner), ...]  # type: ignore[misc]
+    return tp  # Literal, dict[str, Any], float, bool: as in the plain type
+
+
+_STRICT: dict[type[msgspec.Struct], type[msgspec.Struct]] = {}
+
+
+def strict_type(cls: type[msgspec.Struct]) -> type[msgspec.Struct]:
+    """The strict twin of the event (or nested) Struct `cls`, without seq and ts."""
+    if cls in _STRICT:
+        return _STRICT[cls]
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for f in msgspec.structs.fields(cls):
+        if f.name in _ASSIGNED:
+            continue
+        tp = _constrain(f.type, f.name, cls.__name__)
+        if f.default is not msgspec.NODEFAULT:
+            fields.append((f.name, tp, f.default))
+        elif f.default_factory is not msgspec.NODEFAULT:
+            fields.append((f.name, tp, msgspec.field(default_factory=f.default_factory)))
+        else:
+            fields.append((f.name, tp))
+    config = cls.__struct_config__
+    strict = msgspec.defstruct(
+        cls.__name__,
+        fields,
+        module=__name__,
+        kw_only=True,
+        frozen=True,
+        forbid_unknown_fields=True,
+        tag_field=config.tag_field,
+        tag=config.tag,
+    )
+    _STRICT[cls] = strict
+    return strict
+
+
+_AGENT_EVENTS = [cls for cls in get_args(AnyEvent) if issubclass(cls, AgentEvent)]
+
+KINDS: Final[tuple[str, ...]] = tuple(
+    sorted(str(cls.__struct_config__.tag) for cls in _AGENT_EVENTS)
+)
+"""The event kinds `wal.append` takes (reset and lost records are the daemon's own)."""
+
+STRICT_EVENT: Final[Any] = Union[tuple(strict_type(cls) for cls in _AGENT_EVENTS)]  # noqa: UP007
+"""Validate `{"kind", "agent", **data}` with msgspec.convert before building the event."""

@@ -1,0 +1,80 @@
+"""What a name or identifier may be, wherever a request brings one in.
+
+One definition for every door: the params of each method that names an agent,
+and the fields of events an external runtime writes with `wal.append` (see
+`appendable`). The daemon validates with these types and `rpc.discover`
+shows their patterns, so a client can check before it sends.
+
+Never applied to records read back from the WAL: an older log may hold names
+these rules refuse, and a record that was acknowledged must always load.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+
+import msgspec
+
+__all__ = [
+    "AGENT_NAME_MAX",
+    "AGENT_NAME_PATTERN",
+    "CONTROL_CHARS",
+    "IDENT_MAX",
+    "LINE_MAX",
+    "NO_CONTROLS_PATTERN",
+    "AgentName",
+    "Ident",
+    "Line",
+]
+
+# Python's `$` also matches before a final newline (`"a\n"` would pass); the
+# lookahead makes it mean end-of-string, as `$` already does in ECMA-262
+# regexes (what readers of the OpenRPC document use).
+_END = r"$(?!\n)"
+
+AGENT_NAME_MAX: Final = 64
+AGENT_NAME_PATTERN: Final = rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{AGENT_NAME_MAX - 1}}}{_END}"
+
+# Characters that reach a terminal as commands, not text: C0 controls (newline,
+# CR, ESC, NUL...), DEL, C1 controls, the Unicode line and paragraph separators,
+# and the bidirectional embeddings, overrides and isolates (they reorder what is
+# shown). The body of a regex character class: Python's `re` and ECMA-262 both
+# read these \x and \u escapes. reynctl escapes the same set when it prints.
+CONTROL_CHARS: Final = r"\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+NO_CONTROLS_PATTERN: Final = rf"^[^{CONTROL_CHARS}]*{_END}"
+
+IDENT_MAX: Final = 128
+LINE_MAX: Final = 256
+
+AgentName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=AGENT_NAME_MAX,
+        pattern=AGENT_NAME_PATTERN,
+        description="An agent name: 1-64 ASCII letters, digits, `_`, `.`, `-`; "
+        "the first a letter or digit.",
+    ),
+]
+"""An agent's name, as `agents.create` and `wal.append` accept it."""
+
+Ident = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=IDENT_MAX,
+        pattern=NO_CONTROLS_PATTERN,
+        description="An identifier: 1-128 characters, no control characters.",
+    ),
+]
+"""An identifier a writer chooses (turn, message, plan, run, intervention ids, a session...)."""
+
+Line = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=LINE_MAX,
+        pattern=NO_CONTROLS_PATTERN,
+        description="One line of text: at most 256 characters, no control characters.",
+    ),
+]
+"""A short line of text shown in tables (a generation label, a plan step's title)."""
