@@ -10,7 +10,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
+from reynd.protocol.limits import MAX_DEPTH, batch_exceeds, nesting_exceeds
 
 # Text that looks like structure: brackets, quotes and backslashes inside strings.
 _tricky_text = st.text(alphabet='[]{}"\\ab,:\n\u00e9\U0001f600', max_size=12)
@@ -73,3 +73,15 @@ def test_boundaries_and_hostile_sizes() -> None:
     assert not nesting_exceeds(b"[" + b"1," * 10**6 + b"1]")
     # Brackets inside strings are text, however many.
     assert not nesting_exceeds(json.dumps({"text": "[" * 10**5 + '\\"' * 10}).encode())
+
+
+@given(st.lists(_values, max_size=12), st.integers(1, 12))
+def test_batch_members_counted_exactly(members: list[Any], limit: int) -> None:
+    for text in (json.dumps(members).encode(), msgspec.json.encode(members)):
+        assert batch_exceeds(text, limit) == (len(members) > limit), text
+
+
+def test_a_huge_batch_is_counted_without_decoding() -> None:
+    assert batch_exceeds(b"[" + b"1," * 10**6 + b"1]", 1000)
+    assert not batch_exceeds(json.dumps([{"a": [1, 2, {"b": ",,,"}]}] * 1000).encode(), 1000)
+    assert batch_exceeds(json.dumps([{"a": [1, 2, {"b": ",,,"}]}] * 1001).encode(), 1000)

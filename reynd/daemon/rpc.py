@@ -26,7 +26,7 @@ import trio
 
 from reynd.daemon.context import CallContext
 from reynd.protocol import errors
-from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
+from reynd.protocol.limits import MAX_DEPTH, batch_exceeds, nesting_exceeds
 from reynd.protocol.methods import METHODS, MethodDef
 
 __all__ = ["Dispatcher", "Handler", "Output", "Send", "encode_error_line", "validation_details"]
@@ -197,23 +197,21 @@ class Dispatcher:
         up to `_BATCH_BUFFER` bytes; past that the rest is streamed into the
         same line, so a batch holds at most that much reply in memory.
         """
+        if batch_exceeds(line, self._max_batch):
+            err: errors.ReyndError = errors.LimitExceeded(
+                f"Batch too large: more than {self._max_batch} members; "
+                "split it into smaller batches",
+                {"limit_name": "max_batch_members", "limit": self._max_batch},
+            )
+            await out.line(encode_error_line(err))
+            return
         try:
             members = _BATCH_DECODER.decode(line)
         except msgspec.DecodeError as exc:
             await out.line(_ENCODER.encode(_parse_error(exc)))
             return
         if not members:
-            err: errors.ReyndError = errors.InvalidRequest(
-                "Invalid Request: empty batch", {"reason": "empty batch"}
-            )
-            await out.line(encode_error_line(err))
-            return
-        if len(members) > self._max_batch:
-            err = errors.LimitExceeded(
-                f"Batch too large: {len(members)} members, at most {self._max_batch}; "
-                "split it into smaller batches",
-                {"limit_name": "max_batch_members", "limit": self._max_batch},
-            )
+            err = errors.InvalidRequest("Invalid Request: empty batch", {"reason": "empty batch"})
             await out.line(encode_error_line(err))
             return
         collected: list[bytes] = []

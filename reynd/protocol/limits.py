@@ -14,15 +14,18 @@ from itertools import accumulate, chain
 from operator import sub
 from typing import Final
 
-__all__ = ["MAX_DEPTH", "nesting_exceeds"]
+__all__ = ["MAX_DEPTH", "batch_exceeds", "nesting_exceeds"]
 
 # Levels of arrays and objects in one message, the message itself included.
 MAX_DEPTH: Final = 64
 
-# Brackets become parentheses and quotes stay; everything else is deleted.
+# Brackets become parentheses and quotes stay (commas too, for counting members);
+# everything else is deleted.
 _SHAPE: Final = bytes.maketrans(b"[{]}", b"(())")
-_NOT_SHAPE: Final = bytes(b for b in range(256) if b not in b'[]{}"')
+_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b'[]{}"')
+_NOT_MEMBERS: Final = bytes(b for b in range(256) if b not in b'[]{}",')
 _STRING: Final = re.compile(rb'"[^"]*"')
+_GROUP: Final = re.compile(rb"\([^()]*\)")
 _OPENS: Final = re.compile(rb"\(+")
 _CLOSES: Final = re.compile(rb"\)+")
 
@@ -40,15 +43,7 @@ def nesting_exceeds(data: bytes, limit: int = MAX_DEPTH) -> bool:
     """
     if data.count(b"[") + data.count(b"{") <= limit:
         return False
-    if b"\\" in data:
-        # Escaped backslashes first, then escaped quotes: the quotes left
-        # delimit strings, whose brackets are only text.
-        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    shape = data.translate(_SHAPE, _NOT_SHAPE)
-    if b'"' in shape:
-        shape = shape.replace(b'""', b"")  # most strings hold no bracket
-        if b'"' in shape:
-            shape = _STRING.sub(b"", shape)
+    shape = _shape(data, _NOT_BRACKETS)
     peeled = 0
     while shape:
         if b"(" * (limit - peeled + 1) in shape:
@@ -60,6 +55,41 @@ def nesting_exceeds(data: bytes, limit: int = MAX_DEPTH) -> bool:
             break
         shape, peeled = shorter, peeled + 1
     return peeled + _max_depth(shape) > limit
+
+
+def batch_exceeds(data: bytes, limit: int) -> bool:
+    """True when the JSON array `data` has more than `limit` (at least 1) members.
+
+    Nothing is decoded, so a huge batch costs no memory to refuse: fewer than
+    `limit` commas is within the limit (one count); otherwise the commas at
+    the top level are counted, inner groups removed innermost first (one
+    pass per level: call it on text within the nesting limit).
+    """
+    if data.count(b",") < limit:
+        return False
+    shape = _shape(data, _NOT_MEMBERS)
+    start, end = shape.find(b"("), shape.rfind(b")")
+    inner = shape[start + 1 : end]
+    while b"(" in inner:
+        shorter = _GROUP.sub(b"", inner)
+        if len(shorter) == len(inner):
+            break  # unbalanced, not JSON: the decoder refuses it
+        inner = shorter
+    return inner.count(b",") + 1 > limit
+
+
+def _shape(data: bytes, delete: bytes) -> bytes:
+    """What is left outside strings once `delete` is deleted; brackets as parentheses."""
+    if b"\\" in data:
+        # Escaped backslashes first, then escaped quotes: the quotes left
+        # delimit strings, whose brackets and commas are only text.
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    shape = data.translate(_SHAPE, delete)
+    if b'"' in shape:
+        shape = shape.replace(b'""', b"")  # most strings hold neither
+        if b'"' in shape:
+            shape = _STRING.sub(b"", shape)
+    return shape
 
 
 def _max_depth(shape: bytes) -> int:
