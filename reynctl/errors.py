@@ -86,9 +86,10 @@ class UntrustedDaemon(ClientError):
 
     def __init__(self, path: Path, uid: int, user: str | None, own_uid: int) -> None:
         who = f"uid {uid} ({user})" if user else f"uid {uid}"
+        trusted = "root (you)" if own_uid == 0 else f"you (uid {own_uid}) or root"
         super().__init__(
-            f"refusing the daemon at {path}: it is served by {who}, not by you "
-            f"(uid {own_uid}) or root; if you trust it, pass --daemon-uid {user or uid} "
+            f"refusing the daemon at {path}: it is served by {who}, not by {trusted}; "
+            f"if you trust it, pass --daemon-uid {user or uid} "
             f"or set REYN_DAEMON_UID={user or uid}"
         )
         self.path = path

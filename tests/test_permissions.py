@@ -422,8 +422,8 @@ def foreign_socket(short_tmp: Path) -> Iterator[Path]:
 
 
 UNTRUSTED = (
-    "refusing the daemon at {path}: it is served by uid 65534 (nobody), not by you "
-    "(uid 0) or root; if you trust it, pass --daemon-uid nobody or set REYN_DAEMON_UID=nobody"
+    "refusing the daemon at {path}: it is served by uid 65534 (nobody), not by root (you); "
+    "if you trust it, pass --daemon-uid nobody or set REYN_DAEMON_UID=nobody"
 )
 
 

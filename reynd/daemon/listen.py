@@ -2,10 +2,11 @@
 
 A socket we bind lives in a directory we create 0700 and is itself 0600 (set
 through the umask so that it is never, even briefly, more open). The per-user
-layout's directories (`/tmp/reynd-$UID` and its `reynd/`, or
-`$XDG_RUNTIME_DIR/reynd`) are used only when they are real directories owned
-by our euid with no group or other permissions: in a shared /tmp anyone can
-make `/tmp/reynd-$UID` first and serve a socket of their own. A socket file
+layout's directories (`$TMPDIR/reynd-$UID`, else `/tmp/reynd-$UID`, and its
+`reynd/`, or `$XDG_RUNTIME_DIR/reynd`) are used only when they are real
+directories owned by our euid with no group or other permissions: in a shared
+/tmp anyone can make `/tmp/reynd-$UID` first and serve a socket of their own.
+A socket file
 left behind by a dead daemon is detected by connecting to it: an answer means
 a live daemon (refused, naming its pid from SO_PEERCRED), a refusal means a
 stale file (removed). An inherited socket belongs to systemd: never unlinked.
