@@ -29,6 +29,7 @@ from reynctl.errors import (
     StaleSocket,
 )
 from reynctl.jsonrpc import ErrorResponse, Response, ServerMessage, Session, decode_result
+from reynctl.trust import check_daemon
 
 __all__ = ["AsyncClient", "open_client"]
 
@@ -149,8 +150,17 @@ class AsyncClient:
         self._pushed.put_nowait(exc)
 
 
-async def open_client(path: Path, *, timeout: float | None = 30.0) -> AsyncClient:  # noqa: ASYNC109
-    """Connect to the daemon at `path`; a `DaemonUnreachable` subclass names the cause."""
+async def open_client(
+    path: Path,
+    *,
+    timeout: float | None = 30.0,  # noqa: ASYNC109
+    daemon_uid: int | None = None,
+) -> AsyncClient:
+    """Connect to the daemon at `path`; a `DaemonUnreachable` subclass names the cause.
+
+    The daemon must run as our uid, root, or `daemon_uid` (else UntrustedDaemon,
+    before anything is sent: see reynctl.trust).
+    """
     try:
         reader, writer = await asyncio.wait_for(
             asyncio.open_unix_connection(os.fspath(path), limit=_RECV), timeout
@@ -168,4 +178,9 @@ async def open_client(path: Path, *, timeout: float | None = 30.0) -> AsyncClien
     except OSError as exc:
         reason = "not a socket" if exc.errno == errno.ENOTSOCK else exc.strerror or str(exc)
         raise DaemonUnreachable(path, reason) from None
+    try:
+        check_daemon(writer.get_extra_info("socket"), path, daemon_uid)
+    except BaseException:
+        writer.close()
+        raise
     return AsyncClient(path, reader, writer, timeout=timeout)

@@ -34,6 +34,7 @@ from reynctl.errors import (
     StaleSocket,
 )
 from reynctl.jsonrpc import ErrorResponse, Response, ServerMessage, Session, decode_result
+from reynctl.trust import check_daemon, daemon_uid_from_env
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 from reynd.protocol.errors import InvalidParams, MethodNotFound
@@ -106,13 +107,18 @@ class _ProtocolOnly(msgspec.Struct):
 class Client:
     """A connection to the daemon. Use as a context manager, or call `close()`.
 
-    `timeout` bounds each call (seconds; None waits forever). Every method of
-    the protocol has a typed helper below; `call` reaches any method by name.
+    `timeout` bounds each call (seconds; None waits forever). The daemon must
+    run as our uid, root, or `daemon_uid` (else UntrustedDaemon, before
+    anything is sent: see reynctl.trust). Every method of the protocol has a
+    typed helper below; `call` reaches any method by name.
     """
 
-    def __init__(self, path: Path, *, timeout: float | None = 30.0) -> None:
+    def __init__(
+        self, path: Path, *, timeout: float | None = 30.0, daemon_uid: int | None = None
+    ) -> None:
         self.path = path
         self.timeout = timeout
+        self.daemon_uid = daemon_uid
         self._session = Session()
         self._queued: deque[ServerMessage] = deque()
         self._sock = self._connect()
@@ -142,6 +148,11 @@ class Client:
             sock.close()
             reason = "not a socket" if exc.errno == errno.ENOTSOCK else exc.strerror or str(exc)
             raise DaemonUnreachable(self.path, reason) from None
+        try:
+            check_daemon(sock, self.path, self.daemon_uid)
+        except BaseException:
+            sock.close()
+            raise
         return sock
 
     # -- lifecycle --------------------------------------------------------
@@ -374,7 +385,12 @@ class Client:
 
 
 def connect(
-    socket_path: str | os.PathLike[str] | None = None, *, timeout: float | None = 30.0
+    socket_path: str | os.PathLike[str] | None = None,
+    *,
+    timeout: float | None = 30.0,
+    daemon_uid: int | None = None,
 ) -> Client:
-    """Connect to the daemon found by `find_socket`."""
-    return Client(find_socket(socket_path), timeout=timeout)
+    """Connect to the daemon found by `find_socket`; `daemon_uid` defaults to $REYN_DAEMON_UID."""
+    if daemon_uid is None:
+        daemon_uid = daemon_uid_from_env()
+    return Client(find_socket(socket_path), timeout=timeout, daemon_uid=daemon_uid)

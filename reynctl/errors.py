@@ -19,6 +19,7 @@ __all__ = [
     "ProtocolViolation",
     "SocketPermissionDenied",
     "StaleSocket",
+    "UntrustedDaemon",
 ]
 
 START_HINT = "start it with `reynd serve` or `systemctl --user start reynd`"
@@ -76,6 +77,23 @@ class SocketPermissionDenied(DaemonUnreachable):
             "use your own (`reynd serve`) or pass --socket",
         )
         self.path = path
+
+
+class UntrustedDaemon(ClientError):
+    """The socket is served by a uid the user did not say to trust: nothing was sent."""
+
+    name = "untrusted_daemon"
+
+    def __init__(self, path: Path, uid: int, user: str | None, own_uid: int) -> None:
+        who = f"uid {uid} ({user})" if user else f"uid {uid}"
+        trusted = "root (you)" if own_uid == 0 else f"you (uid {own_uid}) or root"
+        super().__init__(
+            f"refusing the daemon at {path}: it is served by {who}, not by {trusted}; "
+            f"if you trust it, pass --daemon-uid {user or uid} "
+            f"or set REYN_DAEMON_UID={user or uid}"
+        )
+        self.path = path
+        self.uid = uid
 
 
 class ConnectionClosed(ClientError):

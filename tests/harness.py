@@ -218,6 +218,7 @@ def start_daemon(
     env: dict[str, str] | None = None,
     wait_ready: bool = True,
     stderr_marker: str | None = None,
+    umask: int = -1,
 ) -> Daemon:
     """Start `reynd serve` in `workdir` (a short path) and wait for READY=1.
 
@@ -225,6 +226,7 @@ def start_daemon(
     command line (e.g. to run under systemd-socket-activate); with
     `stderr_marker`, returns once a line of stderr contains it (stderr is then
     copied to the log file by a thread, so the process never blocks on it).
+    `umask` is the daemon's (-1: ours).
     """
     state_dir = state_dir or workdir / "state"
     socket_path = socket_path or workdir / "run" / "reynd.sock"
@@ -244,6 +246,7 @@ def start_daemon(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE if stderr_marker else stderr,
+            umask=umask,
         )
     daemon = Daemon(state_dir, socket_path, proc, stderr_path, notify_sock)
     if stderr_marker:

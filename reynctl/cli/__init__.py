@@ -3,7 +3,7 @@
 Data goes to stdout, everything else (prompts, hints, errors) to stderr.
 `--json` prints exactly the JSON-RPC result. Exit codes: 0 ok, 1 the daemon
 refused (its error name and code on stderr), 2 usage, 3 the daemon could not
-be reached or understood.
+be reached or understood, 4 the socket is served by a uid not trusted.
 
 The group and what its subcommands share live in `group` and `options`; each
 other module adds the subcommands of one area to the group when imported.
@@ -17,6 +17,7 @@ from reynctl.cli.group import cli
 from reynctl.cli.options import (
     EXIT_DAEMON,
     EXIT_UNREACHABLE,
+    EXIT_UNTRUSTED,
     EXIT_USAGE,
     REFUSALS,
     Options,
@@ -26,6 +27,7 @@ from reynctl.cli.options import (
 __all__ = [
     "EXIT_DAEMON",
     "EXIT_UNREACHABLE",
+    "EXIT_UNTRUSTED",
     "EXIT_USAGE",
     "REFUSALS",
     "Options",

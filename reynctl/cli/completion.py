@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 from click.shell_completion import CompletionItem
 
@@ -11,11 +13,16 @@ from reynd.protocol import methods as m
 from reynd.protocol.errors import ReyndError
 
 
+def _client(root: dict[str, Any]) -> Client:
+    path = find_socket(root.get("socket_path"))
+    return Client(path, timeout=1.0, daemon_uid=root.get("daemon_uid"))
+
+
 def _complete_seq(ctx: click.Context, _p: click.Parameter, incomplete: str) -> list[CompletionItem]:
     # Best effort: offer the daemon's checkpoints; never fail a completion.
     root = ctx.find_root().params
     try:
-        with Client(find_socket(root.get("socket_path")), timeout=1.0) as c:
+        with _client(root) as c:
             gens = c.generations(m.GenerationsParams(all_branches=True, limit=100))
     except (ClientError, ReyndError, OSError):
         return []
@@ -32,7 +39,7 @@ def _complete_agent(
     # Best effort, like SEQ: the daemon's agents, never a failed completion.
     root = ctx.find_root().params
     try:
-        with Client(find_socket(root.get("socket_path")), timeout=1.0) as c:
+        with _client(root) as c:
             found = c.agents()
     except (ClientError, ReyndError, OSError):
         return []

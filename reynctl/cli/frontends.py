@@ -63,4 +63,4 @@ def tui(opts: Options, agent: str | None) -> None:
     """Live timeline, rewind picker (Esc Esc) and chat pane, in the terminal."""
     from reynctl.tui import run
 
-    run(find_socket(opts.socket), agent=agent, timeout=opts.timeout)
+    run(find_socket(opts.socket), agent=agent, timeout=opts.timeout, daemon_uid=opts.daemon_uid)

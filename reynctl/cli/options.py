@@ -14,7 +14,7 @@ import click
 
 from reynctl import render
 from reynctl.client import Client, Reply, find_socket
-from reynctl.errors import ClientError
+from reynctl.errors import ClientError, UntrustedDaemon
 from reynd.protocol import errors
 from reynd.protocol.errors import ReyndError
 
@@ -22,6 +22,7 @@ __all__ = [
     "EXIT_DAEMON",
     "EXIT_DECLINED",
     "EXIT_UNREACHABLE",
+    "EXIT_UNTRUSTED",
     "EXIT_USAGE",
     "REFUSALS",
     "SEQ",
@@ -37,6 +38,9 @@ __all__ = [
 EXIT_DAEMON = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
+# The socket is served by a uid we were not told to trust: not "no daemon"
+# (retrying will not help), a decision for the user (--daemon-uid).
+EXIT_UNTRUSTED = 4
 EXIT_DECLINED = 1  # the user said no at a prompt (click's Abort uses 1 too)
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,6 +67,7 @@ class Options:
     json: bool
     color: str
     timeout: float | None
+    daemon_uid: int | None = None  # trusted besides our uid and root (--daemon-uid)
 
     @property
     def style(self) -> render.Style:
@@ -81,7 +86,7 @@ class Options:
         timeout = self.timeout
         if timeout is not None and at_least is not None:
             timeout = max(timeout, at_least)
-        return Client(find_socket(self.socket), timeout=timeout)
+        return Client(find_socket(self.socket), timeout=timeout, daemon_uid=self.daemon_uid)
 
     def emit(self, reply: Reply[Any], human: Callable[[], str]) -> None:
         """The result: raw JSON with --json, else the human rendering."""
@@ -106,7 +111,8 @@ def fail(opts: Options | None, exc: ClientError | ReyndError) -> NoReturn:
         code, name = exc.code, str(exc.data.get("error", exc.name))
         status = EXIT_UNREACHABLE if isinstance(exc, REFUSALS) else EXIT_DAEMON
     else:
-        code, name, status = None, exc.name, EXIT_UNREACHABLE
+        code, name = None, exc.name
+        status = EXIT_UNTRUSTED if isinstance(exc, UntrustedDaemon) else EXIT_UNREACHABLE
     if opts is not None and opts.json:
         data = exc.data if isinstance(exc, ReyndError) else {}
         body = {"error": {"code": code, "name": name, "message": exc.message, "data": data}}

@@ -80,10 +80,12 @@ class ReyndTui(App[None]):
         *,
         agent: str | None = None,
         timeout: float | None = 30.0,
+        daemon_uid: int | None = None,
     ) -> None:
         super().__init__()
         self.socket = socket
         self.timeout = timeout
+        self.daemon_uid = daemon_uid  # trusted besides our uid and root (reynctl.trust)
         self.client: AsyncClient | None = None
         self.conn_state: ConnState = "connecting"
         self.conn_text = ""
@@ -123,7 +125,9 @@ class ReyndTui(App[None]):
         while True:
             attempt += 1
             try:
-                client = await open_client(self.socket, timeout=self.timeout)
+                client = await open_client(
+                    self.socket, timeout=self.timeout, daemon_uid=self.daemon_uid
+                )
             except (NoDaemon, StaleSocket) as exc:
                 self.set_conn(
                     "lost" if ever else "no_daemon",
@@ -381,6 +385,12 @@ class ReyndTui(App[None]):
         return True
 
 
-def run(socket: Path, *, agent: str | None = None, timeout: float | None = 30.0) -> None:
+def run(
+    socket: Path,
+    *,
+    agent: str | None = None,
+    timeout: float | None = 30.0,
+    daemon_uid: int | None = None,
+) -> None:
     """Run the TUI until the user quits (ctrl+q)."""
-    ReyndTui(socket, agent=agent, timeout=timeout).run()
+    ReyndTui(socket, agent=agent, timeout=timeout, daemon_uid=daemon_uid).run()

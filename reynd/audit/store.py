@@ -48,6 +48,7 @@ from reynd.core.lineage import Lineage
 from reynd.protocol import audit_methods as am
 from reynd.protocol import events as ev
 from reynd.protocol import methods as m
+from reynd.storage.fsutil import make_dirs, open_private
 
 __all__ = ["EventStore"]
 
@@ -87,7 +88,7 @@ class EventStore:
 
         Blocking: call it on a worker thread.
         """
-        directory.mkdir(parents=True, exist_ok=True)
+        make_dirs(directory)
         files = []
         for path in directory.iterdir():
             parsed = parse_name(path.name)
@@ -275,7 +276,7 @@ class EventStore:
         while pos < n:
             current = self._current()
             if self._fd is None:
-                self._fd = os.open(current.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                self._fd = open_private(current.path, os.O_WRONLY | os.O_APPEND)
                 current.size = os.fstat(self._fd).st_size
             room = limit - current.size
             if n - pos <= room:

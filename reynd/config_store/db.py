@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reynd.storage.fsutil import create_empty
+
 __all__ = [
     "ADDED_COLUMNS",
     "SCHEMA_VERSION",
@@ -75,7 +77,11 @@ def _open(path: Path | str, *, uri: bool = False) -> sqlite3.Connection:
 
     The connection is in autocommit mode; writes use explicit transactions.
     It may be used from any one thread at a time (the caller serializes).
+    A file path is created 0600 first: SQLite would make it 0644 & ~umask,
+    and its journal takes the database's mode.
     """
+    if not uri:
+        create_empty(Path(path))
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, uri=uri)
     try:
         conn.execute("PRAGMA journal_mode=DELETE")

@@ -34,7 +34,7 @@ from reynd.config_store.db import _open, content_hash
 from reynd.core.lineage import Lineage
 from reynd.storage import fsops
 from reynd.storage.errors import StorageError
-from reynd.storage.fsutil import fsync_dir, write_all
+from reynd.storage.fsutil import create_empty, fsync_dir, open_private, write_all
 
 __all__ = ["ConfigDamaged", "GenerationFiles", "GenerationIndex", "ResetState"]
 
@@ -73,7 +73,7 @@ class GenerationIndex:
         index.created = not path.exists()
         data = b"" if index.created else path.read_bytes()
         good = index._load(data)
-        index._fd = fsops.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        index._fd = open_private(path, os.O_WRONLY | os.O_APPEND)
         if good < len(data):
             fsops.ftruncate(index._fd, good)  # a torn tail: never acknowledged
             fsops.fsync(index._fd)
@@ -202,6 +202,8 @@ class GenerationFiles:
         tmp = self.dir / f".tmp-{digest}.db"
         if tmp.exists():
             fsops.unlink(tmp)
+        # VACUUM INTO accepts an empty file: created 0600, not 0644 & ~umask.
+        create_empty(tmp)
         conn.execute("VACUUM INTO ?", (str(tmp),))
         _fsync_file(tmp)
         fsops.replace(tmp, final)
@@ -274,7 +276,7 @@ def _fsync_file(path: Path) -> None:
 
 
 def _copy_durable(source: Path, dest: Path) -> None:
-    fd = fsops.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = open_private(dest, os.O_WRONLY | os.O_TRUNC)
     try:
         with source.open("rb") as f:
             while chunk := f.read(_CHUNK):

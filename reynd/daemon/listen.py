@@ -1,7 +1,12 @@
 """The listening socket: bound to a path by us, or inherited from systemd.
 
 A socket we bind lives in a directory we create 0700 and is itself 0600 (set
-through the umask so that it is never, even briefly, more open). A socket file
+through the umask so that it is never, even briefly, more open). The per-user
+layout's directories (`$TMPDIR/reynd-$UID`, else `/tmp/reynd-$UID`, and its
+`reynd/`, or `$XDG_RUNTIME_DIR/reynd`) are used only when they are real
+directories owned by our euid with no group or other permissions: in a shared
+/tmp anyone can make `/tmp/reynd-$UID` first and serve a socket of their own.
+A socket file
 left behind by a dead daemon is detected by connecting to it: an answer means
 a live daemon (refused, naming its pid from SO_PEERCRED), a refusal means a
 stale file (removed). An inherited socket belongs to systemd: never unlinked.
@@ -10,32 +15,25 @@ stale file (removed). An inherited socket belongs to systemd: never unlinked.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import socket
 import stat
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-import trio
-
 from reynd.daemon import systemd
+from reynd.protocol.paths import private_socket_dirs
+from reynd.protocol.peer import peer_credentials, user_name
 
 __all__ = [
     "AnotherDaemon",
     "BoundSocket",
     "ListenError",
+    "UnsafeDirectory",
     "open_socket",
     "peer_credentials",
-    "peer_groups",
 ]
-
-_UCRED = struct.Struct("3i")
-_SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux >= 4.13
-_GROUPS_BUFFER = 1024  # CPython's getsockopt takes no larger buffer: 256 groups
-_NGROUPS_MAX = 65536
 
 
 class ListenError(Exception):
@@ -50,6 +48,10 @@ class AnotherDaemon(ListenError):
         super().__init__(f"another daemon ({holder}) listens on {path}")
         self.pid = pid
         self.path = path
+
+
+class UnsafeDirectory(ListenError):
+    """A directory of the per-user socket layout is not ours alone: a configuration error."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,36 +69,6 @@ class BoundSocket:
                 self.path.unlink()
 
 
-def peer_credentials(sock: socket.socket | trio.socket.SocketType) -> tuple[int, int, int]:
-    """(pid, uid, gid) of the process at the other end of a connected Unix socket."""
-    return _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
-
-
-def peer_groups(sock: socket.socket | trio.socket.SocketType) -> tuple[int, ...]:
-    """Supplementary groups of the peer of a connected Unix socket; () where unsupported."""
-    try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, _SO_PEERGROUPS, _GROUPS_BUFFER)
-    except OSError as exc:
-        if exc.errno != errno.ERANGE:
-            return ()
-        try:
-            raw = _getsockopt_large(sock.fileno(), _SO_PEERGROUPS, 4 * _NGROUPS_MAX)
-        except OSError:
-            return ()
-    return struct.unpack(f"{len(raw) // 4}I", raw)
-
-
-def _getsockopt_large(fd: int, option: int, size: int) -> bytes:
-    """getsockopt(2) through libc, for answers larger than CPython allows."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    length = ctypes.c_uint32(size)
-    buf = ctypes.create_string_buffer(size)
-    if libc.getsockopt(fd, socket.SOL_SOCKET, option, buf, ctypes.byref(length)) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
-    return buf.raw[: length.value]
-
-
 def open_socket(path: Path, backlog: int = socket.SOMAXCONN) -> BoundSocket:
     """The systemd-passed socket if there is one, else a fresh socket bound at `path`."""
     for sock, _name in systemd.inherited_sockets():
@@ -107,7 +79,12 @@ def open_socket(path: Path, backlog: int = socket.SOMAXCONN) -> BoundSocket:
             where = Path(name) if isinstance(name, str) and name.startswith("/") else None
             return BoundSocket(sock, where, inherited=True)
         sock.close()
-    _prepare_directory(path.parent)
+    private = private_socket_dirs(path)
+    if private:
+        for directory in private:
+            _make_private_directory(directory)
+    else:
+        _prepare_directory(path.parent)
     _clear_stale(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     old_umask = os.umask(0o177)  # the file is created 0600, with no window at a wider mode
@@ -132,6 +109,45 @@ def _prepare_directory(directory: Path) -> None:
         pass
     except OSError as exc:
         raise ListenError(f"cannot create {directory}: {exc.strerror}") from None
+
+
+def _make_private_directory(directory: Path) -> None:
+    """Create `directory` 0700, or accept an existing one only if it is ours and private."""
+    try:
+        os.mkdir(directory, 0o700)  # the umask can only take bits away
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise ListenError(f"cannot create {directory}: {exc.strerror}") from None
+    # lstat: a symlink is refused, never followed. Once the directory is
+    # ours, nobody else can rename or replace it, even in a sticky /tmp.
+    st = directory.lstat()
+    mode = stat.S_IMODE(st.st_mode)
+    euid = os.geteuid()
+    if stat.S_ISLNK(st.st_mode):
+        problem = f"it is a symbolic link (to {os.readlink(directory)})"
+        fix = "remove it"
+    elif not stat.S_ISDIR(st.st_mode):
+        problem = "it is not a directory"
+        fix = "remove it"
+    elif st.st_uid != euid:
+        problem = f"it belongs to another user, {_who(st.st_uid)}"
+        fix = "remove it (as root, or as that user)"
+    elif mode & 0o077:
+        problem = "group or other users have access to it"
+        fix = f"run `chmod 700 {directory}`"
+    else:
+        return
+    raise UnsafeDirectory(
+        f"refusing to use {directory} for the socket: {problem} (owner {_who(st.st_uid)}, "
+        f"mode {mode:04o}); it must be a directory owned by {_who(euid)} with mode 0700: "
+        f"{fix}, or choose another place with --socket or $XDG_RUNTIME_DIR"
+    )
+
+
+def _who(uid: int) -> str:
+    name = user_name(uid)
+    return f"uid {uid} ({name})" if name else f"uid {uid}"
 
 
 def _clear_stale(path: Path) -> None:

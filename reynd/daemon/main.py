@@ -7,7 +7,8 @@ STOPPING=1, stop accepting, in-flight requests get a grace period and are then
 cancelled, the App closes storage, the socket file is removed.
 
 Exit codes: 0 clean shutdown; 1 another daemon holds the state directory or
-answers on the socket; 2 usage or configuration error; 3 any other failure
+answers on the socket; 2 usage or configuration error (including a socket
+directory that is not ours alone); 3 any other failure
 (cannot bind, storage failure, bug: the log has the traceback).
 """
 
@@ -30,7 +31,7 @@ from reynd.daemon.app import App
 from reynd.daemon.config import DaemonConfig
 from reynd.daemon.context import ServerInfo
 from reynd.daemon.hub import Hub
-from reynd.daemon.listen import AnotherDaemon, ListenError, open_socket
+from reynd.daemon.listen import AnotherDaemon, ListenError, UnsafeDirectory, open_socket
 from reynd.daemon.server import Server, ServerLimits
 from reynd.storage.errors import StorageError
 from reynd.storage.lock import StateLocked
@@ -76,6 +77,9 @@ def serve(opts: ServeOptions) -> int:
         if isinstance(leaf, StateLocked | AnotherDaemon):
             print(f"reynd: {leaf}", file=sys.stderr)
             return EXIT_ANOTHER_DAEMON
+        if isinstance(leaf, UnsafeDirectory):  # fixed by the operator, not by a restart
+            print(f"reynd: {leaf}", file=sys.stderr)
+            return EXIT_USAGE
         if isinstance(leaf, ListenError | StorageError):
             print(f"reynd: {leaf}", file=sys.stderr)
             return EXIT_FAILURE

@@ -28,11 +28,12 @@ import trio
 
 from reynd.daemon.context import CallContext, Peer, ServerInfo
 from reynd.daemon.hub import Hub, Subscription
-from reynd.daemon.listen import peer_credentials, peer_groups
+from reynd.daemon.listen import peer_credentials
 from reynd.daemon.rpc import Dispatcher, Handler, Send, encode_error_line
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.openrpc import openrpc_document
+from reynd.protocol.peer import peer_groups
 
 __all__ = ["Server", "ServerLimits"]
 

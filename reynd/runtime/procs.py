@@ -31,6 +31,8 @@ from typing import Final
 import msgspec
 import structlog
 
+from reynd.storage.fsutil import make_dirs, open_private
+
 __all__ = [
     "TOKEN_ENV",
     "GroupRecord",
@@ -201,8 +203,7 @@ class ProcessGroups:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        directory.chmod(0o700)
+        make_dirs(directory)
         self._boot_id = _boot_id()
 
     def add(self, pid: int, token: str) -> Path | None:
@@ -219,7 +220,7 @@ class ProcessGroups:
         path = self.directory / f"{pid}-{token}.json"
         try:
             # One write of a few dozen bytes: a crash cannot leave half of it.
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fd = open_private(path, os.O_WRONLY | os.O_EXCL | os.O_CLOEXEC)
             try:
                 os.write(fd, encode(record))
             finally:

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from reynd.storage.fsutil import FILE_MODE, make_dirs
+
 __all__ = ["LOCK_NAME", "StateLocked", "hold_lock", "lock_path"]
 
 LOCK_NAME = "LOCK"
@@ -45,8 +47,10 @@ def hold_lock(state_dir: Path) -> Iterator[Path]:
     state directory in one process are a bug, not a second daemon).
     """
     path = lock_path(state_dir)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    make_dirs(path.parent)
+    # os.open, not fsutil.open_private: the lock is no data, and stays out of
+    # the simulated disk of the storage tests (which goes through fsops).
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

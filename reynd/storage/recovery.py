@@ -20,7 +20,7 @@ from reynd.protocol.events import AnyEvent, Event
 from reynd.storage import fsops
 from reynd.storage.errors import CorruptionError
 from reynd.storage.framing import FrameInvalid, next_frame
-from reynd.storage.fsutil import fsync_dir, write_durable
+from reynd.storage.fsutil import fsync_dir, make_dir, write_durable
 from reynd.storage.segments import TORN_DIR, Segment
 
 __all__ = ["RecoveryReport", "cut_tail", "decode_body", "scan_segment"]
@@ -102,7 +102,7 @@ def cut_tail(path: Path, data: bytes, pos: int, report: RecoveryReport) -> None:
     wal_dir = path.parent
     torn_dir = wal_dir / TORN_DIR
     if not torn_dir.exists():
-        fsops.mkdir(torn_dir)
+        make_dir(torn_dir)
         fsync_dir(wal_dir)
     # A retried append lands at the same offset and may tear again: never
     # overwrite an earlier copy.

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from reynd.protocol.events import Lost
 from reynd.storage.framing import FrameInvalid, next_frame
-from reynd.storage.fsutil import fsync_dir, write_durable
+from reynd.storage.fsutil import fsync_dir, make_dirs, write_durable
 from reynd.storage.lock import hold_lock
 from reynd.storage.wal import SUFFIX, TORN_DIR
 
@@ -54,7 +54,7 @@ def truncate_at(root: Path, segment_name: str, offset: int) -> RepairReport:
         first_lost = int(segment.stem) + _count_records(data, offset, segment)
         later = sorted(p for p in wal_dir.iterdir() if p.suffix == SUFFIX and p.name > segment.name)
         torn_dir = wal_dir / TORN_DIR
-        torn_dir.mkdir(exist_ok=True)
+        make_dirs(torn_dir)
         highest = first_lost - 1
         saved: list[Path] = []
         cut = data[offset:]

@@ -32,7 +32,7 @@ import msgspec
 from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints, fsops
 from reynd.storage.errors import CorruptionError, UnsupportedVersion
-from reynd.storage.fsutil import fsync_dir, make_dirs, write_all
+from reynd.storage.fsutil import fsync_dir, make_dirs, open_private, write_all
 
 __all__ = ["SNAPSHOT_VERSION", "SnapshotStore", "decode_snapshot", "encode_snapshot"]
 
@@ -132,7 +132,7 @@ class SnapshotStore:
         """Publish an encoded snapshot atomically; safe to call from a worker thread."""
         final = self.path(seq)
         tmp = self.dir / f".tmp-{final.name}"
-        fd = fsops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
         try:
             half = len(data) // 2
             write_all(fd, data[:half])

@@ -11,6 +11,9 @@ Layout under the state directory (`.reyn/`, all of it in docs/format.md):
     state/wal/*.jsonl         the log (wal.py)
     state/snapshots/*.snap    full snapshots (snapshots.py)
     state/retained            what retention dropped: floor, reset records (retained.py)
+
+Directories 0700, files 0600, whatever the umask (fsutil); an existing root
+with wider permissions is narrowed to owner-only on open.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints
 from reynd.storage.errors import CorruptionError
 from reynd.storage.framing import encode_frame
-from reynd.storage.fsutil import fsync_dir, make_dirs
+from reynd.storage.fsutil import fsync_dir, make_dirs, restrict_dir
 from reynd.storage.lock import hold_lock
 from reynd.storage.options import StorageOptions
 from reynd.storage.recovery import RecoveryReport
@@ -121,6 +124,8 @@ class Store:
 
     def _open(self) -> None:
         created = not self.root.exists()
+        if not created:
+            self._restrict_root()
         state_dir = self.root / "state"
         state_created = make_dirs(state_dir)
         # Each new directory's entry lives in its parent: sync both levels.
@@ -173,6 +178,22 @@ class Store:
         plan, self.state = self._reconstruct_with_fallback(self.wal.head)
         self._since_snapshot = self._replay_bytes(plan)
         self._snapshot_base = plan.snapshot
+
+    def _restrict_root(self) -> None:
+        # Made by an older reynd, or by hand, under the umask: 0700 here is
+        # what keeps every file below private, whatever its own mode.
+        try:
+            old = restrict_dir(self.root)
+        except OSError as exc:
+            log.warning("cannot make the state directory %s private: %s", self.root, exc)
+            return
+        if old is not None:
+            log.warning(
+                "state directory %s was mode %04o: now %04o (owner only)",
+                self.root,
+                old,
+                old & ~0o077,
+            )
 
     def close(self) -> None:
         """Sync and close the log, release the lock."""

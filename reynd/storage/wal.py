@@ -24,7 +24,7 @@ from reynd.protocol.events import Event
 from reynd.storage import crashpoints, fsops
 from reynd.storage.errors import CorruptionError, WalFailed
 from reynd.storage.framing import FrameInvalid, next_frame
-from reynd.storage.fsutil import fsync_dir, make_dirs, write_all
+from reynd.storage.fsutil import fsync_dir, make_dirs, open_private, write_all
 from reynd.storage.recovery import RecoveryReport, decode_body, scan_segment
 from reynd.storage.segments import SUFFIX, TORN_DIR, Segment, segment_path
 
@@ -176,7 +176,7 @@ class Wal:
             fsops.fdatasync(self._wfd)
             fsops.close(self._wfd)
         path = segment_path(self.dir, first_seq)
-        self._wfd = fsops.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        self._wfd = open_private(path, os.O_WRONLY | os.O_EXCL | os.O_APPEND)
         fsync_dir(self.dir)
         self._wfirst, self._wsize = first_seq, 0
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from reynd.storage import fsops
-from reynd.storage.fsutil import atomic_write, fsync_dir, make_dirs, write_all
+from reynd.storage.fsutil import atomic_write, fsync_dir, make_dirs, open_private, write_all
 
 __all__ = ["CHUNK", "ObjectStore", "TreeIndex", "hash_file"]
 
@@ -67,7 +67,7 @@ class ObjectStore:
         if self.has(digest):
             return digest, 0
         tmp = self._tmp()
-        fd = fsops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        fd = open_private(tmp, os.O_WRONLY | os.O_EXCL)
         try:
             write_all(fd, data)
             fsops.fsync(fd)
@@ -86,7 +86,7 @@ class ObjectStore:
         tmp = self._tmp()
         src = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            fd = fsops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fd = open_private(tmp, os.O_WRONLY | os.O_EXCL)
             try:
                 while chunk := os.read(src, CHUNK):
                     h.update(chunk)
