@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,6 +30,9 @@ from reynctl.tui.picker import PickerScreen
 from tests.harness import Daemon, start_daemon
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
+# The picker's screenshot in docs/ is refreshed only when asked (its SVG ids
+# are random: writing it on every run dirtied the checkout).
+SCREENSHOT_ENV = "REYN_UPDATE_SCREENSHOTS"
 SIZE = (150, 40)
 DEADLINE = 15.0
 
@@ -138,7 +142,8 @@ async def connected(pilot: Pilot[None], *seqs: int) -> None:
 # -- tests ---------------------------------------------------------------------------
 
 
-def test_picker_undo_then_fork_switch(daemon: Daemon) -> None:
+def test_picker_undo_then_fork_switch(daemon: Daemon, tmp_path: Path) -> None:
+    shots = DOCS if os.environ.get(SCREENSHOT_ENV) else tmp_path
     g1, g2 = two_turns(daemon)
     at_g1, at_g2 = history(daemon, g1), history(daemon, g2)
 
@@ -184,7 +189,7 @@ def test_picker_undo_then_fork_switch(daemon: Daemon) -> None:
             await until(pilot, lambda: "step 2" in screen_text(app.screen), "the steps")
             await move_to(pilot, f"n{g2}")
             await until(pilot, lambda: shows(app, f"as of seq {g2}", "abandoned"), "preview")
-            app.save_screenshot("tui-picker.svg", str(DOCS))
+            app.save_screenshot("tui-picker.svg", str(shots))
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirmation")
             assert shows(app, f"fork switch: seq {g2}", "abandoned branch")
@@ -202,7 +207,7 @@ def test_picker_undo_then_fork_switch(daemon: Daemon) -> None:
             assert await asyncio.to_thread(history, daemon) == at_g2
 
     run(scenario)
-    assert (DOCS / "tui-picker.svg").read_text().lstrip().startswith("<svg")
+    assert (shots / "tui-picker.svg").read_text().lstrip().startswith("<svg")
 
 
 def test_rewind_by_another_client_appears_live(daemon: Daemon) -> None:
