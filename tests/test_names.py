@@ -1,9 +1,10 @@
 """One rule for agent names and identifiers at every door (real daemon, tests/harness.py).
 
-agents.create and wal.append refuse the same names with -32602 and
-`data.field`; wal.append validates the identifiers inside `data` and names
-the param at fault; a WAL that already holds names the rules now refuse
-still opens and serves (the rules hold at the door, never on read-back).
+agents.create and wal.append of agent.created refuse the same names with
+-32602 and `data.field`; wal.append validates the identifiers inside `data`
+and names the param at fault; a WAL that already holds names the rules now
+refuse still opens and serves, and those agents stay addressable by every
+method (the rules hold where a name is born, never on lookup or read-back).
 """
 
 from __future__ import annotations
@@ -80,8 +81,8 @@ def _create(c: Client, name: str) -> tuple[int, dict[str, Any]]:
 
 
 def _append(c: Client, name: str) -> tuple[int, dict[str, Any]]:
-    """A no-op event for `name` (it exists once agents.create accepted it)."""
-    return _code(c, "wal.append", {"agent": name, "kind": "agent.configured"})
+    """The other door that creates: -32007 (exists) once agents.create accepted `name`."""
+    return _code(c, "wal.append", {"agent": name, "kind": "agent.created"})
 
 
 @pytest.mark.parametrize(("name", "valid"), NAMES, ids=[_id(n) for n, _ in NAMES])
@@ -91,7 +92,7 @@ def test_both_doors_apply_the_same_name_rule(client: Client, name: str, valid: b
     appended, append_data = _append(client, name)
     if valid:
         assert created == 0 and data["name"] == name, data
-        assert appended == 0, append_data
+        assert appended == -32007, append_data
         return
     assert created == -32602, (created, data)
     assert data["field"] == "name" and data["reason"], data
@@ -131,13 +132,17 @@ def test_both_doors_agree_on_arbitrary_text(client: Client, name: str) -> None:
         "events.list",
     ],
 )
-def test_every_param_naming_an_agent_has_the_rule(client: Client, method: str) -> None:
+def test_a_lookup_of_a_name_never_born_is_not_found(client: Client, method: str) -> None:
+    """Lookups take any name (an older release may have created it): a missing one is -32006."""
     extra: dict[str, Any] = {
         "agents.send": {"text": "hi"},
         "act_turn.rewind": {"seq": 0},
     }.get(method, {})
     code, data = _code(client, method, {"agent": "a\nb", **extra})
-    assert code == -32602 and data["field"] == "agent", (method, code, data)
+    if method == "events.list":  # a filter: nothing matches
+        assert (code, data["events"]) == (0, []), data
+        return
+    assert code == -32006 and data["agent"] == "a\nb", (method, code, data)
 
 
 # -- identifiers inside wal.append's data ---------------------------------------------
@@ -308,8 +313,17 @@ def _serves_old_names(d: Daemon) -> None:
     assert json.loads(ok(reynctl("--json", "agents", sock=d.socket))) == d.call("agents.list")
     gens = ok(reynctl("--color", "never", "generations", sock=d.socket))
     assert len(gens.splitlines()) == 2 and "done\\nSEQ  KIND  fake" in gens, gens
-    # The old names are refused at the door: nothing new is written under them.
-    err = error_of(d, "wal.append", {"agent": "a/b", "kind": "agent.configured"})
+    # Every method reaches them; only a new name must follow today's rule.
+    for name in OLD_NAMES:
+        assert d.call("agents.get", {"agent": name})["name"] == name
+        d.call("wal.append", {"agent": name, "kind": "agent.configured"})
+        assert d.call("state.get", {"agent": name})["agents"].keys() == {name}
+        assert d.call("agents.cancel", {"agent": name})["cancelled"] == []
+    d.call(
+        "wal.append",
+        {"agent": "a/b", "kind": "message.received", "data": {"message_id": "m2", "text": "x"}},
+    )
+    err = error_of(d, "wal.append", {"agent": "c/d", "kind": "agent.created"})
     assert err["code"] == -32602 and err["data"]["field"] == "agent"
 
 
@@ -357,21 +371,20 @@ def test_a_logged_executor_no_one_can_build_fails_the_turn_not_the_daemon(
         d.stop()  # exit 0 asserted: the daemon never stopped itself
 
 
-def test_the_openrpc_document_shows_the_rule_on_every_agent_param() -> None:
+def test_the_openrpc_document_shows_where_names_are_born_and_looked_up() -> None:
     doc = openrpc_document()
-    named = 0
+    lookups = 0
     for method in doc["methods"]:
         for param in method["params"]:
-            if param["name"] != "agent" and (method["name"], param["name"]) != (
-                "agents.create",
-                "name",
-            ):
-                continue
-            schema = param["schema"]
-            options = schema.get("anyOf", [schema])
-            (string,) = [s for s in options if s.get("type") == "string"]
-            assert string["pattern"] == AGENT_NAME_PATTERN, (method["name"], schema)
-            assert string["maxLength"] == 64
-            named += 1
-    assert named >= 17  # agents.*, interventions.*, state.*, events.list, replay.*, ...
+            if (method["name"], param["name"]) == ("agents.create", "name"):
+                assert param["schema"]["pattern"] == AGENT_NAME_PATTERN
+                assert param["schema"]["maxLength"] == 64
+            elif param["name"] == "agent":
+                schema = param["schema"]
+                options = schema.get("anyOf", [schema])
+                (string,) = [s for s in options if s.get("type") == "string"]
+                assert "pattern" not in string, (method["name"], schema)
+                assert "existing agent" in string["description"]
+                lookups += 1
+    assert lookups >= 16  # agents.*, interventions.*, state.*, events.list, replay.*, ...
     assert AGENT_NAME_PATTERN in (Path(__file__).parent.parent / "docs" / "methods.md").read_text()

@@ -8,7 +8,7 @@ import msgspec
 
 from reynd.protocol import errors
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
-from reynd.protocol.names import AgentName, Ident
+from reynd.protocol.names import AgentName, AgentRef, Ident
 
 __all__ = [
     "DEFS",
@@ -82,7 +82,7 @@ class AgentsCreateParams(Params, kw_only=True):
 
 
 class AgentsConfigureParams(Params, kw_only=True):
-    agent: AgentName
+    agent: AgentRef
     executor: ExecutorName | None = None
     options: dict[str, Any] | None = None
 
@@ -96,13 +96,13 @@ class AgentsListResult(Result, kw_only=True):
 
 
 class AgentsGetParams(Params, kw_only=True):
-    agent: AgentName
+    agent: AgentRef
 
 
 class AgentsSendParams(Params, kw_only=True):
     """Put a message in an agent's inbox; with `wait`, return when its turn ends."""
 
-    agent: AgentName
+    agent: AgentRef
     text: Annotated[str, msgspec.Meta(min_length=1)]
     wait: bool = False
     timeout: Annotated[float, msgspec.Meta(gt=0)] = 300.0
@@ -124,7 +124,7 @@ class AgentsSendResult(Result, kw_only=True):
 
 
 class AgentsCancelParams(Params, kw_only=True):
-    agent: AgentName
+    agent: AgentRef
 
 
 class AgentsCancelResult(Result, kw_only=True):
@@ -132,7 +132,7 @@ class AgentsCancelResult(Result, kw_only=True):
 
 
 class AgentsResolveParams(Params, kw_only=True):
-    agent: AgentName
+    agent: AgentRef
     action: Literal["retry", "skip", "abort"]
 
 
@@ -145,7 +145,7 @@ class InterventionInfo(Result, kw_only=True):
 
 
 class InterventionsListParams(Params, kw_only=True):
-    agent: AgentName | None = None
+    agent: AgentRef | None = None
 
 
 class InterventionsListResult(Result, kw_only=True):
@@ -155,7 +155,7 @@ class InterventionsListResult(Result, kw_only=True):
 class InterventionsAnswerParams(Params, kw_only=True):
     """Answer a question; an answer to a question not asked yet is buffered."""
 
-    agent: AgentName
+    agent: AgentRef
     intervention_id: Ident
     answer: str
 
@@ -168,7 +168,7 @@ class InterventionsAnswerResult(Result, kw_only=True):
 class ActTurnRewindParams(Params, kw_only=True):
     """Rewind to a seq inside one of `agent`'s turns, between two act-steps."""
 
-    agent: AgentName
+    agent: AgentRef
     seq: Annotated[int, msgspec.Meta(ge=0)]
 
 

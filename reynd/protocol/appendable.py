@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final, Union, get_args, get_origin
 import msgspec
 
 from reynd.protocol.events import AgentEvent, AnyEvent
-from reynd.protocol.names import AgentName, Ident, Line
+from reynd.protocol.names import AgentName, AgentRef, Ident, Line
 
 __all__ = ["KINDS", "STRICT_EVENT", "strict_type"]
 
@@ -22,7 +22,7 @@ __all__ = ["KINDS", "STRICT_EVENT", "strict_type"]
 # string field must be listed (importing this module fails until it is): its
 # author decides whether it is a name, an identifier, a table line or free text.
 _STRINGS: Final[dict[str, Any]] = {
-    "agent": AgentName,
+    "agent": AgentRef,  # AgentName where the event creates the agent: _NAMING
     **dict.fromkeys(
         (
             "session",
@@ -47,6 +47,9 @@ _STRINGS: Final[dict[str, Any]] = {
     # Free text (messages, answers, results): bounded by the transport's line limit.
     **dict.fromkeys(("text", "reply", "result", "question", "answer", "content", "arguments"), str),
 }
+# Events that bring a new name in: it must follow today's rules. Every other
+# event only refers to an agent, which may carry a name an older release took.
+_NAMING: Final = frozenset(("AgentCreated",))
 _COUNTS: Final = frozenset(("step", "index", "tokens_in", "tokens_out"))
 _NON_NEGATIVE = Annotated[int, msgspec.Meta(ge=0)]
 _ASSIGNED: Final = frozenset(("seq", "ts"))  # by the daemon, never by the writer
@@ -55,6 +58,8 @@ _ASSIGNED: Final = frozenset(("seq", "ts"))  # by the daemon, never by the write
 def _constrain(tp: Any, field: str, owner: str) -> Any:
     """`tp` (a field's type) with the rules for `field` applied, recursively."""
     if tp is str:
+        if field == "agent" and owner in _NAMING:
+            return AgentName
         if field not in _STRINGS:
             raise TypeError(f"{owner}.{field}: add it to _STRINGS in {__name__}")
         return _STRINGS[field]

@@ -14,7 +14,7 @@ import msgspec
 
 from reynd.protocol import errors
 from reynd.protocol.base import MethodDef, Params, Result
-from reynd.protocol.names import AgentName
+from reynd.protocol.names import AgentRef
 from reynd.protocol.state import AgentState
 
 __all__ = [
@@ -129,7 +129,7 @@ class EventsListParams(Params, kw_only=True):
     """Oldest first. `run` None: every run. `cursor`: a previous page's `next_cursor`."""
 
     run: str | None = None
-    agent: AgentName | None = None
+    agent: AgentRef | None = None
     kind: list[str] = []
     branch: int | None = None
     from_seq: NonNegative | None = None
@@ -177,7 +177,7 @@ class ReplayWalkParams(Params, kw_only=True):
     run: str | None = None
     index: NonNegative = 0
     limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 20
-    agent: AgentName | None = None
+    agent: AgentRef | None = None
     changes_limit: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 20
 
 
@@ -200,7 +200,7 @@ class ReplaySeekParams(Params, kw_only=True):
     run: str | None = None
     index: NonNegative | None = None
     seq: NonNegative | None = None
-    agent: AgentName | None = None
+    agent: AgentRef | None = None
 
 
 class ReplaySeekResult(Result, kw_only=True):
@@ -265,7 +265,7 @@ class ReplayCompareParams(Params, kw_only=True):
 
     a: Point
     b: Point
-    agent: AgentName | None = None
+    agent: AgentRef | None = None
     ignore: list[str] = msgspec.field(default_factory=lambda: ["message_id", "turn_id"])
     from_step: NonNegative = 0
     limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 50

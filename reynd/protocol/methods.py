@@ -14,7 +14,7 @@ import msgspec
 from reynd.protocol import agent_methods, audit_methods, errors, retention_methods
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
 from reynd.protocol.events import GenerationKind
-from reynd.protocol.names import AgentName, Ident
+from reynd.protocol.names import AgentRef, Ident
 
 # Re-exported (listed in __all__): clients name every result type through this module.
 from reynd.protocol.retention_methods import (
@@ -109,7 +109,7 @@ class ShutdownParams(Params, kw_only=True):
 
 
 class GenerationsParams(Params, kw_only=True):
-    agent: AgentName | None = None
+    agent: AgentRef | None = None
     kind: GenerationKind | None = None
     all_branches: bool = False
     cursor: NonNegative | None = None
@@ -189,7 +189,7 @@ class BranchesResult(Result, kw_only=True):
 
 class StateParams(Params, kw_only=True):
     seq: NonNegative | None = None
-    agent: AgentName | None = None
+    agent: AgentRef | None = None
 
 
 class StateResult(Result, kw_only=True):
@@ -202,7 +202,7 @@ class StateResult(Result, kw_only=True):
 class DiffParams(Params, kw_only=True):
     from_seq: NonNegative
     to_seq: NonNegative
-    agent: AgentName | None = None
+    agent: AgentRef | None = None
 
 
 class Change(Result, kw_only=True):
@@ -270,7 +270,7 @@ class WalAppendParams(Params, kw_only=True):
     no longer on the active lineage.
     """
 
-    agent: AgentName
+    agent: AgentRef
     kind: Ident
     data: dict[str, Any] = {}
     based_on: NonNegative | None = None

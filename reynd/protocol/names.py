@@ -23,6 +23,7 @@ __all__ = [
     "LINE_MAX",
     "NO_CONTROLS_PATTERN",
     "AgentName",
+    "AgentRef",
     "Ident",
     "Line",
 ]
@@ -56,7 +57,18 @@ AgentName = Annotated[
         "the first a letter or digit.",
     ),
 ]
-"""An agent's name, as `agents.create` and `wal.append` accept it."""
+"""A new agent's name, as `agents.create` and `wal.append` of `agent.created` accept it."""
+
+AgentRef = Annotated[
+    str,
+    msgspec.Meta(
+        description="The name of an existing agent. New names follow AgentName; "
+        "this also reaches agents older releases created under laxer rules.",
+    ),
+]
+"""A name that looks an agent up: any string, as an older log may hold
+names AgentName refuses, and such an agent must stay reachable. A name that is
+not in the state is answered with agent_not_found."""
 
 Ident = Annotated[
     str,
