@@ -33,6 +33,8 @@ from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.events import AgentCreated, AgentEvent, Event, boundary_kind, kind_of
 from reynd.protocol.state import RuntimeState
+from reynd.replication.config import ReplicateConfig
+from reynd.replication.shipper import Shipper
 from reynd.runtime import clean_stop
 from reynd.runtime.procs import ProcessGroups
 from reynd.runtime.registry import AgentRegistry
@@ -67,6 +69,7 @@ class App:
         workspace: WorkspaceConfig | None = None,
         *,
         audit: AuditOptions | None = None,
+        replicate: ReplicateConfig | None = None,
         on_fatal: Callable[[], None],
     ) -> None:
         self.state_dir = state_dir
@@ -91,6 +94,8 @@ class App:
         self.audit: EventStore  # the audit log of this run (never read by recovery)
         self._workspace_config = workspace or WorkspaceConfig()
         self.workspace: Workspace | None = None  # workspace rewind, when enabled
+        self._replicate = replicate or ReplicateConfig()
+        self.shipper: Shipper | None = None  # [replicate], when a url is set
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         started = time.perf_counter()
@@ -132,6 +137,10 @@ class App:
         if self._workspace_config.enabled:
             self.workspace = Workspace(self._workspace_config, self.state_dir, store)
             self.coordinator.substrates.append(self.workspace)
+        location = self._replicate.location()
+        if location is not None:
+            self.shipper = Shipper(self._replicate, location, store)
+            await self.shipper.open()  # ReplicaRefused: the operator must act
         self.committer.start()
         try:
             async with trio.open_nursery() as nursery:
@@ -151,6 +160,8 @@ class App:
                 nursery.start_soon(gc_loop, self)
                 nursery.start_soon(self._capture_generations)
                 nursery.start_soon(self.config.run)
+                if self.shipper is not None:
+                    nursery.start_soon(self.shipper.run)
                 task_status.started()
                 await self.committer.failed.wait()
                 # Let the daemon stop as on SIGTERM: requests in flight get their
@@ -239,6 +250,8 @@ class App:
         self.registry.on_commit(events)
         if self.store.snapshot_due():
             self._snapshot_due.set()
+        if self.shipper is not None:
+            self.shipper.poke()
 
     def _on_reset(self, result: m.RewindResult) -> None:
         self.audit.reset_done(result)
@@ -282,6 +295,7 @@ class App:
             subscriptions=ctx.server.subscriptions,
             uptime_s=round(time.time() - ctx.server.started_at, 3),
             ambiguous=self.registry.ambiguous(),
+            replication=self.shipper.info() if self.shipper else None,
         )
 
     async def _generations(self, p: m.GenerationsParams, ctx: CallContext) -> m.GenerationsResult:

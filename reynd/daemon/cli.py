@@ -127,5 +127,61 @@ def repair_command(state_dir: str | None, truncate_at: str, yes: bool) -> None:
         click.echo(f"  {path}")
 
 
+@main.command(name="restore")
+@click.option(
+    "--from", "url", required=True, metavar="URL", help="The replica: s3://BUCKET/PREFIX."
+)
+@state_dir_option
+@click.option(
+    "--to-seq",
+    type=click.IntRange(min=1),
+    help="Restore history up to this seq only [default: everything shipped].",
+)
+@click.option(
+    "--endpoint", metavar="URL", help="S3-compatible endpoint [default: $AWS_ENDPOINT_URL]."
+)
+@click.option("--region", help="Region [default: the AWS chain's].")
+def restore_command(
+    url: str, state_dir: str | None, to_seq: int | None, endpoint: str | None, region: str | None
+) -> None:
+    """Rebuild a state directory from a replica that `[replicate]` shipped.
+
+    The directory must be absent or empty. Without --to-seq it gets the same
+    head, branches and generations as the source had when it last shipped,
+    and a daemon started on it may continue replicating to URL (unless a newer
+    daemon claimed it). Credentials come from the environment or the
+    standard AWS chain.
+
+    \b
+    Example:
+      reynd restore --from s3://backups/reynd/laptop --state-dir ~/reyn-restored
+    """
+    from reynd.replication.objects import Bucket, Refused, Unavailable, parse_url
+    from reynd.replication.restore import RestoreError, restore
+    from reynd.storage.errors import StorageError
+
+    try:
+        location = parse_url(url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--from") from None
+    state = resolve_state_dir(state_dir)
+    try:
+        bucket = Bucket(location, endpoint=endpoint, region=region, timeout_s=60)
+        report = restore(bucket, state, to_seq=to_seq, say=lambda s: click.echo(s, err=True))
+    except (RestoreError, Refused) as exc:
+        click.echo(f"reynd: restore failed: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except (Unavailable, StorageError, OSError) as exc:
+        click.echo(f"reynd: restore failed: {exc}", err=True)
+        sys.exit(3)
+    click.echo(
+        f"restored seqs {report.floor}..{report.head} ({report.records} records, "
+        f"{report.snapshots} snapshots, {report.wal_bytes} WAL bytes) from {location} "
+        f"generation {report.generation} into {state} in {report.duration_s:.1f} s"
+    )
+    if report.adopted:
+        click.echo(f"a daemon on {state} with [replicate] url = {url!r} continues the replica")
+
+
 if __name__ == "__main__":
     main()

@@ -20,6 +20,7 @@ import msgspec
 from reynd.audit.options import AuditOptions
 from reynd.core.retention import RetentionPolicy
 from reynd.daemon.rpc import validation_details
+from reynd.replication.config import ReplicateConfig
 from reynd.storage.options import StorageOptions
 from reynd.workspace.config import WorkspaceConfig
 
@@ -59,6 +60,7 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     retention: RetentionPolicy = msgspec.field(default_factory=RetentionPolicy)
     audit: AuditOptions = msgspec.field(default_factory=AuditOptions)
     workspace: WorkspaceConfig = msgspec.field(default_factory=WorkspaceConfig)
+    replicate: ReplicateConfig = msgspec.field(default_factory=ReplicateConfig)
 
     def allowed_gid(self) -> int | None:
         """The allowed group as a gid (resolved by name); ConfigError if unknown."""
@@ -107,4 +109,8 @@ def load_config(path: Path | None) -> DaemonConfig:
         config.allowed_gid()  # fail now, not at the first connection
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    try:
+        config.replicate.location()
+    except ValueError as exc:
+        raise ConfigError(f"{path}: bad value for 'replicate.url': {exc}") from None
     return config

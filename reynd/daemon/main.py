@@ -33,6 +33,7 @@ from reynd.daemon.context import ServerInfo
 from reynd.daemon.hub import Hub
 from reynd.daemon.listen import AnotherDaemon, ListenError, UnsafeDirectory, open_socket
 from reynd.daemon.server import Server, ServerLimits
+from reynd.replication.shipper import ReplicaRefused
 from reynd.storage.errors import StorageError
 from reynd.storage.lock import StateLocked
 
@@ -77,7 +78,7 @@ def serve(opts: ServeOptions) -> int:
         if isinstance(leaf, StateLocked | AnotherDaemon):
             print(f"reynd: {leaf}", file=sys.stderr)
             return EXIT_ANOTHER_DAEMON
-        if isinstance(leaf, UnsafeDirectory):  # fixed by the operator, not by a restart
+        if isinstance(leaf, UnsafeDirectory | ReplicaRefused):  # the operator must act
             print(f"reynd: {leaf}", file=sys.stderr)
             return EXIT_USAGE
         if isinstance(leaf, ListenError | StorageError):
@@ -123,6 +124,7 @@ async def _serve(opts: ServeOptions) -> int:
                 config.retention,
                 workspace=config.workspace,
                 audit=config.audit,
+                replicate=config.replicate,
                 on_fatal=shutdown.set,
             )
             await root.start(app.run)

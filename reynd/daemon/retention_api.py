@@ -34,7 +34,10 @@ async def collect_now(app: App) -> m.GcResult:
 
     async def work() -> m.GcResult:
         store = app.store
-        plan = plan_gc(store, app.retention)
+        keep_from = app.shipper.keep_from if app.shipper else None
+        plan = plan_gc(store, app.retention, keep_from=keep_from)
+        if keep_from is not None and plan.floor < keep_from <= store.head:
+            log.info("gc.held_for_replication", floor=plan.floor, unshipped_from=keep_from)
         await trio.to_thread.run_sync(prepare_gc, store, plan)
         async with app.reads.exclusive():
             report = apply_gc(store, plan)

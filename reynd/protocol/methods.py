@@ -50,6 +50,7 @@ __all__ = [
     "StateParams",
     "StateResult",
     "StatusParams",
+    "ReplicationInfo",
     "StatusResult",
     "SubscribeParams",
     "SubscribeResult",
@@ -82,6 +83,26 @@ class StatusParams(Params, kw_only=True):
     pass
 
 
+class ReplicationInfo(Result, kw_only=True):
+    """Where the WAL is shipped and how far behind it is (`[replicate]` in reynd.toml).
+
+    `state`: shipping (all well), retrying (the store failed; `last_error`
+    says how, the backlog grows and is shipped when it answers), superseded
+    (another daemon claimed the prefix: this one stopped shipping), refused
+    (credentials or permissions failed after start), starting.
+    """
+
+    url: str
+    state: Literal["starting", "shipping", "retrying", "superseded", "refused"]
+    generation: int | None = None
+    shipped: Seq = 0
+    backlog_records: int = 0
+    backlog_bytes: int = 0
+    last_shipped_at: float | None = None
+    last_error: str | None = None
+    interval_s: float = 1.0
+
+
 class StatusResult(Result, kw_only=True):
     """`ambiguous` lists steps left without a result by a crash (see agents.resolve)."""
 
@@ -99,6 +120,7 @@ class StatusResult(Result, kw_only=True):
     subscriptions: int = 0
     uptime_s: float = 0.0
     ambiguous: list[agent_methods.AmbiguousStep] = []
+    replication: ReplicationInfo | None = None
 
 
 class ShutdownParams(Params, kw_only=True):

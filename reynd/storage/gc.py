@@ -73,12 +73,24 @@ def newest_active_snapshot(store: Store) -> int:
     return 0
 
 
-def plan_gc(store: Store, policy: RetentionPolicy, now: float | None = None) -> GcPlan:
-    """Step 1: what may go under `policy` (pure over the store's in-memory indexes)."""
+def plan_gc(
+    store: Store,
+    policy: RetentionPolicy,
+    now: float | None = None,
+    *,
+    keep_from: int | None = None,
+) -> GcPlan:
+    """Step 1: what may go under `policy` (pure over the store's in-memory indexes).
+
+    `keep_from`: a segment holding this seq or a later one stays, whatever
+    the policy says (replication has not shipped it yet).
+    """
     now = time.time() if now is None else now
     segments = segment_infos(store)
     required = floor_for_recovery(store.state, newest_active_snapshot(store))
     drop = plan_wal_drop(segments, store.head, required, policy, now)
+    if keep_from is not None:
+        drop = min(drop, sum(1 for s in segments if s.last_seq < keep_from))
     # Segments a crashed collection left below the floor always go: the
     # floor never moves down (their entry points may already be gone).
     drop = max(drop, sum(1 for s in segments[:-1] if s.last_seq < store.floor))

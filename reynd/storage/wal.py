@@ -29,7 +29,16 @@ from reynd.storage.recovery import RecoveryReport, decode_body, scan_segment
 from reynd.storage.segments import SUFFIX, TORN_DIR, Segment, segment_path
 
 # RecoveryReport, Segment, segment_path, SUFFIX and TORN_DIR are re-exported.
-__all__ = ["SUFFIX", "TORN_DIR", "Placement", "RecoveryReport", "Segment", "Wal", "segment_path"]
+__all__ = [
+    "SUFFIX",
+    "TORN_DIR",
+    "Extent",
+    "Placement",
+    "RecoveryReport",
+    "Segment",
+    "Wal",
+    "segment_path",
+]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +51,31 @@ class Placement:
     segment: int  # first seq of the segment
     offset: int
     length: int
+
+
+@dataclass(frozen=True, slots=True)
+class Extent:
+    """The framed bytes of records first..last: `path`, bytes start..end."""
+
+    first: int
+    last: int
+    path: Path
+    start: int
+    end: int
+
+    def read(self) -> bytes:
+        """The bytes, from a descriptor of its own (blocking)."""
+        with self.path.open("rb") as f:
+            f.seek(self.start)
+            data = f.read(self.end - self.start)
+        if len(data) != self.end - self.start:
+            raise CorruptionError(self.path, self.start, self.first, "segment shorter than indexed")
+        return data
+
+
+def _end(seg: Segment, i: int) -> int:
+    """The offset just past record index i of `seg`."""
+    return seg.offsets[i + 1] if i + 1 < len(seg.offsets) else seg.size
 
 
 class Wal:
@@ -131,7 +165,7 @@ class Wal:
             return 0
         total = 0
         for seg, a, b in self._spans(lo, hi):
-            end = seg.offsets[b + 1] if b + 1 < len(seg.offsets) else seg.size
+            end = _end(seg, b)
             total += end - seg.offsets[a]
         return total
 
@@ -240,7 +274,7 @@ class Wal:
         """Durable events with lo <= seq <= hi, in order, checksums verified."""
         for seg, a, b in self._spans(lo, hi):
             start = seg.offsets[a]
-            end = seg.offsets[b + 1] if b + 1 < len(seg.offsets) else seg.size
+            end = _end(seg, b)
             data = fsops.pread(self._read_fd(seg), end - start, start)
             pos = 0
             for i in range(a, b + 1):
@@ -253,6 +287,27 @@ class Wal:
                 if event.seq != seq:
                     raise CorruptionError(seg.path, seg.offsets[i], seq, "seq mismatch on read")
                 yield event
+
+    def extents(self, lo: int, hi: int, max_bytes: int) -> list[Extent]:
+        """Where the framed bytes of durable records lo..hi lie, split at segment ends.
+
+        An extent holds at least one record and stops before `max_bytes` when
+        it can. Owner thread; the bytes themselves may be read on any thread
+        (a durable record's bytes never change).
+        """
+        out: list[Extent] = []
+        for seg, a, b in self._spans(lo, hi):
+            i = a
+            while i <= b:
+                start = seg.offsets[i]
+                j = i
+                while j < b and _end(seg, j + 1) - start <= max_bytes:
+                    j += 1
+                out.append(
+                    Extent(seg.first_seq + i, seg.first_seq + j, seg.path, start, _end(seg, j))
+                )
+                i = j + 1
+        return out
 
     def _spans(self, lo: int, hi: int) -> Iterator[tuple[Segment, int, int]]:
         if lo < self.first_seq or hi > self.head:

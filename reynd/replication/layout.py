@@ -1,0 +1,238 @@
+"""Where replicated history lives in an object-store prefix, and how a restore reads it.
+
+Pure: key names, the claim record, and the planning of a restore from
+listings. No I/O, so every rule here is tested exhaustively.
+
+Under `<prefix>/`:
+
+    generations/00000007.json                  the claim of generation 7 (create-once)
+    00000007/wal/<first>-<last>.jsonl          WAL records first..last, the exact framed
+                                               bytes of the source's segments
+    00000007/snapshots/<seq>.snap              a snapshot file, as on disk
+    00000007/retained                          the source's retained-history file, shipped
+                                               once when a generation starts from scratch
+
+Every object is written once (If-None-Match: *) and never changed. A daemon
+claims a new generation each time it starts; the claim names the
+generation it continues (whose objects below `base_seq` stay valid) or none
+(it ships its whole log from its floor). Only the newest claim may write,
+so two daemons never interleave in one prefix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import msgspec
+
+__all__ = [
+    "CLAIMS",
+    "FORMAT",
+    "Claim",
+    "GapError",
+    "Piece",
+    "RestorePlan",
+    "WalObject",
+    "claim_key",
+    "cover",
+    "generation_dir",
+    "parse_claim_key",
+    "parse_snapshot_key",
+    "parse_wal_key",
+    "plan_restore",
+    "retained_key",
+    "snapshot_key",
+    "wal_key",
+]
+
+FORMAT: Final = 1
+CLAIMS: Final = "generations/"
+
+_CLAIM = re.compile(r"generations/(\d{8})\.json")
+_WAL = re.compile(r"(\d{8})/wal/(\d{20})-(\d{20})\.jsonl")
+_SNAPSHOT = re.compile(r"(\d{8})/snapshots/(\d{20})\.snap")
+
+
+class Claim(msgspec.Struct, kw_only=True, frozen=True):
+    """Who writes generation `generation` of a prefix, and what it continues."""
+
+    format: int = FORMAT
+    generation: int
+    store_id: str  # the state directory's identity (state/replication.json)
+    host: str
+    pid: int
+    created: float
+    base_seq: int  # the first seq this generation ships
+    continues: int | None = None  # the generation holding every seq below base_seq
+
+
+def claim_key(generation: int) -> str:
+    return f"{CLAIMS}{generation:08d}.json"
+
+
+def generation_dir(generation: int) -> str:
+    return f"{generation:08d}/"
+
+
+def wal_key(generation: int, first: int, last: int) -> str:
+    return f"{generation:08d}/wal/{first:020d}-{last:020d}.jsonl"
+
+
+def snapshot_key(generation: int, seq: int) -> str:
+    return f"{generation:08d}/snapshots/{seq:020d}.snap"
+
+
+def retained_key(generation: int) -> str:
+    return f"{generation:08d}/retained"
+
+
+def parse_claim_key(key: str) -> int | None:
+    m = _CLAIM.fullmatch(key)
+    return int(m.group(1)) if m else None
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class WalObject:
+    generation: int
+    first: int
+    last: int
+
+    @property
+    def key(self) -> str:
+        return wal_key(self.generation, self.first, self.last)
+
+
+def parse_wal_key(key: str) -> WalObject | None:
+    m = _WAL.fullmatch(key)
+    if m is None:
+        return None
+    gen, first, last = (int(g) for g in m.groups())
+    return WalObject(gen, first, last) if 1 <= first <= last else None
+
+
+def parse_snapshot_key(key: str) -> tuple[int, int] | None:
+    """(generation, seq) of a snapshot object's key."""
+    m = _SNAPSHOT.fullmatch(key)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+class GapError(Exception):
+    """The objects do not hold every seq asked for; the message names the first missing one."""
+
+
+def cover(objects: Iterable[WalObject], lo: int, hi: int) -> list[WalObject]:
+    """Fewest objects holding seqs lo..hi contiguously, in seq order (greedy: longest reach).
+
+    An object may overlap the one before it (a tail chunk re-shipped in a
+    whole-segment object); the restore skips the seqs it already has.
+    """
+    if lo > hi:
+        return []
+    objs = sorted(objects, key=lambda o: (o.first, -o.last))
+    chosen: list[WalObject] = []
+    need = lo
+    i = 0
+    while need <= hi:
+        best: WalObject | None = None
+        while i < len(objs) and objs[i].first <= need:
+            if objs[i].last >= need and (best is None or objs[i].last > best.last):
+                best = objs[i]
+            i += 1
+        if best is None:
+            raise GapError(f"no object holds seq {need}")
+        chosen.append(best)
+        need = best.last + 1
+    return chosen
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Take seqs lo..hi of `obj` (it may hold more: overlaps, a newer generation's range)."""
+
+    obj: WalObject
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True, slots=True)
+class RestorePlan:
+    """What a restore downloads, oldest first; records above `head` are left out."""
+
+    generation: int  # the newest claim
+    head: int
+    floor: int  # the first seq restored
+    wal: tuple[Piece, ...]  # contiguous: floor..head
+    snapshots: tuple[tuple[int, int], ...]  # (generation, seq), seq <= head
+    retained: int | None  # the generation whose retained file to use, if any
+
+
+def plan_restore(
+    claims: Mapping[int, Claim],
+    wal: Iterable[WalObject],
+    snapshots: Iterable[tuple[int, int]],
+    retained: Iterable[int],
+    to_seq: int | None = None,
+) -> RestorePlan:
+    """The objects that rebuild the newest generation's history up to `to_seq` (or its end).
+
+    Walks from the newest claim through `continues`: each generation owns
+    the seqs from its `base_seq` up to where its successor's start. Raises
+    GapError when a needed seq is missing and ValueError when `to_seq` is
+    outside what the prefix holds.
+    """
+    if not claims:
+        raise GapError("the prefix holds no generation: nothing was ever shipped there")
+    by_gen: dict[int, list[WalObject]] = {}
+    for obj in wal:
+        by_gen.setdefault(obj.generation, []).append(obj)
+    chain: list[tuple[int, int, int | None]] = []  # (generation, lo, hi or None = its end)
+    gen: int | None = max(claims)
+    upper: int | None = None
+    while gen is not None:
+        claim = claims.get(gen)
+        if claim is None:
+            raise GapError(f"generation {gen} is continued but its claim is missing")
+        chain.append((gen, claim.base_seq, upper))
+        upper = claim.base_seq - 1
+        gen = claim.continues
+    chain.reverse()
+    root_gen, floor, _ = chain[0]
+    end = _end(chain, by_gen)
+    if end < floor:
+        raise GapError("the prefix holds no record yet")
+    head = end if to_seq is None else to_seq
+    if not floor <= head <= end:
+        raise ValueError(f"seq {head} is not in the replica (it holds seqs {floor}..{end})")
+    pieces: list[Piece] = []
+    for gen, lo, upto in chain:
+        hi = head if upto is None else min(upto, head)
+        need = lo
+        for obj in cover(by_gen.get(gen, ()), lo, hi):
+            pieces.append(Piece(obj, need, min(obj.last, hi)))
+            need = obj.last + 1
+    gens = {g for g, _, _ in chain}
+    snaps = tuple(
+        sorted((s for s in snapshots if s[0] in gens and s[1] <= head), key=lambda s: s[1])
+    )
+    return RestorePlan(
+        generation=max(claims),
+        head=head,
+        floor=floor,
+        wal=tuple(pieces),
+        snapshots=snaps,
+        retained=root_gen if root_gen in set(retained) else None,
+    )
+
+
+def _end(chain: list[tuple[int, int, int | None]], by_gen: Mapping[int, list[WalObject]]) -> int:
+    """The last seq of the newest generation's contiguous run (base - 1 when it shipped none)."""
+    gen, lo, _ = chain[-1]
+    need = lo
+    for obj in sorted(by_gen.get(gen, ()), key=lambda o: o.first):
+        if obj.first > need:
+            break
+        need = max(need, obj.last + 1)
+    return need - 1

@@ -1,0 +1,330 @@
+"""The daemon's shipper: durable WAL records and snapshots out to object storage.
+
+At start it claims a new generation of the prefix (create-once, so two
+daemons can never both hold one), continuing the previous one when that was
+its own and its progress hint says how far it got, else shipping everything
+from the floor. Then, every `interval_s`, it ships what became durable since
+(the exact framed bytes of the segments, split at segment ends), the
+snapshots written since, and once a segment is sealed it replaces that
+segment's tail chunks by one whole-segment object.
+
+Local durability never waits for it: appends are acknowledged after the
+local fsync as always. A store that is down, slow or failing only grows the
+backlog (in daemon.status and the log) until it answers again. Retention
+keeps every segment holding an unshipped record (`keep_from`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Final, Literal
+
+import msgspec
+import structlog
+import trio
+
+from reynd.protocol import methods as m
+from reynd.replication import layout
+from reynd.replication.config import ReplicateConfig
+from reynd.replication.identity import (
+    Identity,
+    Progress,
+    load_identity,
+    load_progress,
+    save_progress,
+)
+from reynd.replication.objects import Bucket, Exists, Location, Refused, Unavailable
+from reynd.storage.store import Store
+
+__all__ = ["ReplicaRefused", "Shipper"]
+
+log = structlog.get_logger("reynd.replicate")
+
+CHUNK_MAX: Final = 16 * 1024 * 1024  # bytes of WAL per tail object
+_BACKOFF_MAX: Final = 30.0
+
+State = Literal["starting", "shipping", "retrying", "superseded", "refused"]
+
+
+class ReplicaRefused(Exception):
+    """The prefix cannot be ours (another state directory writes it, bad credentials, no bucket)."""
+
+
+class Shipper:
+    """Ships one state directory's history to one prefix. Owned by the App."""
+
+    def __init__(
+        self,
+        config: ReplicateConfig,
+        location: Location,
+        store: Store,
+        bucket: Callable[[], Bucket] | None = None,
+    ) -> None:
+        self.config = config
+        self.location = location
+        self._store = store
+        self._state_dir = store.root / "state"
+        self._make_bucket = bucket or (
+            lambda: Bucket(
+                location, endpoint=config.endpoint, region=config.region, timeout_s=config.timeout_s
+            )
+        )
+        self._bucket: Bucket
+        self._identity: Identity
+        self.state: State = "starting"
+        self.generation: int | None = None
+        self._base = 0
+        self.shipped = 0  # every seq up to this one is stored remotely
+        self._root = False  # this generation ships from scratch (retained file, old snapshots)
+        self._retained_sent = False
+        self._chunks: list[layout.WalObject] = []  # this generation's tail objects
+        self._snapshots: set[int] = set()
+        self.last_error: str | None = None
+        self.last_shipped_at: float | None = None
+        self._wake = trio.Event()
+
+    @property
+    def keep_from(self) -> int:
+        """The lowest seq retention must keep: the first one not known shipped."""
+        if self.generation is None:
+            progress = self._progress()
+            return progress.shipped + 1 if progress else 1
+        return self.shipped + 1
+
+    # -- start-up --------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Reach the store and claim a generation, or say why not.
+
+        ReplicaRefused (the daemon does not start) when an operator must act:
+        credentials, permissions, no bucket, the prefix is another state
+        directory's. A store that does not answer is not a reason to stop:
+        the claim is retried by `run`.
+        """
+        self._identity = await trio.to_thread.run_sync(load_identity, self._state_dir)
+        self._bucket = await trio.to_thread.run_sync(self._make_bucket)
+        try:
+            await trio.to_thread.run_sync(self._bucket.check)
+            await self._claim()
+        except Refused as exc:
+            raise ReplicaRefused(str(exc)) from None
+        except Unavailable as exc:
+            self._failed(exc)
+            log.warning("replicate.unavailable_at_start", url=str(self.location), error=str(exc))
+
+    def _progress(self) -> Progress | None:
+        progress = load_progress(self._state_dir)
+        if progress is None or progress.url != str(self.location):
+            return None
+        return progress
+
+    async def _claim(self) -> None:
+        store = self._store
+        latest, claim = await trio.to_thread.run_sync(self._latest_claim)
+        ours = claim is None or claim.store_id == self._identity.store_id
+        adopted = (
+            claim is not None
+            and self._identity.adopted_url == str(self.location)
+            and self._identity.adopted_generation == latest
+        )
+        if not ours and not adopted:
+            assert claim is not None
+            raise Refused(
+                f"{self.location} is replicated by another state directory (store "
+                f"{claim.store_id} on {claim.host}, pid {claim.pid}, generation "
+                f"{claim.generation} since {_when(claim.created)}): point [replicate] url at "
+                f"another prefix, or restore this one elsewhere with `reynd restore`"
+            )
+        progress = self._progress()
+        continues: int | None = None
+        base = store.floor
+        if (
+            latest is not None
+            and progress is not None
+            and progress.generation == latest
+            and store.floor <= progress.shipped + 1 <= store.head + 1
+        ):
+            continues, base = latest, progress.shipped + 1
+        generation = (latest or 0) + 1
+        new = layout.Claim(
+            generation=generation,
+            store_id=self._identity.store_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            created=time.time(),
+            base_seq=base,
+            continues=continues,
+        )
+        try:
+            await trio.to_thread.run_sync(
+                self._bucket.put_new, layout.claim_key(generation), msgspec.json.encode(new)
+            )
+        except Exists:
+            raise Refused(
+                f"another daemon claimed generation {generation} of {self.location} at the "
+                "same moment: two state directories must not replicate to one prefix"
+            ) from None
+        self.generation, self._base, self.shipped = generation, base, base - 1
+        self._root = continues is None
+        self.state = "shipping"
+        log.info(
+            "replicate.claimed",
+            url=str(self.location),
+            generation=generation,
+            base_seq=base,
+            continues=continues,
+        )
+
+    def _latest_claim(self) -> tuple[int | None, layout.Claim | None]:
+        gens = [
+            g for k in self._bucket.list_keys(layout.CLAIMS) if (g := layout.parse_claim_key(k))
+        ]
+        if not gens:
+            return None, None
+        latest = max(gens)
+        claim = msgspec.json.decode(self._bucket.get(layout.claim_key(latest)), type=layout.Claim)
+        return latest, claim
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def poke(self) -> None:
+        """Something new is durable; the loop still ships at most every interval."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Ship every interval until cancelled; failures back off and never stop the daemon."""
+        delay = self.config.interval_s
+        while True:
+            started = trio.current_time()
+            try:
+                going = await self._cycle()
+            except (Unavailable, Refused) as exc:
+                self._failed(exc)
+                delay = min(max(delay * 2, 1.0), _BACKOFF_MAX)
+                log.warning(
+                    "replicate.failed",
+                    url=str(self.location),
+                    error=str(exc),
+                    backlog_records=self._store.head - self.shipped,
+                    retry_in_s=delay,
+                )
+                await trio.sleep(delay)
+                continue
+            delay = self.config.interval_s
+            if not going:
+                return
+            # At most one cycle per interval; sleep until there is something new.
+            await trio.sleep_until(started + self.config.interval_s)
+            if self._store.head == self.shipped:
+                await self._wake.wait()
+            self._wake = trio.Event()
+
+    def _failed(self, exc: Exception) -> None:
+        self.state = "refused" if isinstance(exc, Refused) else "retrying"
+        self.last_error = str(exc)
+
+    async def _cycle(self) -> bool:
+        """One round of shipping; False once another daemon claimed a newer generation."""
+        if self.generation is None:
+            await self._claim()
+        assert self.generation is not None
+        bucket = self._bucket
+        if await trio.to_thread.run_sync(bucket.exists, layout.claim_key(self.generation + 1)):
+            self.state = "superseded"
+            self.last_error = (
+                f"generation {self.generation + 1} of {self.location} was claimed by another "
+                "daemon: this one no longer ships (restart it pointed at another prefix)"
+            )
+            log.critical("replicate.superseded", url=str(self.location), error=self.last_error)
+            return False
+        store = self._store
+        if self._root and not self._retained_sent:
+            if store.floor > 1:
+                data = await trio.to_thread.run_sync((self._state_dir / "retained").read_bytes)
+                await self._put(layout.retained_key(self.generation), data)
+            self._retained_sent = True
+        head = store.head
+        if head > self.shipped:
+            for extent in store.wal.extents(self.shipped + 1, head, CHUNK_MAX):
+                data = await trio.to_thread.run_sync(extent.read)
+                obj = layout.WalObject(self.generation, extent.first, extent.last)
+                await self._put(obj.key, data)
+                self._chunks.append(obj)
+                self.shipped = extent.last
+            self.last_shipped_at = time.time()
+        await self._ship_snapshots()
+        await self._compact()
+        self.state, self.last_error = "shipping", None
+        progress = Progress(
+            url=str(self.location), generation=self.generation, shipped=self.shipped
+        )
+        await trio.to_thread.run_sync(save_progress, self._state_dir, progress)
+        return True
+
+    async def _put(self, key: str, data: bytes) -> None:
+        # Only this generation's holder writes under it, and its objects are
+        # determined by their name: Exists means an earlier attempt that timed out landed.
+        with contextlib.suppress(Exists):
+            await trio.to_thread.run_sync(self._bucket.put_new, key, data)
+
+    async def _ship_snapshots(self) -> None:
+        assert self.generation is not None
+        snapshots = self._store.snapshots
+        lowest = 0 if self._root else self._base
+        for seq in list(snapshots.seqs):
+            if seq in self._snapshots or not lowest <= seq <= self.shipped:
+                continue
+            try:
+                data = await trio.to_thread.run_sync(snapshots.path(seq).read_bytes)
+            except FileNotFoundError:
+                continue  # collected meanwhile
+            await self._put(layout.snapshot_key(self.generation, seq), data)
+            self._snapshots.add(seq)
+
+    async def _compact(self) -> None:
+        """One object per sealed segment instead of its tail chunks (fewer objects to restore)."""
+        assert self.generation is not None
+        segments = self._store.wal.segments[:-1]  # the last one is still written
+        for seg in segments:
+            if seg.first_seq < self._base or seg.last_seq > self.shipped:
+                continue
+            inside = [c for c in self._chunks if seg.first_seq <= c.first <= seg.last_seq]
+            if len(inside) < 2:
+                continue
+            whole = layout.WalObject(self.generation, seg.first_seq, seg.last_seq)
+            try:
+                data = await trio.to_thread.run_sync(seg.path.read_bytes)
+            except FileNotFoundError:
+                continue
+            if len(data) < seg.size:
+                continue  # not what the index says: leave the chunks
+            await self._put(whole.key, data[: seg.size])
+            await trio.to_thread.run_sync(self._bucket.delete, [c.key for c in inside])
+            self._chunks = [c for c in self._chunks if c not in inside]
+
+    # -- status --------------------------------------------------------------------------
+
+    def info(self) -> m.ReplicationInfo:
+        store = self._store
+        backlog = max(0, store.head - self.shipped)
+        lo = max(self.shipped + 1, store.floor)
+        return m.ReplicationInfo(
+            url=str(self.location),
+            state=self.state,
+            generation=self.generation,
+            shipped=self.shipped,
+            backlog_records=backlog,
+            backlog_bytes=store.wal.bytes_between(lo, store.head) if backlog else 0,
+            last_shipped_at=self.last_shipped_at,
+            last_error=self.last_error,
+            interval_s=self.config.interval_s,
+        )
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts)) if math.isfinite(ts) else "?"
