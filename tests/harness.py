@@ -292,13 +292,14 @@ def run_daemon_to_exit(
     socket_path: Path,
     config_path: Path | None = None,
     timeout: float = READY_TIMEOUT,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a daemon that is expected to refuse to start; returns its exit code and stderr."""
     args = ["--config", str(config_path)] if config_path else []
     return subprocess.run(
         daemon_command(state_dir, socket_path, *args),
         cwd=workdir,
-        env=daemon_env(),
+        env=daemon_env(env),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

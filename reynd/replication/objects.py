@@ -84,8 +84,13 @@ class Bucket:
         region: str | None = None,
         timeout_s: float = 10.0,
     ) -> None:
-        import boto3
-        from botocore.config import Config
+        try:
+            import boto3
+            from botocore.config import Config
+        except ImportError:
+            raise Refused(
+                "replication needs boto3: install it with `pip install 'reynd[replicate]'`"
+            ) from None
 
         self.location = location
         config = Config(

@@ -47,6 +47,7 @@ log = structlog.get_logger("reynd.replicate")
 
 CHUNK_MAX: Final = 16 * 1024 * 1024  # bytes of WAL per tail object
 _BACKOFF_MAX: Final = 30.0
+IDLE_CHECK_S: Final = 30.0  # an idle shipper still notices a newer claim this often
 
 State = Literal["starting", "shipping", "retrying", "superseded", "refused"]
 
@@ -107,8 +108,8 @@ class Shipper:
         the claim is retried by `run`.
         """
         self._identity = await trio.to_thread.run_sync(load_identity, self._state_dir)
-        self._bucket = await trio.to_thread.run_sync(self._make_bucket)
         try:
+            self._bucket = await trio.to_thread.run_sync(self._make_bucket)
             await trio.to_thread.run_sync(self._bucket.check)
             await self._claim()
         except Refused as exc:
@@ -221,7 +222,9 @@ class Shipper:
             # At most one cycle per interval; sleep until there is something new.
             await trio.sleep_until(started + self.config.interval_s)
             if self._store.head == self.shipped:
-                await self._wake.wait()
+                # Idle: look for a newer claim now and then all the same.
+                with trio.move_on_after(IDLE_CHECK_S):
+                    await self._wake.wait()
             self._wake = trio.Event()
 
     def _failed(self, exc: Exception) -> None:

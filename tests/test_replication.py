@@ -1,0 +1,423 @@
+"""Replication to S3-compatible storage against a real server on loopback (tests/s3server.py).
+
+The daemon ships its WAL and snapshots; `reynd restore` rebuilds a state
+directory elsewhere, compared here answer by answer with the source daemon
+(head, branches, generations on every branch, the state as of every seq).
+Faults are real: connections refused, 500s, a server that stops answering,
+the daemon SIGKILLed while it uploads.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness import Daemon, daemon_env, run_daemon_to_exit, start_daemon
+from tests.runtime_helpers import head, kill_daemon, wait_until
+from tests.s3server import CREDENTIALS, FaultyProxy, MotoServer, moto
+
+BUCKET = "reynd-test"
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[MotoServer]:
+    with moto() as server:
+        server.create_bucket(BUCKET)
+        yield server
+
+
+_prefixes = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def url() -> str:
+    """A fresh prefix of the shared bucket for each test."""
+    return f"s3://{BUCKET}/t{next(_prefixes)}"
+
+
+def config(url: str, endpoint: str, *, interval: float = 0.1, extra: str = "") -> str:
+    return (
+        f'[replicate]\nurl = "{url}"\nendpoint = "{endpoint}"\nregion = "us-east-1"\n'
+        f"interval_s = {interval}\ntimeout_s = 2\n"
+        # Small segments and snapshots: several of each in a short history.
+        f"[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 4096\n{extra}"
+    )
+
+
+def start(workdir: Path, url: str, endpoint: str, **kw: Any) -> Daemon:
+    cfg = config(url, endpoint, **kw)
+    return start_daemon(workdir, config=cfg, env=CREDENTIALS)
+
+
+def restore(url: str, endpoint: str, into: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            *(sys.executable, "-m", "reynd.daemon.cli", "restore", "--from", url),
+            *("--state-dir", str(into), "--endpoint", endpoint, *args),
+        ],
+        env=daemon_env(CREDENTIALS),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def replication(d: Daemon) -> dict[str, Any]:
+    info: dict[str, Any] = d.call("daemon.status")["replication"]
+    return info
+
+
+def wait_shipped(d: Daemon, seq: int | None = None) -> dict[str, Any]:
+    target = head(d) if seq is None else seq
+
+    def shipped() -> dict[str, Any] | None:
+        r = replication(d)
+        return r if r["shipped"] >= target and r["state"] == "shipping" else None
+
+    return wait_until(shipped, f"seq {target} shipped")
+
+
+# -- a history with branches, generations and snapshots ----------------------------------
+
+
+def append(d: Daemon, agent: str, kind: str, **data: Any) -> int:
+    seq: int = d.call("wal.append", {"agent": agent, "kind": kind, "data": data})["seq"]
+    return seq
+
+
+def turns(d: Daemon, agent: str, n: int, tag: str) -> int:
+    """`n` turns of an external agent, each a generation; returns the last seq."""
+    seq = 0
+    for i in range(n):
+        mid, tid = f"{tag}-m{i}", f"{tag}-t{i}"
+        append(d, agent, "message.received", message_id=mid, text="x" * 200)
+        append(d, agent, "turn.started", turn_id=tid, message_id=mid)
+        append(d, agent, "step.committed", turn_id=tid, step=0, output={"r": "r" * 100})
+        seq = append(d, agent, "turn.ended", turn_id=tid, label=f"{tag} {i}")
+    return seq
+
+
+def history(d: Daemon) -> None:
+    """Two agents, a rewind, more turns, a checkout of the abandoned future, more turns."""
+    append(d, "ada", "agent.created")
+    append(d, "bo", "agent.created")
+    mid = turns(d, "ada", 6, "a")
+    turns(d, "bo", 4, "b")
+    d.call("rewind", {"seq": mid})
+    abandoned = head(d) - 1
+    turns(d, "ada", 3, "c")
+    d.call("checkout", {"seq": abandoned})
+    turns(d, "bo", 3, "d")
+
+
+def view(d: Daemon, upto: int | None = None, lo: int | None = None) -> dict[str, Any]:
+    """Everything a reader can see from seq `lo` (default: the floor) to `upto` (the head)."""
+    status = d.call("daemon.status")
+    tip = status["head"] if upto is None else upto
+    lo = status["floor"] if lo is None else lo
+    generations: list[Any] = []
+    cursor = None
+    while True:
+        params = {"all_branches": True, **({"cursor": cursor} if cursor else {})}
+        page = d.call("generations.list", params)
+        generations += [g for g in page["generations"] if lo <= g["seq"] <= tip]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    return {
+        "head": tip,
+        "generations": generations,
+        "states": [d.call("state.get", {"seq": s}) for s in range(lo, tip + 1)],
+        **({"branches": d.call("branches.list")} if upto is None else {}),
+    }
+
+
+# -- tests -------------------------------------------------------------------------------
+
+
+def test_restore_after_losing_the_state_dir_gives_back_everything(
+    short_tmp: Path, s3: MotoServer, url: str
+) -> None:
+    d = start(short_tmp, url, s3.url)
+    history(d)
+    wait_shipped(d)
+    before = view(d)
+    snapshots = len(list((d.state_dir / "state" / "snapshots").glob("*.snap")))
+    segments = len(list((d.state_dir / "state" / "wal").glob("*.jsonl")))
+    assert snapshots >= 2 and segments >= 3, (snapshots, segments)  # the history is not trivial
+    kill_daemon(d)  # the machine is gone...
+    shutil.rmtree(d.state_dir)  # ...and its disk with it
+
+    into = short_tmp / "restored"
+    done = restore(url, s3.url, into)
+    assert done.returncode == 0, done.stderr
+    assert f"restored seqs 1..{before['head']}" in done.stdout
+    # Sealed segments went up as one object each, not as their tail chunks.
+    wal_objects = [k for k in s3.keys(BUCKET, url.split("/", 3)[3] + "/") if "/wal/" in k]
+    assert len(wal_objects) <= segments + 2, wal_objects
+
+    r = start_daemon(short_tmp, state_dir=into)
+    try:
+        assert view(r) == before
+    finally:
+        r.stop()
+
+
+def test_point_in_time_restore(short_tmp: Path, s3: MotoServer, url: str) -> None:
+    d = start(short_tmp, url, s3.url)
+    try:
+        history(d)
+        wait_shipped(d)
+        tip = head(d)
+        points = [1, tip // 3, tip // 2, tip - 1]
+        expected = {n: view(d, n) for n in points}
+    finally:
+        d.stop()
+    for n in points:
+        into = short_tmp / f"at-{n}"
+        done = restore(url, s3.url, into, "--to-seq", str(n))
+        assert done.returncode == 0, done.stderr
+        assert "continues the replica" not in done.stdout  # an older cut must not take over
+        r = start_daemon(short_tmp, state_dir=into)
+        try:
+            assert head(r) == n
+            assert view(r, n) == expected[n]
+        finally:
+            r.stop()
+    beyond = restore(url, s3.url, short_tmp / "beyond", "--to-seq", str(tip + 1))
+    assert beyond.returncode == 2
+    assert f"seq {tip + 1} is not in the replica (it holds seqs 1..{tip})" in beyond.stderr
+
+
+def test_a_second_state_dir_is_refused_the_prefix(
+    short_tmp: Path, s3: MotoServer, url: str
+) -> None:
+    d = start(short_tmp, url, s3.url)
+    try:
+        append(d, "ada", "agent.created")
+        wait_shipped(d)
+        other = short_tmp / "other"
+        other.mkdir()
+        cfg = other / "reynd.toml"
+        cfg.write_text(config(url, s3.url))
+        done = run_daemon_to_exit(
+            other,
+            state_dir=other,
+            socket_path=short_tmp / "o.sock",
+            config_path=cfg,
+            env=CREDENTIALS,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "is replicated by another state directory" in done.stderr
+        assert "reynd restore" in done.stderr
+        assert replication(d)["state"] == "shipping"  # the owner is undisturbed
+    finally:
+        d.stop()
+
+
+def test_a_missing_bucket_is_a_clear_error_at_start(short_tmp: Path, s3: MotoServer) -> None:
+    state = short_tmp / "state"
+    state.mkdir()
+    cfg = state / "reynd.toml"
+    cfg.write_text(config("s3://no-such-bucket/x", s3.url))
+    done = run_daemon_to_exit(
+        short_tmp,
+        state_dir=state,
+        socket_path=short_tmp / "s.sock",
+        config_path=cfg,
+        env=CREDENTIALS,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "s3://no-such-bucket/x/: no such bucket" in done.stderr
+
+
+def test_a_bad_url_is_refused_with_the_key_named(short_tmp: Path) -> None:
+    state = short_tmp / "state"
+    state.mkdir()
+    cfg = state / "reynd.toml"
+    cfg.write_text('[replicate]\nurl = "https://bucket/x"\n')
+    done = run_daemon_to_exit(
+        short_tmp, state_dir=state, socket_path=short_tmp / "s.sock", config_path=cfg
+    )
+    assert done.returncode == 2
+    assert "bad value for 'replicate.url'" in done.stderr and "s3://BUCKET/PREFIX" in done.stderr
+
+
+def test_faults_never_stop_local_writes_and_the_backlog_catches_up(
+    short_tmp: Path, s3: MotoServer, url: str
+) -> None:
+    proxy = FaultyProxy(s3.port)
+    proxy.down()  # the store is down when the daemon starts: it starts anyway
+    d = start(short_tmp, url, proxy.url, extra="[retention]\nwal_keep_records = 1\n")
+    try:
+        assert replication(d)["state"] == "retrying"
+        history(d)  # every append acknowledged, from the local fsync
+        info = replication(d)
+        assert info["backlog_records"] == head(d) and info["backlog_bytes"] > 0, info
+        assert "Could not connect" in info["last_error"], info
+        # Retention would drop most segments, but none of them was shipped.
+        floor = d.call("retention.gc")["floor"]
+        assert floor == 1, floor
+
+        proxy.up()
+        wait_shipped(d)
+        proxy.errors()  # 500 InternalError on every request
+        turns(d, "ada", 2, "e")
+        info = wait_until(
+            lambda: ((r := replication(d))["state"] == "retrying" and r) or None, "a failed cycle"
+        )
+        assert "InternalError" in info["last_error"], info
+        s3.pause()  # a store that stops answering: timeouts
+        proxy.up()
+        try:
+            wait_until(
+                lambda: "timeout" in (replication(d)["last_error"] or "").lower() or None,
+                "a timed-out cycle",
+            )
+            turns(d, "bo", 2, "f")
+        finally:
+            s3.resume()
+        info = wait_shipped(d)
+        assert info["state"] == "shipping" and info["last_error"] is None, info
+        floor = d.call("retention.gc")["floor"]
+        assert floor > 1  # shipped: now it may go
+        before = view(d)
+    finally:
+        d.stop()
+        proxy.close()
+    into = short_tmp / "restored"
+    done = restore(url, s3.url, into)
+    assert done.returncode == 0, done.stderr
+    r = start_daemon(short_tmp, state_dir=into)
+    try:
+        assert view(r, lo=floor) == before  # and the replica still has what GC dropped here
+        assert r.call("state.get", {"seq": 1})["seq"] == 1
+    finally:
+        r.stop()
+
+
+def test_sigkill_while_uploading_loses_nothing_beyond_the_recovery_point(
+    short_tmp: Path, s3: MotoServer, url: str
+) -> None:
+    interval = 0.2
+    # One interval plus one upload (milliseconds on loopback; 1 s of slack on a busy machine).
+    recovery_point = interval + 1.0
+    d = start(short_tmp, url, s3.url, interval=interval)
+    append(d, "ada", "agent.created")
+    acked: list[tuple[int, float]] = []  # (seq, when acknowledged)
+    stop = threading.Event()
+
+    def writer(daemon: Daemon) -> None:
+        i = 0
+        with daemon.connect() as c:
+            while not stop.is_set():
+                try:
+                    reply = c.request(
+                        "wal.append",
+                        {
+                            "agent": "ada",
+                            "kind": "message.received",
+                            "data": {"message_id": f"w{time.monotonic_ns()}", "text": "y" * 300},
+                        },
+                    )
+                except (OSError, EOFError):
+                    return  # killed
+                acked.append((reply["result"]["seq"], time.monotonic()))
+                i += 1
+
+    for round_ in range(3):
+        stop.clear()
+        t = threading.Thread(target=writer, args=(d,), daemon=True)
+        t.start()
+        first = len(acked)
+
+        def flowing(k: int = first) -> bool:
+            """Appends have flowed for longer than the recovery point."""
+            return len(acked) > k + 50 and time.monotonic() - acked[k][1] > recovery_point + 0.3
+
+        wait_until(flowing, "appends to flow for longer than the recovery point")
+        killed_at = time.monotonic()
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait()
+        stop.set()
+        t.join()
+        # The machine is lost now: what the replica holds is what a restore gets.
+        into = short_tmp / f"lost-{round_}"
+        done = restore(url, s3.url, into)
+        assert done.returncode == 0, done.stderr
+        restored_head = int(done.stdout.split("restored seqs 1..")[1].split()[0])
+        due = [seq for seq, when in acked if when < killed_at - recovery_point]
+        assert due and restored_head >= max(due), (restored_head, max(due))
+        d = start_daemon(short_tmp, state_dir=d.state_dir, env=CREDENTIALS)
+    try:
+        wait_shipped(d)
+        before = view(d)
+        gens = [k for k in s3.keys(BUCKET, url.split("/", 3)[3] + "/generations/")]
+        assert len(gens) == 4, gens  # one claim per start, each continuing the last
+    finally:
+        d.stop()
+    into = short_tmp / "final"
+    done = restore(url, s3.url, into)
+    assert done.returncode == 0, done.stderr
+    r = start_daemon(short_tmp, state_dir=into)
+    try:
+        assert view(r) == before
+    finally:
+        r.stop()
+
+
+def test_a_restored_dir_takes_over_and_the_old_writer_stands_down(
+    short_tmp: Path, s3: MotoServer, url: str
+) -> None:
+    a_dir, b_dir = short_tmp / "a", short_tmp / "b"
+    a_dir.mkdir()
+    b_dir.mkdir()
+    a = start(a_dir, url, s3.url)
+    b: Daemon | None = None
+    try:
+        history(a)
+        wait_shipped(a)
+        done = restore(url, s3.url, b_dir / "state")
+        assert done.returncode == 0, done.stderr
+        assert "continues the replica" in done.stdout
+        b = start(b_dir, url, s3.url)
+        assert replication(b)["generation"] == 2
+        turns(b, "ada", 2, "after")
+        wait_shipped(b)
+        turns(a, "bo", 1, "late")  # still serves and acknowledges locally...
+        info = wait_until(
+            lambda: ((r := replication(a))["state"] == "superseded" and r) or None,
+            "the old writer to notice",
+        )  # ...but ships no more
+        assert "generation 2" in info["last_error"], info
+        expected = view(b)
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
+    refused = run_daemon_to_exit(
+        a_dir,
+        state_dir=a_dir / "state",
+        socket_path=a_dir / "again.sock",
+        config_path=a_dir / "state" / "reynd.toml",
+        env=CREDENTIALS,
+    )
+    assert refused.returncode == 2 and "another state directory" in refused.stderr
+    into = short_tmp / "restored"
+    done = restore(url, s3.url, into)
+    assert done.returncode == 0, done.stderr
+    r = start_daemon(short_tmp, state_dir=into)
+    try:
+        assert view(r) == expected
+    finally:
+        r.stop()

@@ -1,0 +1,139 @@
+"""The pure rules of reynd/replication/layout.py: key names, cover, the restore plan."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reynd.replication import layout
+from reynd.replication.layout import Claim, GapError, WalObject, cover, plan_restore
+
+
+def test_keys_round_trip_and_sort_by_seq() -> None:
+    obj = WalObject(7, 12, 3456)
+    assert layout.parse_wal_key(obj.key) == obj
+    assert layout.parse_snapshot_key(layout.snapshot_key(7, 99)) == (7, 99)
+    assert layout.parse_claim_key(layout.claim_key(12)) == 12
+    keys = [WalObject(1, a, a + 5).key for a in (1, 9, 10, 100, 1000)]
+    assert sorted(keys) == keys
+    for bad in ("00000001/wal/1-2.jsonl", "generations/7.json", "x/retained", "00000001/wal/"):
+        assert layout.parse_wal_key(bad) is None and layout.parse_claim_key(bad) is None
+
+
+def _covers(objs: list[WalObject], lo: int, hi: int) -> bool:
+    held = set()
+    for o in objs:
+        held.update(range(o.first, o.last + 1))
+    return all(s in held for s in range(lo, hi + 1))
+
+
+ranges = st.lists(
+    st.tuples(st.integers(1, 60), st.integers(0, 15)).map(
+        lambda t: WalObject(1, t[0], t[0] + t[1])
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=500)
+@given(objs=ranges, lo=st.integers(1, 60), span=st.integers(0, 30))
+def test_cover_is_contiguous_or_names_the_gap(objs: list[WalObject], lo: int, span: int) -> None:
+    hi = lo + span
+    try:
+        chosen = cover(objs, lo, hi)
+    except GapError as exc:
+        assert not _covers(objs, lo, hi)
+        missing = int(str(exc).rsplit(" ", 1)[1])
+        assert lo <= missing <= hi and not _covers(objs, missing, missing)
+        return
+    assert _covers(objs, lo, hi)
+    need = lo
+    for o in chosen:
+        assert o in objs and o.first <= need <= o.last  # each extends the run, no hole
+        need = o.last + 1
+    assert need > hi
+    assert len(chosen) <= len({(o.first, o.last) for o in objs})
+
+
+@st.composite
+def replicas(draw: st.DrawFn) -> tuple[dict[int, Claim], list[WalObject], int]:
+    """Generations of one history 1..N: each continues the last from where it shipped
+    (or starts over from the floor), ships chunks, maybe a whole-segment object, and a
+    superseded writer may keep shipping past its successor's base."""
+    claims: dict[int, Claim] = {}
+    objs: list[WalObject] = []
+    shipped = 0
+    gens = draw(st.integers(1, 4))
+    for gen in range(1, gens + 1):
+        restart = gen == 1 or draw(st.booleans())
+        base = 1 if restart else shipped + 1
+        claims[gen] = Claim(
+            generation=gen,
+            store_id="s",
+            host="h",
+            pid=1,
+            created=0.0,
+            base_seq=base,
+            continues=None if restart else gen - 1,
+        )
+        seq = base
+        end = base - 1 + draw(st.integers(0, 20))
+        chunks = []
+        while seq <= end:
+            last = min(end, seq + draw(st.integers(0, 4)))
+            chunks.append(WalObject(gen, seq, last))
+            seq = last + 1
+        objs += chunks
+        if len(chunks) > 1 and draw(st.booleans()):  # a compacted segment
+            objs.append(WalObject(gen, chunks[0].first, chunks[-1].last))
+        shipped = end
+        if gen > 1 and draw(st.booleans()):  # the superseded writer shipped on
+            prev = (o.last for o in objs if o.generation == gen - 1)
+            prev_end = max(prev, default=claims[gen - 1].base_seq - 1)
+            objs.append(WalObject(gen - 1, prev_end + 1, prev_end + 3))
+    return claims, objs, shipped
+
+
+@settings(max_examples=500)
+@given(replica=replicas(), data=st.data())
+def test_a_plan_takes_every_seq_once_from_its_owner(
+    replica: tuple[dict[int, Claim], list[WalObject], int], data: st.DataObject
+) -> None:
+    claims, objs, end = replica
+    newest = claims[max(claims)]
+    root = newest
+    while root.continues is not None:
+        root = claims[root.continues]
+    if end < root.base_seq:
+        with pytest.raises(GapError):
+            plan_restore(claims, objs, [], [])
+        return
+    to_seq = data.draw(st.none() | st.integers(root.base_seq, end))
+    plan = plan_restore(claims, objs, [(g, 3) for g in claims], [root.generation], to_seq)
+    assert plan.head == (end if to_seq is None else to_seq)
+    assert plan.floor == root.base_seq and plan.retained == root.generation
+    upper: dict[int, int] = {}  # the last seq each generation of the chain owns
+    claim, limit = newest, plan.head
+    while True:
+        upper[claim.generation] = limit
+        if claim.continues is None:
+            break
+        claim, limit = claims[claim.continues], claim.base_seq - 1
+    taken: list[int] = []
+    for piece in plan.wal:
+        gen = piece.obj.generation
+        assert piece.obj.first <= piece.lo <= piece.hi <= piece.obj.last
+        assert claims[gen].base_seq <= piece.lo and piece.hi <= upper[gen]
+        taken += range(piece.lo, piece.hi + 1)
+    assert taken == list(range(plan.floor, plan.head + 1))
+    assert all(seq <= plan.head for _, seq in plan.snapshots)
+
+
+def test_to_seq_outside_the_replica_is_refused_with_its_range() -> None:
+    claims = {1: Claim(generation=1, store_id="s", host="h", pid=1, created=0, base_seq=1)}
+    objs = [WalObject(1, 1, 10)]
+    with pytest.raises(ValueError, match=r"seq 11 is not in the replica \(it holds seqs 1..10\)"):
+        plan_restore(claims, objs, [], [], 11)
+    with pytest.raises(GapError, match="no generation"):
+        plan_restore({}, objs, [], [])
