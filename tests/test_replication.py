@@ -24,6 +24,7 @@ import pytest
 from tests.harness import Daemon, daemon_env, run_daemon_to_exit, start_daemon
 from tests.runtime_helpers import head, kill_daemon, wait_until
 from tests.s3server import CREDENTIALS, FaultyProxy, MotoServer, moto
+from tests.test_reynctl_cli import ok, reynctl
 
 BUCKET = "reynd-test"
 
@@ -265,6 +266,9 @@ def test_faults_never_stop_local_writes_and_the_backlog_catches_up(
         info = replication(d)
         assert info["backlog_records"] == head(d) and info["backlog_bytes"] > 0, info
         assert "Could not connect" in info["last_error"], info
+        shown = ok(reynctl("--color", "never", "status", sock=d.socket))
+        assert f"{url}/: retrying, {head(d)} records (" in shown, shown
+        assert "not shipped yet; " in shown and "Could not connect" in shown, shown
         # Retention would drop most segments, but none of them was shipped.
         floor = d.call("retention.gc")["floor"]
         assert floor == 1, floor
@@ -289,6 +293,8 @@ def test_faults_never_stop_local_writes_and_the_backlog_catches_up(
             s3.resume()
         info = wait_shipped(d)
         assert info["state"] == "shipping" and info["last_error"] is None, info
+        shown = ok(reynctl("--color", "never", "status", sock=d.socket))
+        assert f"{url}/ (generation 1): up to date, seq {head(d)} shipped" in shown, shown
         floor = d.call("retention.gc")["floor"]
         assert floor > 1  # shipped: now it may go
         before = view(d)

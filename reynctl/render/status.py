@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from reynctl.render.agents import ambiguous_block
-from reynctl.render.formats import format_duration
+from reynctl.render.formats import format_bytes, format_duration
 from reynctl.render.table import Style, _pairs
 from reynd.protocol import methods as m
 
-__all__ = ["status_text"]
+__all__ = ["replication_line", "status_text"]
 
 
 def status_text(st: m.StatusResult, style: Style) -> str:
@@ -28,7 +28,20 @@ def status_text(st: m.StatusResult, style: Style) -> str:
         rows.append(("state dir", st.state_dir))
     if st.socket:
         rows.append(("socket", st.socket))
+    if st.replication is not None:
+        rows.append(("replication", replication_line(st.replication)))
     text = _pairs(rows, style)
     if st.ambiguous:
         text += "\n\n" + ambiguous_block(st.ambiguous, style)
     return text
+
+
+def replication_line(r: m.ReplicationInfo) -> str:
+    """Where the WAL goes and how far behind it is, in one line."""
+    where = f"{r.url} (generation {r.generation})" if r.generation else r.url
+    if r.state == "shipping" and not r.backlog_records:
+        return f"{where}: up to date, seq {r.shipped} shipped"
+    behind = f"{r.backlog_records} records ({format_bytes(r.backlog_bytes)}) not shipped yet"
+    if r.state == "shipping":
+        return f"{where}: shipping, {behind}"
+    return f"{where}: {r.state}, {behind}; {r.last_error}"
