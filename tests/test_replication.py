@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.harness import Daemon, daemon_env, run_daemon_to_exit, start_daemon
-from tests.runtime_helpers import head, kill_daemon, wait_until
+from tests.runtime_helpers import error_of, head, kill_daemon, wait_until
 from tests.s3server import CREDENTIALS, FaultyProxy, MotoServer, moto
 from tests.test_reynctl_cli import ok, reynctl
 
@@ -427,3 +427,101 @@ def test_a_restored_dir_takes_over_and_the_old_writer_stands_down(
         assert view(r) == expected
     finally:
         r.stop()
+
+
+def follow_config(tmp: Path, endpoint: str) -> Path:
+    path = tmp / "follow.toml"
+    path.write_text(
+        f'[replicate]\nendpoint = "{endpoint}"\nregion = "us-east-1"\n'
+        "interval_s = 0.1\ntimeout_s = 2\n"
+    )
+    return path
+
+
+def start_follower(workdir: Path, url: str, endpoint: str) -> Daemon:
+    workdir.mkdir(exist_ok=True)
+    args = ["--follow", url, "--config", str(follow_config(workdir, endpoint))]
+    return start_daemon(workdir, args=args, env=CREDENTIALS)
+
+
+def caught_up(f: Daemon, primary_head: int) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        st = f.call("daemon.status")
+        ok = st["head"] == primary_head and st["follow"]["state"] == "following"
+        return st["follow"] if ok else None
+
+    return wait_until(check, f"the follower at seq {primary_head}")
+
+
+def test_a_follower_serves_reads_subscriptions_and_refuses_writes(
+    short_tmp: Path, s3: MotoServer, url: str
+) -> None:
+    p_dir, f_dir = short_tmp / "p", short_tmp / "f"
+    p_dir.mkdir()
+    p = start(p_dir, url, s3.url)
+    f: Daemon | None = None
+    try:
+        append(p, "ada", "agent.created")
+        turns(p, "ada", 3, "a")
+        wait_shipped(p)
+        f = start_follower(f_dir, url, s3.url)  # empty: restored first, then follows
+        assert head(f) == head(p)
+        with f.connect() as sub:
+            sub.call("subscribe", {"topics": ["records"]})
+            first_new = head(p) + 1
+            append(p, "bo", "agent.created")
+            turns(p, "bo", 3, "b")
+            p.call("rewind", {"seq": first_new + 3})
+            turns(p, "ada", 2, "c")
+            p.call("checkout", {"seq": first_new + 6})
+            info = caught_up(f, head(p))
+            assert info["lag_records"] == 0 and info["remote_head"] == head(p), info
+            shown = ok(reynctl("--color", "never", "status", sock=f.socket))
+            assert f"follows      {url}/ (read-only): following, 0 records behind" in shown
+            seen = [sub.recv_json()["params"]["seq"] for _ in range(head(p) - first_new + 1)]
+            assert seen == list(range(first_new, head(p) + 1))  # every record, in order
+        assert view(f) == view(p)
+        assert f.call("state.diff", {"from_seq": 2, "to_seq": head(f)}) == p.call(
+            "state.diff", {"from_seq": 2, "to_seq": head(p)}
+        )
+        for method, params in [
+            ("wal.append", {"agent": "ada", "kind": "agent.configured"}),
+            ("rewind", {"seq": 1}),
+            ("agents.create", {"name": "new"}),
+            ("retention.set", {"wal_keep_records": 1}),
+        ]:
+            err = error_of(f, method, params)
+            assert err["code"] == -32020, (method, err)
+            assert err["data"]["source"] == f"{url}/" and "read-only replica" in err["message"]
+        assert head(f) == head(p)
+    finally:
+        p.stop()
+        if f is not None:
+            f.stop()
+
+
+def test_a_follower_refuses_a_directory_with_another_history(
+    short_tmp: Path, s3: MotoServer, url: str
+) -> None:
+    p_dir, f_dir = short_tmp / "p", short_tmp / "f"
+    p_dir.mkdir()
+    f_dir.mkdir()
+    p = start(p_dir, url, s3.url)
+    try:
+        append(p, "ada", "agent.created")
+        wait_shipped(p)
+    finally:
+        p.stop()
+    other = start_daemon(f_dir)  # a history of its own at the same seq
+    append(other, "zed", "agent.created")
+    other.stop()
+    f = start_follower(f_dir, url, s3.url)
+    try:
+        info = wait_until(
+            lambda: ((r := f.call("daemon.status")["follow"])["state"] == "diverged" and r) or None,
+            "the follower to refuse",
+        )
+        assert "holds another history" in info["last_error"], info
+        assert f.call("agents.list")["agents"][0]["name"] == "zed"  # nothing was overwritten
+    finally:
+        f.stop()

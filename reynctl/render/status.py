@@ -7,7 +7,7 @@ from reynctl.render.formats import format_bytes, format_duration
 from reynctl.render.table import Style, _pairs
 from reynd.protocol import methods as m
 
-__all__ = ["replication_line", "status_text"]
+__all__ = ["follow_line", "replication_line", "status_text"]
 
 
 def status_text(st: m.StatusResult, style: Style) -> str:
@@ -30,6 +30,8 @@ def status_text(st: m.StatusResult, style: Style) -> str:
         rows.append(("socket", st.socket))
     if st.replication is not None:
         rows.append(("replication", replication_line(st.replication)))
+    if st.follow is not None:
+        rows.append(("follows", follow_line(st.follow)))
     text = _pairs(rows, style)
     if st.ambiguous:
         text += "\n\n" + ambiguous_block(st.ambiguous, style)
@@ -45,3 +47,9 @@ def replication_line(r: m.ReplicationInfo) -> str:
     if r.state == "shipping":
         return f"{where}: shipping, {behind}"
     return f"{where}: {r.state}, {behind}; {r.last_error}"
+
+
+def follow_line(f: m.FollowInfo) -> str:
+    """A read-only replica's source and lag, in one line."""
+    line = f"{f.url} (read-only): {f.state}, {f.lag_records} records behind"
+    return f"{line}; {f.last_error}" if f.last_error else line

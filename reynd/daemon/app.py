@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 import structlog
@@ -34,6 +34,8 @@ from reynd.protocol import methods as m
 from reynd.protocol.events import AgentCreated, AgentEvent, Event, boundary_kind, kind_of
 from reynd.protocol.state import RuntimeState
 from reynd.replication.config import ReplicateConfig
+from reynd.replication.follower import Follower
+from reynd.replication.objects import Location
 from reynd.replication.shipper import Shipper
 from reynd.runtime import clean_stop
 from reynd.runtime.procs import ProcessGroups
@@ -48,6 +50,32 @@ __all__ = ["App"]
 log = structlog.get_logger("reynd.app")
 
 Publish = Callable[[str, int, dict[str, Any]], None]
+
+# What a read-only replica refuses: every method that writes the WAL or the config.
+WRITES: Final = frozenset(
+    (
+        "wal.append",
+        "rewind",
+        "checkout",
+        "act_turn.rewind",
+        "agents.create",
+        "agents.configure",
+        "agents.send",
+        "agents.cancel",
+        "agents.resolve",
+        "interventions.answer",
+        "retention.set",
+        "retention.gc",
+    )
+)
+
+
+async def _read_only(source: Location, params: object, ctx: CallContext) -> object:
+    raise errors.ReadOnlyReplica(
+        f"this daemon is a read-only replica of {source}: send writes to the daemon that "
+        "ships there (reads, subscriptions and as-of queries work here)",
+        {"source": str(source)},
+    )
 
 
 class App:
@@ -70,6 +98,7 @@ class App:
         *,
         audit: AuditOptions | None = None,
         replicate: ReplicateConfig | None = None,
+        follow: Location | None = None,
         on_fatal: Callable[[], None],
     ) -> None:
         self.state_dir = state_dir
@@ -96,6 +125,8 @@ class App:
         self.workspace: Workspace | None = None  # workspace rewind, when enabled
         self._replicate = replicate or ReplicateConfig()
         self.shipper: Shipper | None = None  # [replicate], when a url is set
+        self._follow = follow
+        self.follower: Follower | None = None  # a read-only replica of `follow`
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         started = time.perf_counter()
@@ -138,7 +169,9 @@ class App:
             self.workspace = Workspace(self._workspace_config, self.state_dir, store)
             self.coordinator.substrates.append(self.workspace)
         location = self._replicate.location()
-        if location is not None:
+        if self._follow is not None:
+            self.follower = Follower(self._replicate, self._follow, store, self.committer)
+        elif location is not None:
             self.shipper = Shipper(self._replicate, location, store)
             await self.shipper.open()  # ReplicaRefused: the operator must act
         self.committer.start()
@@ -151,13 +184,17 @@ class App:
                 # before any agent runs a turn against the workspace.
                 for substrate in self.coordinator.substrates:
                     await substrate.start(store.head)
-                # Steps a clean stop cut run again; the file is gone (durably)
-                # before they do, so a crash in the re-run leaves them ambiguous.
-                resume = await trio.to_thread.run_sync(
-                    clean_stop.take, self.state_dir / "state", store.head, store.state
-                )
-                await nursery.start(partial(self.registry.run, resume=resume))
-                nursery.start_soon(gc_loop, self)
+                if self.follower is not None:
+                    # A replica runs no agent and keeps all it pulls.
+                    nursery.start_soon(self.follower.run)
+                else:
+                    # Steps a clean stop cut run again; the file is gone (durably)
+                    # before they do, so a crash in the re-run leaves them ambiguous.
+                    resume = await trio.to_thread.run_sync(
+                        clean_stop.take, self.state_dir / "state", store.head, store.state
+                    )
+                    await nursery.start(partial(self.registry.run, resume=resume))
+                    nursery.start_soon(gc_loop, self)
                 nursery.start_soon(self._capture_generations)
                 nursery.start_soon(self.config.run)
                 if self.shipper is not None:
@@ -203,6 +240,13 @@ class App:
 
     def handlers(self) -> dict[str, Handler]:
         """Handlers for every method of METHODS except the transport's own."""
+        handlers = self._all_handlers()
+        if self._follow is not None:
+            for method in WRITES:
+                handlers[method] = partial(_read_only, self._follow)
+        return handlers
+
+    def _all_handlers(self) -> dict[str, Handler]:
         return {
             **RuntimeApi(self).handlers(),
             **RetentionApi(self).handlers(),
@@ -296,6 +340,7 @@ class App:
             uptime_s=round(time.time() - ctx.server.started_at, 3),
             ambiguous=self.registry.ambiguous(),
             replication=self.shipper.info() if self.shipper else None,
+            follow=self.follower.info() if self.follower else None,
         )
 
     async def _generations(self, p: m.GenerationsParams, ctx: CallContext) -> m.GenerationsResult:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -12,6 +13,8 @@ from reynd.daemon.config import ConfigError, find_config, load_config
 from reynd.daemon.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
 from reynd.daemon.main import EXIT_USAGE, ServeOptions, serve
 from reynd.protocol.paths import SOCKET_ENV, default_socket, resolve_socket, resolve_state_dir
+from reynd.replication.config import ReplicateConfig
+from reynd.replication.objects import Location
 
 __all__ = ["main"]
 
@@ -53,12 +56,20 @@ def main() -> None:
     help="json on a service, console (key=value) on a terminal.",
 )
 @click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True)
+@click.option(
+    "--follow",
+    metavar="URL",
+    help="Serve a read-only replica of what a daemon ships to URL (s3://BUCKET/PREFIX); "
+    "an empty state dir is restored from it first.",
+)
 def serve_command(
+    *,
     state_dir: str | None,
     socket_path: str | None,
     config_path: str | None,
     log_format: str,
     log_level: str,
+    follow: str | None,
 ) -> None:
     """Run the daemon in the foreground (what systemd runs).
 
@@ -73,11 +84,45 @@ def serve_command(
     except ConfigError as exc:
         click.echo(f"reynd: {exc}", err=True)
         sys.exit(EXIT_USAGE)
+    source = None
+    if follow:
+        source = _follow_source(follow, state, config.replicate)
     if socket_path or os.environ.get(SOCKET_ENV):
         sock = resolve_socket(socket_path)
     else:
         sock = resolve_socket(config.socket) if config.socket else default_socket()
-    sys.exit(serve(ServeOptions(state_dir=state, socket=sock, config=config, config_path=found)))
+    opts = ServeOptions(
+        state_dir=state, socket=sock, config=config, config_path=found, follow=source
+    )
+    sys.exit(serve(opts))
+
+
+def _follow_source(url: str, state: Path, replicate: ReplicateConfig) -> Location:
+    """The replica to follow; an absent or empty state dir is restored from it first."""
+    from reynd.replication.objects import Bucket, Refused, Unavailable, parse_url
+    from reynd.replication.restore import RestoreError, restore
+
+    try:
+        location = parse_url(url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--follow") from None
+    if state.exists() and any(state.iterdir()):
+        return location
+    try:
+        bucket = Bucket(
+            location,
+            endpoint=replicate.endpoint,
+            region=replicate.region,
+            timeout_s=replicate.timeout_s,
+        )
+        restore(bucket, state, say=lambda s: click.echo(s, err=True))
+    except (RestoreError, Refused) as exc:
+        click.echo(f"reynd: cannot follow {location}: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except (Unavailable, OSError) as exc:
+        click.echo(f"reynd: cannot follow {location}: {exc}", err=True)
+        sys.exit(3)
+    return location
 
 
 @main.command(name="repair")

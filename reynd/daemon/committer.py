@@ -87,13 +87,29 @@ class Committer:
         Not cancellable once queued: a cancelled caller could not tell whether
         its events were written, so it waits the few milliseconds to know.
         """
+        self._check()
+        return await self._submit(self._store.stage(events, rebuilt))
+
+    async def append_replicated(
+        self, frames: Sequence[bytes], rebuilt: Rebuilt | None
+    ) -> list[Event]:
+        """Append records another daemon wrote, byte for byte (a follower's path).
+
+        `rebuilt`: the state a reset record among them leads to, as in `append`.
+        """
+        self._check()
+        return await self._submit(self._store.stage_replicated(frames, rebuilt))
+
+    def _check(self) -> None:
         if self.failure is not None:
             raise errors.StorageFailed(
                 "the WAL failed to sync; reynd is stopping and will recover on restart",
                 {"reason": str(self.failure)},
             )
-        pending = _Pending(self._store.stage(events, rebuilt), trio.lowlevel.current_task())
-        self._queue.put(pending)  # no await since stage(): queue order = seq order
+
+    async def _submit(self, staged: Staged) -> list[Event]:
+        pending = _Pending(staged, trio.lowlevel.current_task())
+        self._queue.put(pending)  # no await since staging: queue order = seq order
         await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
         if pending.error is not None:
             raise errors.StorageFailed(

@@ -77,6 +77,10 @@ def configure_logging(
     root = logging.getLogger()
     root.handlers = [_ToStructlog()]
     root.setLevel(level.upper())
+    # The S3 client's own debug output is a line per header and hook: the
+    # shipper and follower log what matters (replicate.*, follow.*).
+    for name in ("boto3", "botocore", "s3transfer", "urllib3"):
+        logging.getLogger(name).setLevel(max(logging.INFO, root.level))
     return "json" if fmt == "json" else "console"
 
 

@@ -33,6 +33,7 @@ from reynd.daemon.context import ServerInfo
 from reynd.daemon.hub import Hub
 from reynd.daemon.listen import AnotherDaemon, ListenError, UnsafeDirectory, open_socket
 from reynd.daemon.server import Server, ServerLimits
+from reynd.replication.objects import Location
 from reynd.replication.shipper import ReplicaRefused
 from reynd.storage.errors import StorageError
 from reynd.storage.lock import StateLocked
@@ -61,6 +62,7 @@ class ServeOptions:
     socket: Path
     config: DaemonConfig
     config_path: Path | None = None
+    follow: Location | None = None  # serve a read-only replica of this prefix
 
 
 def serve(opts: ServeOptions) -> int:
@@ -125,6 +127,7 @@ async def _serve(opts: ServeOptions) -> int:
                 workspace=config.workspace,
                 audit=config.audit,
                 replicate=config.replicate,
+                follow=opts.follow,
                 on_fatal=shutdown.set,
             )
             await root.start(app.run)

@@ -214,6 +214,13 @@ class LimitExceeded(ReyndError):
     name = "limit_exceeded"
 
 
+class ReadOnlyReplica(ReyndError):
+    """This daemon follows a replica (`reynd serve --follow`): it serves reads only."""
+
+    code = -32020
+    name = "read_only_replica"
+
+
 _BY_CODE: dict[int, type[ReyndError]] = {
     cls.code: cls
     for cls in (
@@ -241,6 +248,7 @@ _BY_CODE: dict[int, type[ReyndError]] = {
         EventNotFound,
         ConfigDamaged,
         LimitExceeded,
+        ReadOnlyReplica,
     )
 }
 

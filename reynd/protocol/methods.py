@@ -50,6 +50,7 @@ __all__ = [
     "StateParams",
     "StateResult",
     "StatusParams",
+    "FollowInfo",
     "ReplicationInfo",
     "StatusResult",
     "SubscribeParams",
@@ -103,6 +104,25 @@ class ReplicationInfo(Result, kw_only=True):
     interval_s: float = 1.0
 
 
+class FollowInfo(Result, kw_only=True):
+    """A read-only replica's source and lag (`reynd serve --follow URL`).
+
+    `state`: following (the last pull succeeded), retrying (`last_error`),
+    diverged (this directory holds another history: it follows no more),
+    starting. `lag_records`: records the replica holds beyond this copy's
+    head, as of the last listing.
+    """
+
+    url: str
+    state: Literal["starting", "following", "retrying", "diverged"]
+    generation: int | None = None
+    remote_head: Seq = 0
+    lag_records: int = 0
+    last_pulled_at: float | None = None
+    last_error: str | None = None
+    interval_s: float = 1.0
+
+
 class StatusResult(Result, kw_only=True):
     """`ambiguous` lists steps left without a result by a crash (see agents.resolve)."""
 
@@ -121,6 +141,7 @@ class StatusResult(Result, kw_only=True):
     uptime_s: float = 0.0
     ambiguous: list[agent_methods.AmbiguousStep] = []
     replication: ReplicationInfo | None = None
+    follow: FollowInfo | None = None
 
 
 class ShutdownParams(Params, kw_only=True):

@@ -40,6 +40,7 @@ __all__ = [
     "cover",
     "generation_dir",
     "parse_claim_key",
+    "parse_retained_key",
     "parse_snapshot_key",
     "parse_wal_key",
     "plan_restore",
@@ -53,6 +54,7 @@ CLAIMS: Final = "generations/"
 
 _CLAIM = re.compile(r"generations/(\d{8})\.json")
 _WAL = re.compile(r"(\d{8})/wal/(\d{20})-(\d{20})\.jsonl")
+_RETAINED = re.compile(r"(\d{8})/retained")
 _SNAPSHOT = re.compile(r"(\d{8})/snapshots/(\d{20})\.snap")
 
 
@@ -87,6 +89,11 @@ def snapshot_key(generation: int, seq: int) -> str:
 
 def retained_key(generation: int) -> str:
     return f"{generation:08d}/retained"
+
+
+def parse_retained_key(key: str) -> int | None:
+    m = _RETAINED.fullmatch(key)
+    return int(m.group(1)) if m else None
 
 
 def parse_claim_key(key: str) -> int | None:

@@ -8,11 +8,12 @@ half-restored state directory behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -20,7 +21,7 @@ import msgspec
 from reynd.replication import layout
 from reynd.replication.identity import Identity, Progress, new_store_id, save_identity
 from reynd.replication.identity import save_progress as save_progress_hint
-from reynd.replication.objects import Bucket
+from reynd.replication.objects import Bucket, Missing
 from reynd.storage.errors import CorruptionError, StorageError
 from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, write_durable
@@ -31,11 +32,42 @@ from reynd.storage.segments import segment_path
 from reynd.storage.snapshots import decode_snapshot
 from reynd.storage.store import Store
 
-__all__ = ["RestoreError", "RestoreReport", "restore"]
+__all__ = ["Listing", "RestoreError", "RestoreReport", "read_listing", "records_of", "restore"]
+
+
+_ATTEMPTS = 5
 
 
 class RestoreError(Exception):
     """The restore cannot go on; the message says why and what to do."""
+
+
+@dataclass(slots=True)
+class Listing:
+    """What a prefix holds, sorted by kind of object."""
+
+    claims: dict[int, layout.Claim] = field(default_factory=dict)
+    wal: list[layout.WalObject] = field(default_factory=list)
+    snapshots: list[tuple[int, int]] = field(default_factory=list)
+    retained: list[int] = field(default_factory=list)
+
+    def plan(self, to_seq: int | None = None) -> layout.RestorePlan:
+        return layout.plan_restore(self.claims, self.wal, self.snapshots, self.retained, to_seq)
+
+
+def read_listing(bucket: Bucket) -> Listing:
+    """List the prefix and read every claim (blocking)."""
+    out = Listing()
+    for key in bucket.list_keys():
+        if (gen := layout.parse_claim_key(key)) is not None:
+            out.claims[gen] = msgspec.json.decode(bucket.get(key), type=layout.Claim)
+        elif (obj := layout.parse_wal_key(key)) is not None:
+            out.wal.append(obj)
+        elif (snap := layout.parse_snapshot_key(key)) is not None:
+            out.snapshots.append(snap)
+        elif (gen := layout.parse_retained_key(key)) is not None:
+            out.retained.append(gen)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,26 +92,29 @@ def restore(
     say: Callable[[str], None] = lambda _: None,
 ) -> RestoreReport:
     """Rebuild `state_dir` (absent or empty) from `bucket`'s prefix, up to `to_seq` or its end."""
-    started = time.perf_counter()
     if state_dir.exists() and (not state_dir.is_dir() or any(state_dir.iterdir())):
         raise RestoreError(f"{state_dir} exists and is not empty: restore into a new directory")
-    location = bucket.location
     bucket.check()
-    claims: dict[int, layout.Claim] = {}
-    wal: list[layout.WalObject] = []
-    snapshots: list[tuple[int, int]] = []
-    retained: list[int] = []
-    for key in bucket.list_keys():
-        if (gen := layout.parse_claim_key(key)) is not None:
-            claims[gen] = msgspec.json.decode(bucket.get(key), type=layout.Claim)
-        elif (obj := layout.parse_wal_key(key)) is not None:
-            wal.append(obj)
-        elif (snap := layout.parse_snapshot_key(key)) is not None:
-            snapshots.append(snap)
-        elif key.endswith("/retained") and key[:8].isdigit():
-            retained.append(int(key[:8]))
+    for _ in range(_ATTEMPTS - 1):
+        # Missing: the source compacted tail objects into a segment object
+        # since the listing; list again.
+        with contextlib.suppress(Missing):
+            return _restore(bucket, state_dir, to_seq, segment_bytes, say)
+    return _restore(bucket, state_dir, to_seq, segment_bytes, say)
+
+
+def _restore(
+    bucket: Bucket,
+    state_dir: Path,
+    to_seq: int | None,
+    segment_bytes: int,
+    say: Callable[[str], None],
+) -> RestoreReport:
+    started = time.perf_counter()
+    location = bucket.location
+    listing = read_listing(bucket)
     try:
-        plan = layout.plan_restore(claims, wal, snapshots, retained, to_seq)
+        plan = listing.plan(to_seq)
     except layout.GapError as exc:
         raise RestoreError(f"{location}: {exc}") from None
     except ValueError as exc:
@@ -93,7 +128,7 @@ def restore(
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         wal_bytes, kept, adopted = _build(
-            bucket, plan, tmp, to_seq=to_seq, wal=wal, segment_bytes=segment_bytes
+            bucket, plan, tmp, to_seq=to_seq, wal=listing.wal, segment_bytes=segment_bytes
         )
         if state_dir.exists():
             state_dir.rmdir()  # empty, checked above
@@ -175,7 +210,7 @@ def _write_wal(bucket: Bucket, plan: layout.RestorePlan, wal_dir: Path, segment_
         for piece in plan.wal:
             key = piece.obj.key
             data = bucket.get(key)
-            records = _records(data, key, piece.obj.first)
+            records = records_of(data, key, piece.obj.first)
             for seq, start, end in records:
                 if seq < piece.lo or seq < expected:
                     continue
@@ -204,7 +239,7 @@ def _write_wal(bucket: Bucket, plan: layout.RestorePlan, wal_dir: Path, segment_
     return total
 
 
-def _records(data: bytes, key: str, first: int) -> list[tuple[int, int, int]]:
+def records_of(data: bytes, key: str, first: int) -> list[tuple[int, int, int]]:
     """(seq, start, end) of every record in an object; RestoreError if any is damaged."""
     out: list[tuple[int, int, int]] = []
     pos = 0

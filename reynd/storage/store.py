@@ -38,11 +38,11 @@ from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
 from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints
 from reynd.storage.errors import CorruptionError
-from reynd.storage.framing import encode_frame
+from reynd.storage.framing import FrameInvalid, encode_frame, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, restrict_dir
 from reynd.storage.lock import hold_lock
 from reynd.storage.options import StorageOptions
-from reynd.storage.recovery import RecoveryReport
+from reynd.storage.recovery import RecoveryReport, decode_body
 from reynd.storage.retained import Retained, load_retained
 from reynd.storage.snapshots import SnapshotStore, encode_snapshot
 from reynd.storage.wal import Placement, Wal
@@ -249,6 +249,31 @@ class Store:
             frames.append((seq, encode_frame(record)))
         self._next_seq += len(out)
         return Staged(tuple(out), tuple(frames), rebuilt)
+
+    def stage_replicated(self, frames: Sequence[bytes], rebuilt: Rebuilt | None = None) -> Staged:
+        """Stage records another daemon wrote, exactly as framed (same seq, same ts).
+
+        A follower's path: each frame must hold one intact record whose seq is
+        the next one; CorruptionError otherwise, with nothing staged.
+        """
+        out: list[Event] = []
+        staged: list[tuple[int, bytes]] = []
+        seq = self._next_seq
+        for frame in frames:
+            try:
+                body, end = next_frame(frame, 0)
+            except FrameInvalid as exc:
+                raise CorruptionError(self.wal.dir, 0, seq, f"replicated record: {exc}") from None
+            event = decode_body(body, self.wal.dir, 0, seq)
+            if end != len(frame) or event.seq != seq:
+                raise CorruptionError(
+                    self.wal.dir, 0, seq, f"replicated record holds seq {event.seq}, not {seq}"
+                )
+            out.append(event)
+            staged.append((seq, frame))
+            seq += 1
+        self._next_seq = seq
+        return Staged(tuple(out), tuple(staged), rebuilt)
 
     def commit(self, staged: Staged, placements: list[Placement]) -> None:
         """Make a durable batch visible: index it and apply it to the tip's state.
