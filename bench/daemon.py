@@ -313,8 +313,14 @@ class Load:
         self._proc.start()
 
     def run(self, server: Proc, method: str, clients: int, seconds: float) -> dict[str, float]:
+        return self.run_payload(server, REQUESTS[method], clients, seconds)
+
+    def run_payload(
+        self, server: Proc, payload: bytes, clients: int, seconds: float
+    ) -> dict[str, float]:
+        """One window of `clients` connections each sending `payload`, one in flight."""
         cpu0 = server.cpu_s()
-        self._conn.send((server.socket, REQUESTS[method], clients, seconds))
+        self._conn.send((server.socket, payload, clients, seconds))
         out: dict[str, Any] = self._conn.recv()
         if "error" in out:
             raise RuntimeError(f"load against {server.name} failed: {out['error']}")

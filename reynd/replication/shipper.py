@@ -48,6 +48,7 @@ log = structlog.get_logger("reynd.replicate")
 CHUNK_MAX: Final = 16 * 1024 * 1024  # bytes of WAL per tail object
 _BACKOFF_MAX: Final = 30.0
 IDLE_CHECK_S: Final = 30.0  # an idle shipper still notices a newer claim this often
+SNAPSHOT_SPACING_S: Final = 60.0  # the newest snapshot is shipped at most this often
 
 State = Literal["starting", "shipping", "retrying", "superseded", "refused"]
 
@@ -85,6 +86,7 @@ class Shipper:
         self._retained_sent = False
         self._chunks: list[layout.WalObject] = []  # this generation's tail objects
         self._snapshots: set[int] = set()
+        self._snapshot_shipped_at = -math.inf
         self.last_error: str | None = None
         self.last_shipped_at: float | None = None
         self._wake = trio.Event()
@@ -276,18 +278,33 @@ class Shipper:
             await trio.to_thread.run_sync(self._bucket.put_new, key, data)
 
     async def _ship_snapshots(self) -> None:
+        """The snapshots a restore needs: few, as the WAL above them is shipped anyway.
+
+        A root generation first ships every snapshot below its base (the WAL
+        there was collected: they are the only way in). Above it, only the
+        newest snapshot, at most every SNAPSHOT_SPACING_S: it bounds what a
+        restore replays without shipping every snapshot a busy daemon cuts.
+        """
         assert self.generation is not None
-        snapshots = self._store.snapshots
-        lowest = 0 if self._root else self._base
-        for seq in list(snapshots.seqs):
-            if seq in self._snapshots or not lowest <= seq <= self.shipped:
-                continue
+        seqs = [
+            s
+            for s in self._store.snapshots.seqs
+            if s <= self.shipped and s not in self._snapshots and (self._root or s >= self._base)
+        ]
+        wanted = [s for s in seqs if s < self._base]
+        newer = [s for s in seqs if s >= self._base]
+        now = trio.current_time()
+        if newer and now - self._snapshot_shipped_at >= SNAPSHOT_SPACING_S:
+            wanted.append(newer[-1])
+        for seq in wanted:
             try:
-                data = await trio.to_thread.run_sync(snapshots.path(seq).read_bytes)
+                data = await trio.to_thread.run_sync(self._store.snapshots.path(seq).read_bytes)
             except FileNotFoundError:
                 continue  # collected meanwhile
             await self._put(layout.snapshot_key(self.generation, seq), data)
             self._snapshots.add(seq)
+            if seq >= self._base:
+                self._snapshot_shipped_at = now
 
     async def _compact(self) -> None:
         """One object per sealed segment instead of its tail chunks (fewer objects to restore)."""
