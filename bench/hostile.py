@@ -4,14 +4,16 @@
 
 The real `reynd serve` (defaults, state seeded through wal.append). One good
 client sends `daemon.status` round trips, one in flight, for S seconds: once
-alone (baseline) and once while a separate process attacks on four
-connections at once, cycling through what issue 10 found: a 1 MiB line of
-~500,000 nested brackets, a 1 MiB batch of `1`s, a 1000-member batch of
-`state.get`, invalid UTF-8 inside params, and 10,000 `subscribe` calls on one
-connection (then closed). The two windows alternate R times. Printed: the
-good client's p50 / p99 / max latency in each and their ratios (attack /
-baseline), the hostile messages sent, and the daemon's RSS before, at its
-peak and after the attackers left (VmRSS, VmHWM from /proc).
+alone (baseline) and once while a separate process attacks, one connection
+per attack, all at once: what issue 10 found (a 1 MiB line of ~500,000
+nested brackets, a 1 MiB batch of `1`s, a 1000-member batch of `state.get`,
+invalid UTF-8 inside params, 10,000 `subscribe` calls on one connection, then
+closed), a 5000-digit integer in a `wal.append`, and 1 MiB of short numbers
+after a 19-digit one (the integer check's slowest input). The two windows
+alternate R times. Printed: the good client's p50 / p99 / max latency in
+each and their ratios (attack / baseline), the hostile messages sent, and
+the daemon's RSS before, at its peak and after the attackers left (VmRSS,
+VmHWM from /proc).
 
 The machine may be shared and noisy: read the ratios, not the absolute figures.
 """
@@ -49,6 +51,19 @@ ATTACKS: list[tuple[str, bytes, int]] = [
     (
         "invalid UTF-8",
         b'{"jsonrpc":"2.0","method":"state.get","id":1,"params":{"agent":"\xff\xfe"}}',
+        1,
+    ),
+    (
+        "5000-digit integer",
+        b'{"jsonrpc":"2.0","method":"wal.append","id":1,"params":{"agent":"x",'
+        b'"kind":"agent.created","data":{"options":{"n":' + b"9" * 5000 + b"}}}}",
+        1,
+    ),
+    (
+        "1 MiB of numbers",
+        b'{"jsonrpc":"2.0","method":"daemon.status","id":1,"params":[1234567890123456789'
+        + b",1" * (MiB // 2 - 64)
+        + b"]}",
         1,
     ),
 ]

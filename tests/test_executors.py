@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from reynd.protocol.limits import MAX_COUNT
 from tests.harness import Daemon, short_tempdir, start_daemon
 
 KEY_ENV = "REYND_TEST_OPENAI_KEY"
@@ -294,6 +295,19 @@ def test_openai_malformed_body(reynd: Daemon, server: ChatServer, body: bytes, w
     assert why in result["reply"] and url in result["reply"]
 
 
+def test_openai_usage_past_the_count_limit_fails_the_step(
+    reynd: Daemon, server: ChatServer
+) -> None:
+    """A server's token counts are held to the same bound as any record's (limits.MAX_COUNT)."""
+    _, url = server.scenario("usage", completion("hi", prompt=2**64), completion("fine", prompt=3))
+    agent = create(reynd, "openai", {"base_url": url})
+    result = send(reynd, agent, "hi")
+    assert result["outcome"] == "failed", result
+    assert result["reply"] == f"the step's result has tokens_in outside 0 to {MAX_COUNT}"
+    assert reynd.call("agents.get", {"agent": agent})["tokens_in"] == 0
+    assert send(reynd, agent, "again")["reply"] == "fine"
+
+
 def test_openai_unreachable(reynd: Daemon) -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -423,6 +437,24 @@ def test_command_bad_stdout(reynd: Daemon, short_tmp: Path, stdout: str, why: st
     assert result["outcome"] == "failed", result
     assert why in result["reply"], result
     assert repr(stdout[:20])[1:-1] in result["reply"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("tokens_in", 2**64), ("tokens_out", MAX_COUNT + 1), ("plan_step_done", 10**30)],
+)
+def test_command_counts_past_the_limit_fail_the_step(
+    reynd: Daemon, short_tmp: Path, field: str, value: int
+) -> None:
+    """Not written: a memo holding them would reach the agent's sums and its snapshots."""
+    result_json = json.dumps({"done": True, "reply": "r", "plan": ["p"], field: value})
+    argv = program(short_tmp, f"count-{field}", f"import sys\nsys.stdout.write({result_json!r})\n")
+    agent = create(reynd, "command", {"argv": argv})
+    result = send(reynd, agent, "hi")
+    assert result["outcome"] == "failed", result
+    assert result["reply"] == f"the step's result has {field} outside 0 to {MAX_COUNT}"
+    info = reynd.call("agents.get", {"agent": agent})
+    assert (info["tokens_in"], info["tokens_out"]) == (0, 0)
 
 
 def test_command_killed_by_signal(reynd: Daemon, short_tmp: Path) -> None:

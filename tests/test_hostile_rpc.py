@@ -5,7 +5,9 @@ nesting raised RecursionError out of the decoder and took the server down;
 an acknowledged deeply nested record made every restart fail; a 1 MiB batch
 of `1`s produced a ~100 MB reply and stalled every client; subscriptions
 piled up without bound; invalid UTF-8 inside params was an internal error
-with a logged traceback.
+with a logged traceback; an integer past 64 bits (or a token sum past it)
+was acknowledged, then killed the daemon at the next snapshot, and again
+after every restart.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reynd.protocol.limits import MAX_DEPTH
+from reynd.protocol.limits import MAX_COUNT, MAX_DEPTH
 from reynd.protocol.methods import METHODS
 from reynd.storage.framing import encode_frame
 from reynd.storage.wal import Wal
@@ -291,18 +293,252 @@ def test_subscriptions_per_connection_are_capped_and_released_on_close(hostile: 
     assert rss_kib(hostile) - rss_before < 32 * 1024
 
 
+# -- integers ----------------------------------------------------------------------------
+
+# Past Python's 4300-digit limit for int(): the door must refuse it without parsing it.
+HUGE = b"9" * 5000
+BIG_INTS = [
+    b"9223372036854775808",  # 2**63
+    b"-9223372036854775809",
+    b"18446744073709551616",  # 2**64: not even msgpack's unsigned range holds it
+    b"-" + b"1" * 40,
+    HUGE,
+]
+SNAPSHOT_EVERY_COMMIT = "[storage]\nsnapshot_min_bytes = 0\n"
+STATUS_REQUEST = {"jsonrpc": "2.0", "method": "daemon.status"}
+
+
+def with_int(template: Any, number: bytes) -> bytes:
+    """`template` as one JSON line, each "N" string in it replaced by the integer `number`."""
+    return json.dumps(template).encode().replace(b'"N"', number)
+
+
+def created(agent: str, options: Any) -> dict[str, Any]:
+    return {"agent": agent, "kind": "agent.created", "data": {"options": options}}
+
+
+def append_request(id: Any, params: Any, **extra: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "wal.append", "id": id, "params": params, **extra}
+
+
+# Where a message can hold an integer, and the id its refusal is due.
+BIG_PLACES: dict[str, tuple[Any, Any]] = {
+    "options": (append_request(1, created("big", {"n": "N"})), 1),
+    "nested": (append_request(2, created("big", {"a": [1, {"b": ["N"]}]})), 2),
+    "a count": (
+        append_request(3, {"agent": "big", "kind": "step.started", "data": {"step": "N"}}),
+        3,
+    ),
+    "positional params": (append_request(4, ["big", "agent.created", {"options": ["N"]}]), 4),
+    "agents.create": (
+        {
+            "jsonrpc": "2.0",
+            "method": "agents.create",
+            "id": 5,
+            "params": {"name": "big", "options": {"n": "N"}},
+        },
+        5,
+    ),
+    "unknown member": (append_request("u", created("big", {}), junk="N"), "u"),
+    "id": ({"jsonrpc": "2.0", "method": "daemon.status", "id": "N"}, None),
+}
+
+
+def test_an_integer_out_of_range_is_refused_before_anything_is_written(short_tmp: Path) -> None:
+    """Anywhere in a message: -32019 with the id kept, nothing written, no traceback.
+
+    Before: it was acknowledged, and the next snapshot (msgpack holds no more
+    than 64 bits) killed the daemon, at every restart again.
+    """
+    d = start_daemon(short_tmp, config=SNAPSHOT_EVERY_COMMIT)
+    try:
+        head = status(d)["head"]
+        with d.connect() as c:
+            for number in BIG_INTS:
+                for place, (template, reply_id) in BIG_PLACES.items():
+                    c.send(with_int(template, number) + b"\n")
+                    reply = c.recv_json()
+                    assert_limit(reply, "integer_range")
+                    assert reply["id"] == reply_id, (place, reply)
+                    assert "send larger numbers as strings" in reply["error"]["message"]
+                # Each batch member on its own; a notification gets no reply.
+                template, _ = BIG_PLACES["options"]
+                batch = [{**STATUS_REQUEST, "id": "ok"}, template, {**template, "id": None}]
+                notification = {k: v for k, v in template.items() if k != "id"}
+                c.send(with_int(batch, number) + b"\n" + with_int(notification, number) + b"\n")
+                ok, refused, refused_null = c.recv_json()
+                assert ok["id"] == "ok" and "result" in ok
+                assert_limit(refused, "integer_range")
+                assert refused["id"] == 1
+                assert_limit(refused_null, "integer_range")
+                assert refused_null["id"] is None
+                assert c.call("daemon.status")["head"] == head  # the notification said nothing
+            # The bounds themselves are integers like any other, and a snapshot holds them.
+            edges = {"max": "N", "min": -(2**63), "float": 1e300}
+            line = with_int(append_request(9, created("edges", edges)), b"9223372036854775807")
+            c.send(line + b"\n")
+            assert "result" in c.recv_json()
+        wait_until(lambda: d.call("retention.get")["snapshots"] > 0, "a snapshot")
+        options = d.call("state.get", {"agent": "edges"})["agents"]["edges"]["options"]
+        assert options == {"max": 2**63 - 1, "min": -(2**63), "float": 1e300}
+        logged = d.stderr()
+        assert "internal_error" not in logged and "Traceback" not in logged
+    finally:
+        d.stop()
+    d = start_daemon(short_tmp)
+    try:
+        assert d.call("state.get", {"agent": "edges"})["agents"]["edges"]["options"] == options
+    finally:
+        d.stop()
+
+
+def test_counts_are_bounded_and_sums_saturate(short_tmp: Path) -> None:
+    """Per record up to MAX_COUNT (-32602 naming the field past it); the agent's sums stop there.
+
+    Before: counts up to 2**63 - 1 were taken and summed, and a sum past 2**64
+    killed the snapshotter.
+    """
+    d = start_daemon(short_tmp, config=SNAPSHOT_EVERY_COMMIT)
+    try:
+        with d.connect() as c:
+
+            def append(kind: str, **data: Any) -> dict[str, Any]:
+                return c.request("wal.append", {"agent": "ext", "kind": kind, "data": data})
+
+            assert "result" in append("agent.created")
+            assert "result" in append("message.received", message_id="m", text="hi")
+            assert "result" in append("turn.started", turn_id="t", message_id="m")
+            for field, value in [
+                ("tokens_in", MAX_COUNT + 1),
+                ("tokens_out", 2**63 - 1),
+                ("step", 2**62),
+                ("tokens_in", -1),
+            ]:
+                data = {"turn_id": "t", "step": 0, field: value}
+                error = append("step.committed", **data)["error"]
+                assert error["code"] == -32602, error
+                assert error["data"]["field"] == f"data.{field}", error
+            for step in range(3):
+                reply = append("step.committed", turn_id="t", step=step, tokens_in=MAX_COUNT)
+                assert "result" in reply, reply
+            head = c.call("daemon.status")["head"]
+        agent = d.call("state.get", {"agent": "ext"})["agents"]["ext"]
+        assert (agent["tokens_in"], agent["tokens_out"]) == (MAX_COUNT, 0)
+        wait_until(lambda: d.call("retention.get")["snapshots"] > 0, "a snapshot")
+    finally:
+        d.stop()
+    d = start_daemon(short_tmp)
+    try:
+        assert d.call("daemon.status")["head"] == head
+        assert d.call("state.get", {"agent": "ext"})["agents"]["ext"] == agent
+    finally:
+        d.stop()
+
+
+def legacy_record(seq: int, kind: str, **fields: Any) -> bytes:
+    """A record as the previous release wrote it; "N" strings become a 4000-digit integer."""
+    record = {"kind": kind, "seq": seq, "ts": float(seq), **fields}
+    return json.dumps(record).encode().replace(b'"N"', b"8" * 4000)
+
+
+def message(message_id: str) -> dict[str, Any]:
+    data = {"message_id": message_id, "text": "x" * 100}
+    return {"agent": "old", "kind": "message.received", "data": data}
+
+
+def test_huge_integers_acknowledged_by_an_older_version_do_not_brick_the_state_dir(
+    short_tmp: Path,
+) -> None:
+    """Start-up and replay take them; snapshots are skipped (logged) while the state holds one.
+
+    Counts are clamped by the reducer, so only free-form values (options)
+    keep a state from a snapshot; once replaced, snapshots resume.
+    """
+    state_dir = short_tmp / "state"
+    big = 2**70
+    records = [
+        legacy_record(1, "agent.created", agent="old", executor="external", options={"n": "N"}),
+        legacy_record(2, "agent.created", agent="neg", executor="external", options={"n": -big}),
+        legacy_record(3, "message.received", agent="old", message_id="m", text="hi"),
+        legacy_record(4, "turn.started", agent="old", turn_id="t", message_id="m"),
+        legacy_record(5, "step.started", agent="old", turn_id="t", step=big),
+        legacy_record(6, "step.committed", agent="old", turn_id="t", step=big, tokens_in=big),
+        legacy_record(7, "step.committed", agent="old", turn_id="t", step=1, tokens_out=2**64 - 1),
+        legacy_record(8, "step.committed", agent="old", turn_id="t", step=2, tokens_out=2**64 - 1),
+    ]
+    wal, _ = Wal.open(state_dir / "state" / "wal", 64 * MiB, lambda e, n: None)
+    try:
+        wal.write_batch([(i + 1, encode_frame(r)) for i, r in enumerate(records)])
+        wal.sync()
+    finally:
+        wal.close()
+    d = start_daemon(short_tmp, state_dir=state_dir, config=SNAPSHOT_EVERY_COMMIT)
+    try:
+        assert d.call("daemon.status")["head"] == len(records)
+        agents = d.call("state.get")["agents"]
+        assert agents["old"]["options"] == {"n": int("8" * 4000)}
+        assert agents["neg"]["options"] == {"n": -big}
+        assert (agents["old"]["tokens_in"], agents["old"]["tokens_out"]) == (MAX_COUNT, MAX_COUNT)
+        steps = agents["old"]["pending_chains"][0]["steps"]
+        assert [s["step"] for s in steps] == [MAX_COUNT, 1, 2]
+        assert steps[0]["tokens_in"] == MAX_COUNT
+        with d.connect() as c:
+            for i in range(5):
+                c.call("wal.append", message(f"a{i}"))
+            wait_until(lambda: "snapshot.skipped" in d.stderr(), "the skipped snapshot logged")
+            assert "agent 'old' holds an integer msgpack cannot hold" in d.stderr()
+            # Both values replaced: the state is one a snapshot holds again.
+            for name in ("old", "neg"):
+                configured = {"agent": name, "kind": "agent.configured", "data": {"options": {}}}
+                c.call("wal.append", configured)
+            i = 0
+            while c.call("retention.get")["snapshots"] == 0:
+                c.call("wal.append", message(f"b{i}"))  # tries grow apart: append until one is due
+                i += 1
+                assert i < 200, "no snapshot after the values were replaced"
+            head = c.call("daemon.status")["head"]
+            state = c.call("state.get")
+        assert "Traceback" not in d.stderr()
+    finally:
+        d.stop()
+    d = start_daemon(short_tmp, state_dir=state_dir)
+    try:
+        assert d.call("daemon.status")["head"] == head
+        assert d.call("state.get") == state
+        assert d.call("state.get", {"seq": 1})["agents"]["old"]["options"] == {"n": int("8" * 4000)}
+    finally:
+        d.stop()
+
+
 # -- fuzzing ----------------------------------------------------------------------------
 
 _READ_ONLY = sorted(name for name, d in METHODS.items() if not d.mutating)
 _MUTATING = sorted(name for name, d in METHODS.items() if d.mutating)
 
+# Integers past int64 (and one past Python's 4300-digit limit, spliced in by `dumps`).
+_HUGE_MARK = "\u2622huge\u2622"
+_big = (
+    st.integers(min_value=2**63, max_value=2**200)
+    | st.integers(min_value=-(2**200), max_value=-(2**63) - 1)
+    | st.just(_HUGE_MARK)
+)
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | _big
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20),
     lambda inner: (
         st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5)
     ),
     max_leaves=30,
 )
+
+
+def dumps(value: Any) -> bytes:
+    """JSON, with each huge-integer mark (a string) replaced by 5000 digits."""
+    return json.dumps(value).encode().replace(json.dumps(_HUGE_MARK).encode(), HUGE)
 
 
 @st.composite
@@ -334,12 +570,41 @@ _deep = st.builds(
 
 _STATE_GET_AGENT = b'{"jsonrpc":"2.0","method":"state.get","id":1,"params":{"agent":"%s"}}'
 
+
+@st.composite
+def _big_append(draw: st.DrawFn) -> bytes:
+    """A wal.append (or batch of them) that is valid but for one integer out of range."""
+    big = draw(_big)
+    where = draw(st.sampled_from(["options", "list", "id", "junk", "count"]))
+    options: dict[str, Any] = draw(st.dictionaries(st.text(max_size=8), _json, max_size=3))
+    params: dict[str, Any] = {"agent": draw(st.sampled_from(["f0", "f1"])), "kind": "agent.created"}
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": "wal.append", "id": 1, "params": params}
+    if where == "options":
+        options["\u2603"] = big
+    elif where == "list":
+        options["\u2603"] = [draw(_json), {"x": big}]
+    elif where == "id":
+        msg["id"] = big
+    elif where == "junk":
+        msg["junk"] = big
+    elif where == "count":  # the agent never exists: refused at the door all the same
+        params.update(kind="step.started", data={"turn_id": "t", "step": big})
+    params.setdefault("data", {"options": options})
+    if where != "id" and draw(st.booleans()):
+        del msg["id"]  # a notification: no reply, nothing written
+    line = dumps(msg)
+    if draw(st.booleans()):
+        line = b"[" + line + b',{"jsonrpc":"2.0","method":"daemon.status","id":2}]'
+    return line
+
+
 _line = st.one_of(
     st.binary(max_size=200),
     _deep,
-    _json.map(lambda v: json.dumps(v).encode()),
-    _request().map(lambda v: json.dumps(v).encode()),
-    st.lists(_request() | _json, min_size=0, max_size=30).map(lambda v: json.dumps(v).encode()),
+    _json.map(dumps),
+    _request().map(dumps),
+    st.lists(_request() | _json, min_size=0, max_size=30).map(dumps),
+    _big_append(),
     st.binary(max_size=60).map(
         lambda b: b'{"jsonrpc":"2.0","method":"state.get","id":1,"params":{"agent":"' + b + b'"}}'
     ),
@@ -358,6 +623,8 @@ def test_fuzzed_lines_never_hurt_the_daemon(hostile: Daemon, lines: list[bytes])
         attacker.send(b'{"jsonrpc":"2.0","method":"daemon.status","id":"probe"}\n')
         while True:
             reply = attacker.recv_json()
+            for r in reply if isinstance(reply, list) else [reply]:
+                assert r.get("error", {}).get("code") != -32603, r
             if isinstance(reply, dict) and reply.get("id") == "probe" and "result" in reply:
                 break
         assert good.call("state.get", {})["seq"] == head

@@ -200,6 +200,23 @@ def test_invalid_request(client: Client, msg: Any, reply_id: Any) -> None:
     assert error["data"]["reason"]
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"jsonrpc": "2.0", "method": "daemon.status", "id": 1e400}',
+        '{"jsonrpc": "2.0", "method": "daemon.status", "id": -1e400, "params": {}}',
+        '{"jsonrpc": "1.0", "method": "daemon.status", "id": 2, "params": [1e999]}',
+        "1e400",
+    ],
+)
+def test_a_number_no_double_holds_is_an_invalid_request(client: Client, raw: str) -> None:
+    """Valid JSON (the grammar has no bound), but not a request this daemon can read."""
+    error = assert_error(exchange(client, raw), -32600)
+    assert "out of range" in error["data"]["reason"]
+    (reply,) = exchange(client, f"[{raw}]")  # the same as a batch member
+    assert_error(reply, -32600)
+
+
 # -- method and params errors ------------------------------------------------------
 
 

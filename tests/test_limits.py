@@ -1,4 +1,4 @@
-"""The nesting check at the door (reynd.protocol.limits): exact for JSON, bounded for junk."""
+"""The checks at the door (reynd.protocol.limits): exact for JSON, bounded for junk."""
 
 from __future__ import annotations
 
@@ -7,19 +7,33 @@ import json
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reynd.protocol.limits import MAX_DEPTH, batch_exceeds, nesting_exceeds
+from reynd.protocol.limits import (
+    INT_MAX,
+    INT_MIN,
+    MAX_DEPTH,
+    batch_exceeds,
+    integer_exceeds,
+    nesting_exceeds,
+)
+
+
+def json_values(scalars: st.SearchStrategy[Any], keys: st.SearchStrategy[str]) -> Any:
+    """Arrays and objects of `scalars`, keyed by `keys`, nested."""
+    return st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4),
+        max_leaves=40,
+    )
+
 
 # Text that looks like structure: brackets, quotes and backslashes inside strings.
 _tricky_text = st.text(alphabet='[]{}"\\ab,:\n\u00e9\U0001f600', max_size=12)
 _scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _tricky_text
-_values = st.recursive(
-    _scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_tricky_text, inner, max_size=4),
-    max_leaves=40,
-)
+_values = json_values(_scalars, _tricky_text)
 
 
 def depth(value: Any) -> int:
@@ -85,3 +99,72 @@ def test_a_huge_batch_is_counted_without_decoding() -> None:
     assert batch_exceeds(b"[" + b"1," * 10**6 + b"1]", 1000)
     assert not batch_exceeds(json.dumps([{"a": [1, 2, {"b": ",,,"}]}] * 1000).encode(), 1000)
     assert batch_exceeds(json.dumps([{"a": [1, 2, {"b": ",,,"}]}] * 1001).encode(), 1000)
+
+
+# -- integers -----------------------------------------------------------------------------
+
+_edges = st.sampled_from([INT_MAX, INT_MAX + 1, INT_MIN, INT_MIN - 1, 2**64, -(2**64), 10**19])
+_integers = st.integers() | st.integers(-(2**70), 2**70) | _edges | _edges.map(lambda n: n + 1)
+# Digits inside strings are text; so are escaped quotes before them.
+_digit_text = st.text(alphabet='0123456789-.e"\\ ', max_size=25)
+_numbers = json_values(
+    st.none()
+    | st.booleans()
+    | _integers
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _digit_text,
+    _digit_text,
+)
+
+
+def out_of_range(value: Any) -> bool:
+    if isinstance(value, list):
+        return any(map(out_of_range, value))
+    if isinstance(value, dict):
+        return any(map(out_of_range, value.values()))
+    return type(value) is int and not INT_MIN <= value <= INT_MAX
+
+
+@given(_numbers)
+def test_integer_range_exact_on_json(value: Any) -> None:
+    for text in (
+        json.dumps(value).encode(),
+        json.dumps(value, indent=1).encode(),
+        json.dumps(value, ensure_ascii=False).encode(),
+    ):
+        assert integer_exceeds(text) == out_of_range(value), text
+
+
+@pytest.mark.parametrize(
+    ("text", "exceeds"),
+    [
+        (b"9223372036854775807", False),
+        (b"9223372036854775808", True),
+        (b"-9223372036854775808", False),
+        (b"-9223372036854775809", True),
+        (b'{"a":1e-12345678901234567890}', False),  # an exponent: a float
+        (b'{"a":1.12345678901234567890123}', False),
+        (b'{"a":12345678901234567890.5}', False),
+        (b'{"a":12345678901234567890E2}', False),
+        (b'{"12345678901234567890":"-12345678901234567890"}', False),
+        (b'["\\\\",12345678901234567890]', True),  # an escaped backslash ends no string
+        (b'["\\"",12345678901234567890]', True),
+        (b'["\\" 12345678901234567890"]', False),
+        (b"[true,false,null,\n\t-99999999999999999999 ]", True),
+        (b"[" + b"9" * 5000 + b"]", True),  # Python would refuse to parse it: never converted
+    ],
+)
+def test_integer_range_cases(text: bytes, exceeds: bool) -> None:
+    assert integer_exceeds(text) == exceeds
+
+
+def test_integer_range_on_hostile_sizes() -> None:
+    """Sizes up to a MiB of what costs most: digit runs, short numbers, escapes, one huge int."""
+    huge = b"[" + b"7" * 10**6 + b"]"
+    assert integer_exceeds(huge)
+    assert not integer_exceeds(b"[1234567890123456789" + b",1" * 500_000 + b"]")
+    assert not integer_exceeds(json.dumps(["1234567890123456789012" * 40_000]).encode())
+    assert integer_exceeds(json.dumps(['\\"' * 100_000]).encode()[:-1] + b",10000000000000000000]")
+    dense = json.dumps([INT_MAX - i for i in range(50_000)]).encode()
+    assert not integer_exceeds(dense)
+    assert integer_exceeds(dense[:-1] + b",-9223372036854775809]")

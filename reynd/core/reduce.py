@@ -4,6 +4,11 @@
 from the event, never from the clock) and total: replay never raises, so a
 log that was valid when written is valid forever. `check` is the gate that
 keeps invalid events out of the log in the first place (wal.append).
+
+Counts (tokens, step numbers) are kept within 0 to MAX_COUNT whatever a
+record says, and sums saturate there: the door holds each record to that
+range, but a record an older version acknowledged may not be, and the state
+must stay one a snapshot can hold.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 from reynd.protocol import errors
 from reynd.protocol import events as ev
+from reynd.protocol.limits import MAX_COUNT
 from reynd.protocol.state import (
     AgentState,
     Chain,
@@ -82,32 +88,33 @@ def _turn_started(a: AgentState, e: ev.TurnStarted) -> None:
     a.pending_chains.append(Chain(e.turn_id, e.message_id, e.seq, text))
 
 
+def _count(n: int) -> int:
+    """A count from a record, within 0 to MAX_COUNT."""
+    return min(max(n, 0), MAX_COUNT)
+
+
 def _step_started(a: AgentState, e: ev.StepStarted) -> None:
     chain = find_chain(a, e.turn_id)
     if chain is not None:
-        chain.open_step, chain.open_step_input, chain.open_step_seq = e.step, dict(e.input), e.seq
+        chain.open_step = _count(e.step)
+        chain.open_step_input, chain.open_step_seq = dict(e.input), e.seq
 
 
 def _step_committed(a: AgentState, e: ev.StepCommitted) -> None:
     chain = find_chain(a, e.turn_id)
     if chain is None:
         return
-    memo_input = chain.open_step_input if chain.open_step == e.step else None
+    step, tokens_in, tokens_out = _count(e.step), _count(e.tokens_in), _count(e.tokens_out)
+    memo_input = chain.open_step_input if chain.open_step == step else None
     chain.steps.append(
         StepMemo(
-            e.step,
-            e.seq,
-            memo_input or {},
-            dict(e.output),
-            list(e.messages),
-            e.tokens_in,
-            e.tokens_out,
+            step, e.seq, memo_input or {}, dict(e.output), list(e.messages), tokens_in, tokens_out
         )
     )
     chain.open_step = chain.open_step_input = chain.open_step_seq = None
     a.history.extend(e.messages)
-    a.tokens_in += e.tokens_in
-    a.tokens_out += e.tokens_out
+    a.tokens_in = min(a.tokens_in + tokens_in, MAX_COUNT)
+    a.tokens_out = min(a.tokens_out + tokens_out, MAX_COUNT)
 
 
 def _turn_ended(a: AgentState, e: ev.TurnEnded) -> None:

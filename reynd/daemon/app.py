@@ -40,7 +40,7 @@ from reynd.replication.shipper import Shipper
 from reynd.runtime import clean_stop
 from reynd.runtime.procs import ProcessGroups
 from reynd.runtime.registry import AgentRegistry
-from reynd.storage.errors import CorruptionError
+from reynd.storage.errors import CorruptionError, UnencodableState
 from reynd.storage.options import StorageOptions
 from reynd.storage.store import Store
 from reynd.workspace import Workspace, WorkspaceConfig
@@ -309,14 +309,23 @@ class App:
                 await substrate.on_generation(seq)
 
     async def _snapshotter(self) -> None:
-        """Cut full snapshots when the replay distance says so (Store.snapshot_due)."""
+        """Cut full snapshots when the replay distance says so (Store.snapshot_due).
+
+        A state no snapshot can hold (from a record an older version
+        acknowledged) is logged and skipped: the WAL still covers it.
+        """
         store = self.store
         while True:
             await self._snapshot_due.wait()
             self._snapshot_due = trio.Event()
             if not store.snapshot_due():
                 continue
-            seq, data, covered = store.encode_snapshot()
+            try:
+                seq, data, covered = store.encode_snapshot()
+            except UnencodableState as exc:
+                store.snapshot_failed()
+                log.error("snapshot.skipped", seq=store.state.seq, error=str(exc))  # noqa: TRY400
+                continue
             await trio.to_thread.run_sync(store.snapshots.write, data, seq)
             store.snapshot_written(seq, len(data), covered)
             log.debug("snapshot.written", seq=seq, bytes=len(data))

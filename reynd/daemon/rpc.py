@@ -3,7 +3,8 @@
 `Dispatcher.handle` takes one received message (a line without its newline)
 and writes its reply to an `Output`, or nothing when the spec says there is
 none (notifications, batches of notifications). The nesting depth is checked
-before anything is decoded. The common case, one request object, is decoded
+before anything is decoded, and the range of integers before a message (or a
+batch member) is. The common case, one request object, is decoded
 in a single typed pass (`_Request` with params kept as raw bytes, then the
 method's own params decoder); anything unusual falls back to a generic decode
 that classifies the message precisely. Nothing a client sends can raise out
@@ -26,7 +27,14 @@ import trio
 
 from reynd.daemon.context import CallContext
 from reynd.protocol import errors
-from reynd.protocol.limits import MAX_DEPTH, batch_exceeds, nesting_exceeds
+from reynd.protocol.limits import (
+    INT_MAX,
+    INT_MIN,
+    MAX_DEPTH,
+    batch_exceeds,
+    integer_exceeds,
+    nesting_exceeds,
+)
 from reynd.protocol.methods import METHODS, MethodDef
 
 __all__ = ["Dispatcher", "Handler", "Output", "Send", "encode_error_line", "validation_details"]
@@ -49,6 +57,13 @@ class _Request(msgspec.Struct):
     id: Id | msgspec.UnsetType = msgspec.UNSET
 
 
+class _Envelope(msgspec.Struct):
+    """What is read of a message refused unread: its id for the reply, its method for the log."""
+
+    id: Any = msgspec.UNSET
+    method: Any = None
+
+
 class _Ok(msgspec.Struct):
     jsonrpc: str
     result: Any
@@ -63,6 +78,7 @@ class _Err(msgspec.Struct):
 
 _ENCODER = msgspec.json.Encoder()
 _REQUEST_DECODER = msgspec.json.Decoder(_Request)
+_ENVELOPE_DECODER = msgspec.json.Decoder(_Envelope)
 _ANY_DECODER = msgspec.json.Decoder()
 # Members stay raw: each is then answered like a message of its own.
 _BATCH_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
@@ -170,6 +186,10 @@ class Dispatcher:
 
     async def _answer(self, message: bytes | msgspec.Raw, ctx: CallContext) -> _Ok | _Err | _Reply:
         """The reply to one message that is not a batch (also each member of one)."""
+        if integer_exceeds(bytes(message)):
+            # Before any decoding: what is accepted may become a WAL record,
+            # and every reader of it must hold its integers (snapshots, SQLite).
+            return self._refuse_integers(message, ctx)
         # Fast path: one object that has the shape of a request.
         if memoryview(message)[:1].tobytes() == b"{":
             try:
@@ -186,9 +206,38 @@ class Dispatcher:
                     return await self._call(req.method, req.params, req.id, ctx)
         try:
             message = _ANY_DECODER.decode(message)
+        except msgspec.ValidationError as exc:
+            # Valid JSON, with a number no decoder holds (e.g. "id": 1e400).
+            return _invalid(None, f"a number is out of range ({exc})")
         except msgspec.DecodeError as exc:
             return _parse_error(exc)
         return await self._call_generic(message, ctx)
+
+    def _refuse_integers(self, message: bytes | msgspec.Raw, ctx: CallContext) -> _Err | _Reply:
+        """The reply to a message holding an integer out of range: its id kept when readable."""
+        reply_id: Id = None
+        method: Any = None
+        notification = False
+        try:
+            envelope = _ENVELOPE_DECODER.decode(message)
+        except msgspec.DecodeError:
+            pass  # not an object, or its id is the integer at fault: id null
+        else:
+            method = envelope.method
+            if envelope.id is msgspec.UNSET:
+                notification = True
+            elif _is_id(envelope.id):
+                reply_id = envelope.id
+        log.info(
+            "rpc",
+            method=method if isinstance(method, str) else None,
+            outcome=errors.LimitExceeded.name,
+            conn=ctx.connection_id,
+            notification=notification,
+        )
+        if notification:
+            return _NO_REPLY
+        return _Err("2.0", _integer_out_of_range().to_wire(), reply_id)
 
     async def _batch(self, line: bytes, ctx: CallContext, out: Output) -> None:
         """Members run in order (replies keep the order of the requests), one at a time.
@@ -380,6 +429,21 @@ def _too_deep() -> errors.LimitExceeded:
         f"Message nests arrays and objects more than {MAX_DEPTH} levels deep; send flatter data",
         {"limit_name": "max_depth", "limit": MAX_DEPTH},
     )
+
+
+def _integer_out_of_range() -> errors.LimitExceeded:
+    return errors.LimitExceeded(
+        f"Message holds an integer outside the signed 64-bit range, {INT_MIN} to {INT_MAX}; "
+        "send larger numbers as strings",
+        {"limit_name": "integer_range", "limit": INT_MAX, "min": INT_MIN},
+    )
+
+
+def _is_id(value: Any) -> bool:
+    """A valid request id: a string, a number (an integer in range) or null."""
+    if isinstance(value, bool) or not isinstance(value, _ID_TYPES):
+        return False
+    return not isinstance(value, int) or INT_MIN <= value <= INT_MAX
 
 
 def _invalid(id: Id, reason: str) -> _Err:

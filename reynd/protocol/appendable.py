@@ -14,6 +14,7 @@ from typing import Annotated, Any, Final, Union, get_args, get_origin
 import msgspec
 
 from reynd.protocol.events import AgentEvent, AnyEvent
+from reynd.protocol.limits import MAX_COUNT
 from reynd.protocol.names import AgentName, AgentRef, Ident, Line
 
 __all__ = ["KINDS", "STRICT_EVENT", "strict_type"]
@@ -51,7 +52,8 @@ _STRINGS: Final[dict[str, Any]] = {
 # event only refers to an agent, which may carry a name an older release took.
 _NAMING: Final = frozenset(("AgentCreated",))
 _COUNTS: Final = frozenset(("step", "index", "tokens_in", "tokens_out"))
-_NON_NEGATIVE = Annotated[int, msgspec.Meta(ge=0)]
+# Bounded here, not in `events`: a record an older version wrote must still decode.
+_COUNT = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 _ASSIGNED: Final = frozenset(("seq", "ts"))  # by the daemon, never by the writer
 
 
@@ -64,7 +66,7 @@ def _constrain(tp: Any, field: str, owner: str) -> Any:
             raise TypeError(f"{owner}.{field}: add it to _STRINGS in {__name__}")
         return _STRINGS[field]
     if tp is int and field in _COUNTS:
-        return _NON_NEGATIVE
+        return _COUNT
     if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
         return strict_type(tp)
     origin = get_origin(tp)

@@ -204,10 +204,11 @@ class ConfigDamaged(ReyndError):
 
 
 class LimitExceeded(ReyndError):
-    """A structural limit was passed (nesting depth, batch members, subscriptions).
+    """A limit was passed (nesting depth, batch members, subscriptions, integer range).
 
     `data.limit_name` names the limit (`max_depth`, `max_batch_members`,
-    `max_subscriptions_per_connection`) and `data.limit` its value.
+    `max_subscriptions_per_connection`, `integer_range`) and `data.limit` its
+    value (for `integer_range` the largest integer; `data.min` the smallest).
     """
 
     code = -32019

@@ -5,6 +5,12 @@ record (msgspec, the stdlib json module, SQLite's JSON, a client's parser)
 recurses over it, and several stop near a thousand levels. A record accepted
 under this limit can never later fail in any of them, so an acknowledged
 record can never keep the daemon from starting.
+
+Integers are held to the signed 64-bit range for the same reason: JSON has
+no bound, but msgpack (snapshots), SQLite and most clients do, and Python
+refuses to parse one of more than 4300 digits. Counts in records (tokens,
+step numbers) are held lower, to MAX_COUNT, which every JSON parser holds
+exactly, and the sums the reducer keeps of them saturate there.
 """
 
 from __future__ import annotations
@@ -14,10 +20,24 @@ from itertools import accumulate, chain
 from operator import sub
 from typing import Final
 
-__all__ = ["MAX_DEPTH", "batch_exceeds", "nesting_exceeds"]
+__all__ = [
+    "INT_MAX",
+    "INT_MIN",
+    "MAX_COUNT",
+    "MAX_DEPTH",
+    "batch_exceeds",
+    "integer_exceeds",
+    "nesting_exceeds",
+]
 
 # Levels of arrays and objects in one message, the message itself included.
 MAX_DEPTH: Final = 64
+# The integers a message may hold anywhere: the signed 64-bit range.
+INT_MIN: Final = -(2**63)
+INT_MAX: Final = 2**63 - 1
+# A count in a record (tokens, a step or plan step number) and the sums kept of
+# them: JavaScript's Number.MAX_SAFE_INTEGER, exact in every JSON parser.
+MAX_COUNT: Final = 2**53 - 1
 
 # Brackets become parentheses and quotes stay (commas too, for counting members);
 # everything else is deleted.
@@ -28,6 +48,34 @@ _STRING: Final = re.compile(rb'"[^"]*"')
 _GROUP: Final = re.compile(rb"\([^()]*\)")
 _OPENS: Final = re.compile(rb"\(+")
 _CLOSES: Final = re.compile(rb"\)+")
+
+
+def _above(bound: int) -> str:
+    """A regex for the numbers written with as many digits as `bound` and greater than it."""
+    digits = str(bound)
+    alternatives = [
+        digits[:k] + (f"[{int(d) + 1}-9]" if d < "8" else "9") + f"[0-9]{{{len(digits) - k - 1}}}"
+        for k, d in enumerate(digits)
+        if d != "9"
+    ]
+    return "(?:" + "|".join(alternatives) + ")"
+
+
+# Digits become "0", everything else a space: a run of 19 digits is one find.
+_DIGITS: Final = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_RUN: Final = b"0" * len(str(INT_MAX))
+# What is not part of a number or the punctuation before one (whitespace, the
+# letters of true/false/null): deleted, which JSON outside strings allows.
+_NOT_NUMBERS: Final = bytes(b for b in range(256) if b not in b"0123456789-+.eE[,:")
+# An integer token out of range: after "[", "," or ":" (where a value starts),
+# more than 19 digits or 19 above the bound, no fraction or exponent after them.
+_OUT_OF_RANGE: Final = re.compile(
+    (
+        r"[\[,:]"
+        rf"(?:-(?:[0-9]{{20,}}|{_above(-INT_MIN)})|(?:[0-9]{{20,}}|{_above(INT_MAX)}))"
+        r"(?![0-9.eE])"
+    ).encode()
+)
 
 
 def nesting_exceeds(data: bytes, limit: int = MAX_DEPTH) -> bool:
@@ -76,6 +124,27 @@ def batch_exceeds(data: bytes, limit: int) -> bool:
             break  # unbalanced, not JSON: the decoder refuses it
         inner = shorter
     return inner.count(b",") + 1 > limit
+
+
+def integer_exceeds(data: bytes) -> bool:
+    """True when the JSON text `data` holds an integer outside [INT_MIN, INT_MAX].
+
+    Anywhere outside strings: a fraction or an exponent makes a number a
+    float, which is not this check's business. One translate and one find
+    when no run of 19 digits is there (the common case: about 1.5 ms per
+    MiB); otherwise strings are cut out, the rest is reduced to numbers and
+    punctuation and searched once (up to about 30 ms per MiB, for text that
+    is all short numbers). Nothing is converted to an int, so a number of
+    any length costs no more than its bytes. For text that is not JSON the
+    answer may be either: the decoder refuses it anyway.
+    """
+    if _LONG_RUN not in data.translate(_DIGITS):
+        return False
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    if b'"' in data:
+        data = _STRING.sub(b"", data)
+    return _OUT_OF_RANGE.search(b"[" + data.translate(None, _NOT_NUMBERS)) is not None
 
 
 def _shape(data: bytes, delete: bytes) -> bytes:

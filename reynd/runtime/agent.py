@@ -31,7 +31,7 @@ from reynd.protocol import errors
 from reynd.protocol import events as ev
 from reynd.protocol.agent_methods import AgentStatus, AmbiguousStep
 from reynd.protocol.executor import StepRequest, StepResult
-from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
+from reynd.protocol.limits import MAX_COUNT, MAX_DEPTH, nesting_exceeds
 from reynd.protocol.state import AgentState, Chain, RuntimeState
 from reynd.runtime import resume
 from reynd.runtime.executors import Executor, StepFailed
@@ -349,7 +349,19 @@ class AgentRunner:
 
 
 def _within_limits(result: StepResult) -> StepResult:
-    """The result, or StepFailed when its memo could not be written (too deeply nested)."""
+    """The result, or StepFailed when its memo could not be written or held.
+
+    Too deeply nested, or a count out of range: the same limits as a record
+    that wal.append takes (reynd.protocol.limits).
+    """
     if nesting_exceeds(msgspec.json.encode(result)):
         raise StepFailed(f"the step's result nests more than {MAX_DEPTH} levels deep")
+    for name in _COUNTS:
+        value = getattr(result, name)
+        if value is not None and not 0 <= value <= MAX_COUNT:
+            raise StepFailed(f"the step's result has {name} outside 0 to {MAX_COUNT}")
     return result
+
+
+# The integers of a StepResult: they reach the memo, the agent's sums and snapshots.
+_COUNTS = ("tokens_in", "tokens_out", "plan_step_done")

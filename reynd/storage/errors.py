@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CorruptionError", "StorageError", "UnsupportedVersion", "WalFailed"]
+__all__ = ["CorruptionError", "StorageError", "UnencodableState", "UnsupportedVersion", "WalFailed"]
 
 
 class StorageError(Exception):
@@ -35,6 +35,15 @@ class CorruptionError(StorageError):
             f"Inspect the file, then run `{fix}` to cut the log there "
             "(the cut bytes are kept beside it)."
         )
+
+
+class UnencodableState(StorageError):
+    """A state no snapshot can hold: an integer past msgpack's 64 bits.
+
+    Only a record an older version acknowledged can put one there (the door
+    now refuses them). Nothing was written; the WAL still covers that state,
+    so the snapshot is skipped, never fatal.
+    """
 
 
 class UnsupportedVersion(StorageError):

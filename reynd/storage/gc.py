@@ -7,7 +7,8 @@
 2. `prepare_gc` (any thread, reads only): a snapshot at every entry point
    that lacks one, then the retained file (floor, the reset records below
    it, the seq watermark), then a trial reconstruct of the tip under the new
-   floor. Nothing is deleted unless all of this succeeded.
+   floor. Nothing is deleted unless all of this succeeded; an entry state no
+   snapshot can hold (UnencodableState) keeps every segment, and is logged.
 3. `apply_gc` (owner thread): delete the segments, oldest first, and the
    snapshots outside both windows; forget their catalog entries.
 
@@ -18,6 +19,7 @@ survived a crash is simply collected again next time.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,11 +34,14 @@ from reynd.core.retention import (
     snapshots_to_keep,
 )
 from reynd.storage import crashpoints
+from reynd.storage.errors import UnencodableState
 from reynd.storage.retained import Retained, save_retained
 from reynd.storage.snapshots import encode_snapshot
 from reynd.storage.store import Store
 
 __all__ = ["GcPlan", "GcReport", "apply_gc", "collect", "plan_gc", "prepare_gc"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -110,7 +115,12 @@ def prepare_gc(store: Store, plan: GcPlan) -> None:
     for seq in plan.entries:
         if seq in store.snapshots.sizes:
             continue
-        data = encode_snapshot(store.execute(store.plan(seq)))
+        try:
+            data = encode_snapshot(store.execute(store.plan(seq)))
+        except UnencodableState as exc:
+            log.error("gc keeps the WAL below seq %d: %s", plan.floor, exc)  # noqa: TRY400
+            plan.floor, plan.drop_segments, plan.drop_bytes = store.floor, 0, 0
+            return
         store.snapshots.write(data, seq)
         plan.written.append((seq, len(data)))
     crashpoints.hit("gc.after_entry_snapshots")

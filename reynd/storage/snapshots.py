@@ -10,6 +10,10 @@ The header layout is frozen across format versions: only a header that
 passes its own checksum is believed, so a flipped bit in the version field
 reads as damage (fall back), never as "written by a newer reynd" (refuse).
 
+A state that msgpack cannot hold (an integer past 64 bits, from a record an
+older version acknowledged) raises UnencodableState before anything is
+written: the caller skips that snapshot.
+
 Written atomically (tmp, fsync, rename, fsync dir). On open every file is
 checked; a damaged one is set aside and an older one (or the WAL) serves
 instead. A file from a newer format version is refused: it would be wrong to
@@ -31,7 +35,7 @@ import msgspec
 
 from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints, fsops
-from reynd.storage.errors import CorruptionError, UnsupportedVersion
+from reynd.storage.errors import CorruptionError, UnencodableState, UnsupportedVersion
 from reynd.storage.fsutil import fsync_dir, make_dirs, open_private, write_all
 
 __all__ = ["SNAPSHOT_VERSION", "SnapshotStore", "decode_snapshot", "encode_snapshot"]
@@ -48,10 +52,27 @@ _decoder = msgspec.msgpack.Decoder(RuntimeState)
 
 
 def encode_snapshot(state: RuntimeState) -> bytes:
-    """The whole file for `state` (header + payload)."""
-    payload = _encoder.encode(state)
+    """The whole file for `state` (header + payload); UnencodableState if msgpack cannot hold it."""
+    try:
+        payload = _encoder.encode(state)
+    except OverflowError as exc:
+        raise UnencodableState(
+            f"the state as of seq {state.seq} cannot be written as a snapshot: "
+            f"{_holder(state)} holds an integer msgpack cannot hold ({exc}); snapshots are "
+            "skipped while it is in the state, so a restart replays more of the WAL"
+        ) from None
     head = _HEADER.pack(MAGIC, SNAPSHOT_VERSION, state.seq, len(payload), zlib.crc32(payload), 0)
     return head[:-4] + struct.pack("<I", zlib.crc32(head[:-4])) + payload
+
+
+def _holder(state: RuntimeState) -> str:
+    """Which agent of `state` msgpack cannot hold (for the operator)."""
+    for name, agent in state.agents.items():
+        try:
+            _encoder.encode(agent)
+        except OverflowError:
+            return f"agent {name!r}"
+    return "the state"
 
 
 def decode_snapshot(data: bytes, path: Path) -> RuntimeState:

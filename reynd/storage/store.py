@@ -97,6 +97,8 @@ class Store:
         # restart would replay. Drives when the next snapshot is cut.
         self._since_snapshot = 0
         self._snapshot_base = 0
+        # After a state that could not be encoded: no new try before this distance.
+        self._snapshot_retry_at = 0.0
         self.retained = Retained()
 
     # -- open / close ----------------------------------------------------------------
@@ -360,6 +362,7 @@ class Store:
         self.state = state
         self._since_snapshot = self._replay_bytes(rebuilt.plan)
         self._snapshot_base = rebuilt.plan.snapshot
+        self._snapshot_retry_at = 0.0  # another state: it may encode
 
     def rewind(self, target: int) -> Rewind:
         """Undo to an active seq below the tip (one-shot path)."""
@@ -412,9 +415,21 @@ class Store:
 
     def snapshot_due(self) -> bool:
         """True once a restart would replay more WAL than the policy allows."""
+        return self._since_snapshot >= max(self._snapshot_limit(), self._snapshot_retry_at)
+
+    def _snapshot_limit(self) -> float:
         base = self.snapshots.sizes.get(self._snapshot_base, 0)
-        limit = max(self.options.snapshot_min_bytes, self.options.snapshot_ratio * base)
-        return self._since_snapshot >= limit
+        return max(self.options.snapshot_min_bytes, self.options.snapshot_ratio * base)
+
+    def snapshot_failed(self) -> None:
+        """The tip's state raised UnencodableState: try again once the distance doubled.
+
+        It stays unencodable until a record replaces the value or a reset
+        leaves it behind. Each try encodes the whole state and logs, so tries
+        grow apart: a logarithmic number of them, however long that lasts.
+        """
+        since = self._since_snapshot
+        self._snapshot_retry_at = max(2.0 * since, since + self._snapshot_limit())
 
     def encode_snapshot(self) -> tuple[int, bytes, int]:
         """Encode the tip's state now: (seq, file bytes, replay bytes it will cover)."""
@@ -426,6 +441,7 @@ class Store:
         if self.lineage.on_lineage(seq, self.head):
             self._since_snapshot = max(0, self._since_snapshot - covered)
             self._snapshot_base = seq
+            self._snapshot_retry_at = 0.0
 
     def snapshot_now(self) -> int:
         """Write a snapshot of the tip's state synchronously; returns its seq."""

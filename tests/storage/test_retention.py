@@ -57,6 +57,7 @@ from reynd.core.retention import (
     snapshots_to_keep,
 )
 from reynd.protocol import errors
+from reynd.protocol import events as ev
 from reynd.protocol.state import AgentState, Chain, RuntimeState, SkillRun
 from reynd.storage import fsops
 from reynd.storage import snapshots as snapshots_module
@@ -495,6 +496,36 @@ def test_entry_snapshots_stay_pinned_when_nothing_more_goes(tmp_path: Path) -> N
         check_window(store, model, first.floor)
     with Store.open(root, OPTIONS) as store:
         check_window(store, model, first.floor)
+
+
+def test_an_entry_state_no_snapshot_can_hold_keeps_the_wal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A value msgpack cannot hold, acknowledged by an older version (the door now refuses
+    it), in the state at the entry point: the collection keeps every segment and says why,
+    instead of raising; once a later state holds no such value, collections go on."""
+    root = tmp_path / "reyn"
+    with Store.open(root, OPTIONS) as store:
+        store.append([ev.AgentCreated(agent="old", options={"n": 2**70})])
+        for i in range(60):
+            store.append([ev.MessageReceived(agent="old", message_id=f"m{i}", text="x" * 40)])
+        store.append([ev.AgentConfigured(agent="old", options={})])
+        store.snapshot_now()
+        before = segments(root)
+        assert len(before) > 2
+        report = collect(store, RetentionPolicy(snapshot_keep=100))
+        assert (report.floor, report.segments_dropped, store.floor) == (1, 0, 1)
+        assert segments(root) == before
+        assert "gc keeps the WAL below seq" in caplog.text
+        assert "agent 'old' holds an integer msgpack cannot hold" in caplog.text
+        state = msgspec.to_builtins(store.state)
+    with Store.open(root, OPTIONS) as store:
+        assert msgspec.to_builtins(store.state) == state
+        assert store.state_as_of(1).agents["old"].options == {"n": 2**70}
+        for i in range(60):
+            store.append([ev.MessageReceived(agent="old", message_id=f"n{i}", text="x" * 40)])
+        store.snapshot_now()
+        assert collect(store, RetentionPolicy(snapshot_keep=100)).segments_dropped > 0
 
 
 def test_empty_last_segment_never_takes_the_tip_with_it(tmp_path: Path) -> None:
