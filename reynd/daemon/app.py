@@ -127,7 +127,12 @@ class App:
         self.committer = Committer(store, self._on_commit)
         self.registry = AgentRegistry(store, self.append, self._publish, groups)
         self.coordinator = Coordinator(
-            store, self.committer, self.gate, self.registry.cancel_all, self._on_reset
+            store,
+            self.committer,
+            self.gate,
+            self.registry.cancel_all,
+            self._on_reset,
+            on_abort=self.registry.restart,
         )
         self.config = ConfigStore(
             self.state_dir, store, self.retention, lambda p: use_retention(self, p)
