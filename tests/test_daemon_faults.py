@@ -33,23 +33,27 @@ exactly 1..K.
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from reynd.protocol import events as ev
 from reynd.storage.crashpoints import CRASH_ENV, _parse
 from reynd.storage.store import Store
-from tests.harness import Client, start_daemon
+from tests.harness import READY_TIMEOUT, Client, start_daemon
 
 CLIENTS = 4
 PER_CLIENT = 12
 SHUTTING_DOWN = -32010
 STORAGE_FAILED = -32011
 EXIT_FAILURE = 3
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -71,6 +75,18 @@ class ClientRun:
 
 def _append(agent: str, kind: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"agent": agent, "kind": kind, "data": data or {}}
+
+
+def send_message(client: Client, rid: int | str, agent: str, message_id: str, text: str) -> None:
+    """Send one message.received append without waiting for its answer (pipelining)."""
+    data = {"message_id": message_id, "text": text}
+    msg = {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "wal.append",
+        "params": _append(agent, "message.received", data),
+    }
+    client.send(json.dumps(msg).encode() + b"\n")
 
 
 def _settle(out: Outcome, reply: dict[str, Any]) -> None:
@@ -100,14 +116,8 @@ def run_client(socket_path: Path, agent: str, run: ClientRun) -> None:
                 pending[1000 + j] = out
             try:
                 for rid, out in pending.items():
-                    data = {"message_id": out.message_id, "text": f"text of {out.message_id}"}
-                    msg = {
-                        "jsonrpc": "2.0",
-                        "id": rid,
-                        "method": "wal.append",
-                        "params": _append(agent, "message.received", data),
-                    }
-                    client.send(json.dumps(msg).encode() + b"\n")
+                    assert out.message_id is not None
+                    send_message(client, rid, agent, out.message_id, f"text of {out.message_id}")
                 while pending:
                     reply = client.recv_json()
                     if isinstance(reply, dict) and reply.get("id") in pending:
@@ -117,6 +127,19 @@ def run_client(socket_path: Path, agent: str, run: ClientRun) -> None:
                     out.unanswered = True
     except BaseException as exc:
         run.error = exc
+
+
+def start_clients(
+    target: Callable[[Path, str, R], None], socket_path: Path, runs: list[R]
+) -> list[threading.Thread]:
+    """One thread per run, each `target(socket_path, agent{i}, runs[i])`, started."""
+    threads = [
+        threading.Thread(target=target, args=(socket_path, f"agent{i}", run))
+        for i, run in enumerate(runs)
+    ]
+    for t in threads:
+        t.start()
+    return threads
 
 
 @pytest.mark.parametrize(
@@ -129,12 +152,7 @@ def test_storage_failure_is_fatal_and_recovered(
 ) -> None:
     daemon = start_daemon(short_tmp, env={CRASH_ENV: spec})
     runs = [ClientRun() for _ in range(CLIENTS)]
-    threads = [
-        threading.Thread(target=run_client, args=(daemon.socket, f"agent{i}", runs[i]))
-        for i in range(CLIENTS)
-    ]
-    for t in threads:
-        t.start()
+    threads = start_clients(run_client, daemon.socket, runs)
     for t in threads:
         t.join(60)
         assert not t.is_alive(), "a client hung"
@@ -220,3 +238,91 @@ def test_error_points_fire_once_or_from_the_nth_hit_on(monkeypatch: pytest.Monke
                 hits.append(i)
                 assert "injected at" in str(exc)
     assert fired == {"a": [2], "b": [2, 3, 4]}
+
+
+# -- a task of the daemon dies ---------------------------------------------------------------------
+
+# A snapshot is due after a few hundred appends; its write fails (EIO, injected
+# half-way through the tmp file): the snapshotter task dies with it.
+SNAPSHOT_FAILS = "[storage]\nsnapshot_min_bytes = 30000\nsnapshot_ratio = 1000\n"
+WINDOW = 8  # requests in flight per client
+
+
+@dataclass
+class Appender:
+    """One client appending pipelined until it is refused or cut off."""
+
+    acked: list[int] = field(default_factory=list)
+    codes: list[int] = field(default_factory=list)
+    ended: str = ""  # "refused", "eof", "hung" or "" (still appending at the end)
+    error: BaseException | None = None
+
+
+def append_until_refused(socket_path: Path, agent: str, run: Appender) -> None:
+    try:
+        with Client(socket_path) as client:
+            client.call("wal.append", _append(agent, "agent.created"))
+            for window in range(500):
+                for k in range(WINDOW):
+                    mid = f"{agent}-{window}-{k}"
+                    send_message(client, mid, agent, mid, "x" * 40)
+                for _ in range(WINDOW):
+                    reply = client.recv_json()
+                    if "result" in reply:
+                        run.acked.append(reply["result"]["seq"])
+                    else:
+                        run.codes.append(reply["error"]["code"])
+                if run.codes:
+                    run.ended = "refused"
+                    return
+    except TimeoutError:
+        run.ended = "hung"
+    except (EOFError, OSError):
+        run.ended = "eof"  # the daemon closed the connection (or reset it: unread requests)
+    except BaseException as exc:
+        run.error = exc
+
+
+def test_a_dead_task_stops_the_daemon_with_exit_3_and_no_append_hangs(short_tmp: Path) -> None:
+    """The snapshotter dies: appends queued or arriving then are answered, the daemon exits 3.
+
+    An append is not cancellable once queued: one queued after the writer took
+    its stop marker used to wait forever, and the daemon with it.
+    """
+    daemon = start_daemon(
+        short_tmp, config=SNAPSHOT_FAILS, env={CRASH_ENV: "snapshot.mid_write:1:eio"}
+    )
+    runs = [Appender() for _ in range(CLIENTS)]
+    threads = start_clients(append_until_refused, daemon.socket, runs)
+    try:
+        code = daemon.wait(READY_TIMEOUT)  # nobody signals it
+    except subprocess.TimeoutExpired:
+        daemon.proc.kill()
+        code = daemon.wait()
+        pytest.fail(f"the daemon did not exit after its snapshotter died:\n{daemon.stderr()}")
+    finally:
+        for t in threads:
+            t.join(READY_TIMEOUT)
+        daemon.stop(expect=None)
+    stderr = daemon.stderr()
+    assert code == EXIT_FAILURE, f"exit {code}; stderr:\n{stderr}"
+    assert "app.task_failed" in stderr
+    assert "reynd: fatal: OSError(5, 'Input/output error (injected at snapshot.mid_write)')" in (
+        stderr
+    )
+    assert not any(t.is_alive() for t in threads), "a client hung"
+    assert [r.error for r in runs] == [None] * CLIENTS
+    assert all(r.ended in ("refused", "eof") for r in runs), [r.ended for r in runs]
+    # Refused as the daemon stops, never left to time out.
+    codes = {c for r in runs for c in r.codes}
+    assert codes <= {SHUTTING_DOWN}, codes
+
+    # Every acknowledged append survives: the WAL itself never failed.
+    again = start_daemon(short_tmp, state_dir=daemon.state_dir)
+    head = again.call("daemon.status")["head"]
+    again.stop()
+    acked = sorted(s for r in runs for s in r.acked)
+    assert acked and acked[-1] <= head
+    with Store.open(daemon.state_dir) as store:
+        seqs = {e.seq for e in store.wal.read(1, store.head)}
+    assert set(acked) <= seqs

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import Daemon, start_daemon
+from tests.harness import Daemon, daemon_command, start_daemon
 from tests.runtime_helpers import (
     agent,
     kill_daemon,
@@ -349,3 +350,73 @@ def test_a_damaged_or_newer_clean_stop_file_is_ignored_and_removed(short_tmp: Pa
         assert clean_stop.take(short_tmp, 0, RuntimeState()) == frozenset()
         assert not path.exists()
     assert clean_stop.take(short_tmp, 0, RuntimeState()) == frozenset()  # no file: nothing
+
+
+NOBODY = 65534
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root (a process the daemon's uid may not signal) and setpriv",
+)
+def test_a_member_the_daemon_may_not_kill_is_logged_and_start_up_goes_on(
+    short_tmp: Path,
+) -> None:
+    """A recorded group holds a process of another user (a setuid program, say): no restart loop.
+
+    The daemon runs as nobody; the group's leader is root's, its child nobody's.
+    The child is killed, the leader logged and left alive with its record kept
+    (the next start tries again), and the daemon serves.
+    """
+    from reynd.runtime import procs
+
+    as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    ready = short_tmp / "child"
+    source = (
+        "import os, subprocess, sys, time\n"
+        f"c = subprocess.Popen({[*as_nobody, 'sleep', '600']!r})\n"
+        f"open({str(ready) + '.tmp'!r}, 'w').write(str(c.pid))\n"
+        f"os.rename({str(ready) + '.tmp'!r}, {str(ready)!r})\n"
+        "time.sleep(600)\n"
+    )
+    env = {**os.environ, procs.TOKEN_ENV: "t0ken"}
+    leader = subprocess.Popen([sys.executable, "-S", "-c", source], start_new_session=True, env=env)
+    daemon: Daemon | None = None
+    try:
+        child = read_pid(ready)
+        state_dir = short_tmp / "state"
+        table = procs.ProcessGroups(state_dir / "state" / "procs")
+        record = table.add(leader.pid, "t0ken")
+        assert record is not None
+        run = short_tmp / "run"
+        run.mkdir(mode=0o700)
+        for path in [state_dir, *state_dir.rglob("*"), run]:
+            os.chown(path, NOBODY, NOBODY)
+        short_tmp.chmod(0o755)
+        daemon = start_daemon(
+            short_tmp,
+            command=[*as_nobody, *daemon_command(state_dir, run / "reynd.sock")],
+            wait_ready=False,  # the notify socket is root's: the log says when it is ready
+            stderr_marker='"event":"ready"',
+        )
+        log = daemon.stderr()
+        assert '"event":"ready"' in log, log
+        (refused,) = [
+            json.loads(line) for line in log.splitlines() if "procs.orphan_not_killed" in line
+        ]
+        assert (refused["pid"], refused["group"]) == (leader.pid, leader.pid)
+        assert refused["record"] == str(record)
+        wait_until(lambda: dead(child), "the child, nobody's, killed")
+        assert leader.poll() is None
+        assert list(table.directory.iterdir()) == [record]  # kept: the group lives on
+    finally:
+        try:
+            if daemon is not None:
+                daemon.stop()
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(leader.pid, signal.SIGKILL)
+            leader.wait()
+    # Once the group is gone, the record goes at the next start.
+    assert table.reap_orphans() == []
+    assert list(table.directory.iterdir()) == []

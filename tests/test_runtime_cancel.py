@@ -11,6 +11,7 @@ from tests.runtime_helpers import (
     agents_at,
     create_builtin,
     create_program,
+    error_of,
     head,
     kill_stray,
     pid_gone,
@@ -24,6 +25,7 @@ from tests.runtime_helpers import (
 )
 
 PROMPT = 5.0  # seconds; the interrupted steps would take 30 to 60
+INTERNAL_ERROR = -32603
 
 
 def test_rewind_cancels_a_builtin_step_mid_call(daemon: Daemon) -> None:
@@ -121,3 +123,36 @@ def test_agents_cancel_a_builtin_step_mid_delay(daemon: Daemon) -> None:
     assert ended["outcome"] == "cancelled"
     assert not records(daemon, kind="step.committed", turn_id=sent["turn_id"])
     assert daemon.call("agents.cancel", {"agent": "a"})["cancelled"] == []
+
+
+def test_a_rewind_that_fails_after_cancelling_restarts_the_runners(daemon: Daemon) -> None:
+    """The rebuild of the target's state fails (a damaged WAL record): the agents run on.
+
+    The rewind cancelled the runners before the rebuild; with no reset record
+    written, the tip stands, and the step it cut runs again.
+    """
+    daemon.call("wal.append", {"agent": "bystander", "kind": "agent.created", "data": {}})
+    create_builtin(daemon, "a", delay=3)
+    n = head(daemon)
+    sent = send(daemon, "a", "slow", wait=False)
+    wait_open_step(daemon, "a", 0)
+
+    # Damage record 1 in place (its checksum no longer matches): every rebuild
+    # replays it; the tip's state is in memory and never reads it again.
+    (segment,) = daemon.state_dir.rglob("wal/*.jsonl")
+    data = segment.read_bytes()
+    at = data.index(b'"agent":"bystander"') + len(b'"agent":"bystande')
+    assert data.index(b'"seq":1,') < at < data.index(b"\n")  # in record 1's line
+    with segment.open("r+b") as f:
+        f.seek(at)
+        f.write(b"R")
+
+    error = error_of(daemon, "rewind", {"seq": n})
+    assert error["code"] == INTERNAL_ERROR, error
+    assert records(daemon, kind="rewind") == []
+
+    daemon.call("agents.configure", {"agent": "a", "options": {"delay": 0}})  # the next steps
+    ended = wait_turn_end(daemon, sent["turn_id"])
+    assert ended["outcome"] == "completed" and "slow" in ended["reply"]
+    again = send(daemon, "a", "still there?")
+    assert again["outcome"] == "completed" and "still there?" in again["reply"]

@@ -85,7 +85,10 @@ class App:
     snapshotter, calls task_status.started(), and runs until cancelled; then
     it drains queued appends and closes storage (final sync shielded). It
     calls `on_fatal` when a write or fsync failed, so the daemon exits
-    non-zero and restarts through recovery.
+    non-zero and restarts through recovery; likewise when one of its tasks
+    died after start-up (`failure`: a bug, an I/O error outside the WAL),
+    once the committer refuses appends, so that none waits for a writer
+    that is going away and the server answers what is in flight first.
     """
 
     def __init__(
@@ -127,6 +130,7 @@ class App:
         self.shipper: Shipper | None = None  # [replicate], when a url is set
         self._follow = follow
         self.follower: Follower | None = None  # a read-only replica of `follow`
+        self.failure: Exception | None = None  # one of our tasks died after start-up
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         started = time.perf_counter()
@@ -159,7 +163,12 @@ class App:
         self.committer = Committer(store, self._on_commit)
         self.registry = AgentRegistry(store, self.append, self._publish, groups)
         self.coordinator = Coordinator(
-            store, self.committer, self.gate, self.registry.cancel_all, self._on_reset
+            store,
+            self.committer,
+            self.gate,
+            self.registry.cancel_all,
+            self._on_reset,
+            on_abort=self.registry.restart,
         )
         self.config = ConfigStore(
             self.state_dir, store, self.retention, lambda p: use_retention(self, p)
@@ -175,46 +184,70 @@ class App:
             self.shipper = Shipper(self._replicate, location, store)
             await self.shipper.open()  # ReplicaRefused: the operator must act
         self.committer.start()
+        serving = False  # once started, a task that dies stops the daemon (exit 3)
         try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(self.coordinator.run)
-                nursery.start_soon(self._snapshotter)
-                nursery.start_soon(self.audit.run)
-                # Substrates first: a restore a crash interrupted must finish
-                # before any agent runs a turn against the workspace.
-                for substrate in self.coordinator.substrates:
-                    await substrate.start(store.head)
-                if self.follower is not None:
-                    # A replica runs no agent and keeps all it pulls.
-                    nursery.start_soon(self.follower.run)
-                else:
-                    # Steps a clean stop cut run again; the file is gone (durably)
-                    # before they do, so a crash in the re-run leaves them ambiguous.
-                    resume = await trio.to_thread.run_sync(
-                        clean_stop.take, self.state_dir / "state", store.head, store.state
-                    )
-                    await nursery.start(partial(self.registry.run, resume=resume))
-                    nursery.start_soon(gc_loop, self)
-                nursery.start_soon(self._capture_generations)
-                nursery.start_soon(self.config.run)
-                if self.shipper is not None:
-                    nursery.start_soon(self.shipper.run)
-                task_status.started()
-                await self.committer.failed.wait()
-                # Let the daemon stop as on SIGTERM: requests in flight get their
-                # storage_failed answers instead of a dropped connection.
-                log.critical("storage.failed", error=repr(self.committer.failure))
-                self._on_fatal()
-                await trio.sleep_forever()
+            try:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(self.coordinator.run)
+                    nursery.start_soon(self._snapshotter)
+                    nursery.start_soon(self.audit.run)
+                    # Substrates first: a restore a crash interrupted must finish
+                    # before any agent runs a turn against the workspace.
+                    for substrate in self.coordinator.substrates:
+                        await substrate.start(store.head)
+                    if self.follower is not None:
+                        # A replica runs no agent and keeps all it pulls.
+                        nursery.start_soon(self.follower.run)
+                    else:
+                        # Steps a clean stop cut run again; the file is gone (durably)
+                        # before they do, so a crash in the re-run leaves them ambiguous.
+                        resume = await trio.to_thread.run_sync(
+                            clean_stop.take, self.state_dir / "state", store.head, store.state
+                        )
+                        await nursery.start(partial(self.registry.run, resume=resume))
+                        nursery.start_soon(gc_loop, self)
+                    nursery.start_soon(self._capture_generations)
+                    nursery.start_soon(self.config.run)
+                    if self.shipper is not None:
+                        nursery.start_soon(self.shipper.run)
+                    task_status.started()
+                    serving = True
+                    await self.committer.failed.wait()
+                    # Let the daemon stop as on SIGTERM: requests in flight get their
+                    # storage_failed answers instead of a dropped connection.
+                    log.critical("storage.failed", error=repr(self.committer.failure))
+                    self._on_fatal()
+                    await trio.sleep_forever()
+            except Exception as exc:
+                if not serving:
+                    raise  # start-up failed: the daemon exits with this error
+                await self._task_died(exc)
         finally:
             with trio.CancelScope(shield=True):
                 await self.committer.stop()
                 await self.audit.aclose(store.head, store.lineage.branch_of(store.head))
                 if self.committer.failure is None:
-                    await self._save_clean_stop()  # holding the lock, which close releases
+                    if self.failure is None:
+                        # Holding the lock, which close releases. Not after a task
+                        # died: what the runners were doing is not known for sure,
+                        # so the steps they cut stay ambiguous, as after a crash.
+                        await self._save_clean_stop()
                     await trio.to_thread.run_sync(store.close)
                 self.config.close()
                 log.info("storage.closed", head=store.head)
+
+    async def _task_died(self, exc: Exception) -> None:
+        """One of our tasks died (the others are cancelled): stop as on SIGTERM, then exit 3.
+
+        The committer refuses appends first (a queued one is still written or
+        failed): an append cannot be cancelled, so one queued behind the
+        writer's last batch would hold the shutdown forever.
+        """
+        self.failure = exc
+        log.critical("app.task_failed", error=repr(exc), exc_info=exc)
+        await self.committer.stop()
+        self._on_fatal()
+        await trio.sleep_forever()  # until the daemon, its server stopped, cancels us
 
     async def _save_clean_stop(self) -> None:
         """List the open steps the daemon cancelled, for the next start to re-run.

@@ -12,6 +12,11 @@ costs less than the thread-pool round trip, which matters at one writer.
 A failed write or sync is fatal (DURABILITY rule 5): every pending append
 fails, no later append is accepted, and `failed` is set so the daemon exits
 and restarts through recovery. Retrying an fsync can lose data silently.
+
+Once `stop` began, `append` refuses (shutting_down): nothing is queued behind
+the writer's last batch. An append still queued when the writer is gone is
+failed, never left waiting (an append cannot be cancelled: a caller left
+waiting would hold the daemon's shutdown forever).
 """
 
 from __future__ import annotations
@@ -39,7 +44,20 @@ class _Pending:
     def __init__(self, staged: Staged, task: trio.lowlevel.Task) -> None:
         self.staged = staged
         self.task = task
-        self.error: BaseException | None = None
+        self.error: errors.ReyndError | None = None
+
+
+def _storage_failed(exc: BaseException) -> errors.StorageFailed:
+    return errors.StorageFailed(
+        "the WAL failed to sync; reynd is stopping and will recover on restart",
+        {"reason": str(exc)},
+    )
+
+
+def _stopping() -> errors.ShuttingDown:
+    return errors.ShuttingDown(
+        "reynd is stopping: the event was not written; retry once it is back"
+    )
 
 
 def _refuse_abort(_: object) -> trio.lowlevel.Abort:
@@ -62,6 +80,7 @@ class Committer:
         self._token: trio.lowlevel.TrioToken | None = None
         self.failed = trio.Event()
         self.failure: BaseException | None = None
+        self.stopping = False  # stop() began: appends are refused
         self.batches = 0
 
     def start(self) -> None:
@@ -71,7 +90,8 @@ class Committer:
         self._thread.start()
 
     async def stop(self) -> None:
-        """Let queued appends finish, then stop the thread."""
+        """Refuse new appends, let queued ones finish, then stop the thread."""
+        self.stopping = True
         if self._thread is None:
             return
         self._queue.put(_STOP)
@@ -79,6 +99,9 @@ class Committer:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(thread.join)
         self._thread = None
+        # The writer is gone (after _STOP, or after a failure): nothing queued
+        # now will ever be written. Its appenders learn it instead of waiting.
+        self._fail_queued(_stopping)
 
     async def append(self, events: Sequence[Event], rebuilt: Rebuilt | None = None) -> list[Event]:
         """Append durably; returns the events with their seqs once fsync covered them.
@@ -102,20 +125,16 @@ class Committer:
 
     def _check(self) -> None:
         if self.failure is not None:
-            raise errors.StorageFailed(
-                "the WAL failed to sync; reynd is stopping and will recover on restart",
-                {"reason": str(self.failure)},
-            )
+            raise _storage_failed(self.failure)
+        if self.stopping:
+            raise _stopping()
 
     async def _submit(self, staged: Staged) -> list[Event]:
         pending = _Pending(staged, trio.lowlevel.current_task())
         self._queue.put(pending)  # no await since staging: queue order = seq order
         await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
         if pending.error is not None:
-            raise errors.StorageFailed(
-                "the WAL failed to sync; reynd is stopping and will recover on restart",
-                {"reason": str(pending.error)},
-            )
+            raise pending.error
         return list(pending.staged.events)
 
     # -- writer thread --------------------------------------------------------------
@@ -167,15 +186,19 @@ class Committer:
         log.critical("WAL write or sync failed: %r; refusing further writes", exc)
         self.failure = exc
         for pending in batch:
-            pending.error = exc
+            pending.error = _storage_failed(exc)
             trio.lowlevel.reschedule(pending.task)
         # Appends queued behind the failed batch never reach the thread again.
+        self._fail_queued(lambda: _storage_failed(exc))
+        self.failed.set()
+
+    def _fail_queued(self, error: Callable[[], errors.ReyndError]) -> None:
+        """Wake every append still queued with `error` (the writer will not take them)."""
         while True:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
             if isinstance(item, _Pending):
-                item.error = exc
+                item.error = error()
                 trio.lowlevel.reschedule(item.task)
-        self.failed.set()

@@ -6,7 +6,9 @@ thread, (d) appends the reset record and waits for its fsync (its commit moves
 the head and swaps in that state in one step), (e) lets the substrates
 restore, reopens the gate and notifies subscribers. Reads keep being answered
 throughout: they never take the gate, and they see either the old tip with
-its state or the reset record with the new one, never a mix.
+its state or the reset record with the new one, never a mix. If (c) or (d)
+fails, the tip has not moved: the runners (b) stopped start again, and the
+caller gets the error.
 """
 
 from __future__ import annotations
@@ -99,12 +101,15 @@ class Coordinator:
         gate: Gate,
         cancel_all: CancelAll,
         on_reset: Callable[[m.RewindResult], None],
+        *,
+        on_abort: Callable[[], None],
     ) -> None:
         self._store = store
         self._committer = committer
         self._gate = gate
         self._cancel_all = cancel_all
         self._on_reset = on_reset
+        self._on_abort = on_abort  # runners cancelled, then no reset: start them again
         self._send, self._receive = trio.open_memory_channel[_Job](64)
         self.substrates: list[Substrate] = []
 
@@ -144,8 +149,18 @@ class Coordinator:
             for substrate in self.substrates:
                 await substrate.before_reset(seq, force)  # may refuse: nothing written yet
             cancelled = await self._cancel_all()
-            rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
-            (durable,) = await self._committer.append([record], rebuilt)
+            try:
+                rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
+                (durable,) = await self._committer.append([record], rebuilt)
+            except Exception as exc:
+                # No reset record was acknowledged: the tip stands, and its
+                # agents run on. Not when the WAL failed or the daemon stops:
+                # a runner must not re-run a step it could not record.
+                restart = self._committer.failure is None and not self._committer.stopping
+                log.warning(f"{op}.failed", target=seq, error=repr(exc), runners_restarted=restart)
+                if restart:
+                    self._on_abort()
+                raise
             assert isinstance(durable, Rewind)
             failure: Exception | None = None
             for substrate in self.substrates:

@@ -165,6 +165,9 @@ async def _serve(opts: ServeOptions) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILURE
+    if app.failure is not None:
+        print(f"reynd: fatal: {_single(app.failure)!r} (see the log above)", file=sys.stderr)
+        return EXIT_FAILURE
     log.info("stopped")
     return EXIT_OK
 

@@ -241,39 +241,64 @@ class ProcessGroups:
         Call at start, holding the state directory's lock and before any
         executor runs: every record then belongs to a previous daemon.
         Returns the pids killed. Blocking: run it in a worker thread.
+
+        A member the daemon may not signal (EPERM: another user's process,
+        e.g. a setuid program the step ran) is logged and left alive, and its
+        group's record kept, so that each start tries again until that group
+        is gone; it never stops the daemon from starting.
         """
         paths = sorted(p for p in self.directory.iterdir() if p.is_file())
-        records: list[GroupRecord] = []
+        records: list[tuple[Path, GroupRecord]] = []
         for path in paths:
             record = load(path)
             if record is None:
                 log.warning("procs.record_unreadable", path=str(path))
             else:
-                records.append(record)
+                records.append((path, record))
         killed: list[int] = []
+        refused: dict[int, int] = {}  # pid -> its group's index in records
         verified: set[int] = set()  # leaders seen alive: their members stay ours
         for _ in range(_ROUNDS):
             procs = _processes()
-            found: set[int] = set()
-            for record in records:
+            found: dict[int, int] = {}  # pid -> its group's index in records
+            for i, (_, record) in enumerate(records):
                 pids, check = victims(record, procs, self._boot_id)
                 if check and record.pid not in verified:
                     pids = [pid for pid in pids if _carries(pid, record.token)]
                 elif pids:
                     verified.add(record.pid)
-                found.update(pids)
-            fresh = sorted(found.difference(killed))  # not one already killed, stuck exiting
+                for pid in pids:
+                    found.setdefault(pid, i)
+            # Not one already killed and stuck exiting, nor one we may not signal.
+            fresh = sorted(found.keys() - killed - refused.keys())
             if not fresh:
                 break
+            signalled: list[int] = []
             for pid in fresh:
-                with contextlib.suppress(ProcessLookupError):
+                try:
                     os.kill(pid, signal.SIGKILL)
-            killed.extend(fresh)
-            still = _wait_exit(fresh, _EXIT_WAIT)
+                except ProcessLookupError:
+                    pass
+                except PermissionError:
+                    refused[pid] = found[pid]
+                    path, record = records[found[pid]]
+                    log.warning(
+                        "procs.orphan_not_killed",
+                        pid=pid,
+                        group=record.pid,
+                        record=str(path),
+                        error="permission denied: another user's process; kill it by hand",
+                    )
+                    continue
+                signalled.append(pid)
+            killed.extend(signalled)
+            still = _wait_exit(signalled, _EXIT_WAIT)
             if still:
                 log.warning("procs.still_exiting", pids=still)
         if killed:
             log.warning("procs.orphans_killed", pids=sorted(killed), records=len(records))
+        keep = {records[i][0] for i in refused.values()}
         for path in paths:
-            self.remove(path)
+            if path not in keep:
+                self.remove(path)
         return sorted(killed)
