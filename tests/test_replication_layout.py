@@ -17,6 +17,7 @@ def test_keys_round_trip_and_sort_by_seq() -> None:
     assert layout.parse_claim_key(layout.claim_key(12)) == 12
     keys = [WalObject(1, a, a + 5).key for a in (1, 9, 10, 100, 1000)]
     assert sorted(keys) == keys
+    assert layout.parse_retained_key(layout.retained_key(3, 40)) == (3, 40)
     for bad in ("00000001/wal/1-2.jsonl", "generations/7.json", "x/retained", "00000001/wal/"):
         assert layout.parse_wal_key(bad) is None and layout.parse_claim_key(bad) is None
 
@@ -57,12 +58,16 @@ def test_cover_is_contiguous_or_names_the_gap(objs: list[WalObject], lo: int, sp
 
 
 @st.composite
-def replicas(draw: st.DrawFn) -> tuple[dict[int, Claim], list[WalObject], int]:
+def replicas(
+    draw: st.DrawFn,
+) -> tuple[dict[int, Claim], list[WalObject], list[tuple[int, int]], int]:
     """Generations of one history 1..N: each continues the last from where it shipped
     (or starts over from the floor), ships chunks, maybe a whole-segment object, and a
-    superseded writer may keep shipping past its successor's base."""
+    superseded writer may keep shipping past its successor's base; remote retention may
+    move the floor (objects wholly below it deleted, a retained file naming it)."""
     claims: dict[int, Claim] = {}
     objs: list[WalObject] = []
+    retained: list[tuple[int, int]] = []
     shipped = 0
     gens = draw(st.integers(1, 4))
     for gen in range(1, gens + 1):
@@ -88,31 +93,45 @@ def replicas(draw: st.DrawFn) -> tuple[dict[int, Claim], list[WalObject], int]:
         if len(chunks) > 1 and draw(st.booleans()):  # a compacted segment
             objs.append(WalObject(gen, chunks[0].first, chunks[-1].last))
         shipped = end
+        if draw(st.booleans()) and end >= claims[1].base_seq:  # remote retention: a new floor
+            floor = draw(st.integers(claims[1].base_seq, end))
+            objs = [o for o in objs if o.last >= floor]
+            retained.append((gen, floor))
         if gen > 1 and draw(st.booleans()):  # the superseded writer shipped on
             prev = (o.last for o in objs if o.generation == gen - 1)
             prev_end = max(prev, default=claims[gen - 1].base_seq - 1)
             objs.append(WalObject(gen - 1, prev_end + 1, prev_end + 3))
-    return claims, objs, shipped
+    return claims, objs, retained, shipped
 
 
 @settings(max_examples=500)
 @given(replica=replicas(), data=st.data())
 def test_a_plan_takes_every_seq_once_from_its_owner(
-    replica: tuple[dict[int, Claim], list[WalObject], int], data: st.DataObject
+    replica: tuple[dict[int, Claim], list[WalObject], list[tuple[int, int]], int],
+    data: st.DataObject,
 ) -> None:
-    claims, objs, end = replica
+    claims, objs, retained, end = replica
     newest = claims[max(claims)]
     root = newest
+    chain = {root.generation}
     while root.continues is not None:
         root = claims[root.continues]
-    if end < root.base_seq:
+        chain.add(root.generation)
+    floors = [f for g, f in retained if g in chain and f >= root.base_seq]
+    floor = max(floors, default=root.base_seq)
+    if end < floor:
         with pytest.raises(GapError):
-            plan_restore(claims, objs, [], [])
+            plan_restore(claims, objs, [], retained)
         return
-    to_seq = data.draw(st.none() | st.integers(root.base_seq, end))
-    plan = plan_restore(claims, objs, [(g, 3) for g in claims], [root.generation], to_seq)
+    to_seq = data.draw(st.none() | st.integers(floor, end))
+    plan = plan_restore(claims, objs, [(g, 3) for g in claims], retained, to_seq)
     assert plan.head == (end if to_seq is None else to_seq)
-    assert plan.floor == root.base_seq and plan.retained == root.generation
+    assert plan.floor == floor
+    if floors:  # the retained file naming that floor, from a generation of the chain
+        assert plan.retained is not None and plan.retained[1] == floor
+        assert plan.retained in retained and plan.retained[0] in chain
+    else:
+        assert plan.retained is None
     upper: dict[int, int] = {}  # the last seq each generation of the chain owns
     claim, limit = newest, plan.head
     while True:
@@ -135,5 +154,7 @@ def test_to_seq_outside_the_replica_is_refused_with_its_range() -> None:
     objs = [WalObject(1, 1, 10)]
     with pytest.raises(ValueError, match=r"seq 11 is not in the replica \(it holds seqs 1..10\)"):
         plan_restore(claims, objs, [], [], 11)
+    with pytest.raises(ValueError, match=r"seq 3 is not in the replica \(it holds seqs 5..10\)"):
+        plan_restore(claims, objs, [], [(1, 5)], 3)
     with pytest.raises(GapError, match="no generation"):
         plan_restore({}, objs, [], [])

@@ -43,6 +43,8 @@ async def collect_now(app: App) -> m.GcResult:
             report = apply_gc(store, plan)
         if app.workspace is not None:  # blobs and trees no kept seq resolves to
             await app.workspace.collect()
+        if app.shipper is not None:  # the replica follows the new floor
+            app.shipper.poke()
         fields = {k: v for k, v in dataclasses.asdict(report).items() if k != "dropped"}
         fields["duration_ms"] = round(report.duration_ms, 3)
         if report.segments_dropped or report.snapshots_dropped:

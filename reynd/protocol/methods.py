@@ -97,6 +97,8 @@ class ReplicationInfo(Result, kw_only=True):
     state: Literal["starting", "shipping", "retrying", "superseded", "refused"]
     generation: int | None = None
     shipped: Seq = 0
+    # The first seq a restore gets: remote retention follows the local floor.
+    floor: Seq = 0
     backlog_records: int = 0
     backlog_bytes: int = 0
     last_shipped_at: float | None = None

@@ -9,8 +9,8 @@ Under `<prefix>/`:
     00000007/wal/<first>-<last>.jsonl          WAL records first..last, the exact framed
                                                bytes of the source's segments
     00000007/snapshots/<seq>.snap              a snapshot file, as on disk
-    00000007/retained                          the source's retained-history file, shipped
-                                               once when a generation starts from scratch
+    00000007/retained-<floor>                  the source's retained-history file as of
+                                               when its floor reached <floor> (20 digits)
 
 Every object is written once (If-None-Match: *) and never changed. A daemon
 claims a new generation each time it starts; the claim names the
@@ -54,7 +54,7 @@ CLAIMS: Final = "generations/"
 
 _CLAIM = re.compile(r"generations/(\d{8})\.json")
 _WAL = re.compile(r"(\d{8})/wal/(\d{20})-(\d{20})\.jsonl")
-_RETAINED = re.compile(r"(\d{8})/retained")
+_RETAINED = re.compile(r"(\d{8})/retained-(\d{20})")
 _SNAPSHOT = re.compile(r"(\d{8})/snapshots/(\d{20})\.snap")
 
 
@@ -87,13 +87,14 @@ def snapshot_key(generation: int, seq: int) -> str:
     return f"{generation:08d}/snapshots/{seq:020d}.snap"
 
 
-def retained_key(generation: int) -> str:
-    return f"{generation:08d}/retained"
+def retained_key(generation: int, floor: int) -> str:
+    return f"{generation:08d}/retained-{floor:020d}"
 
 
-def parse_retained_key(key: str) -> int | None:
+def parse_retained_key(key: str) -> tuple[int, int] | None:
+    """(generation, floor) of a retained-history object's key."""
     m = _RETAINED.fullmatch(key)
-    return int(m.group(1)) if m else None
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def parse_claim_key(key: str) -> int | None:
@@ -173,22 +174,24 @@ class RestorePlan:
     floor: int  # the first seq restored
     wal: tuple[Piece, ...]  # contiguous: floor..head
     snapshots: tuple[tuple[int, int], ...]  # (generation, seq), seq <= head
-    retained: int | None  # the generation whose retained file to use, if any
+    retained: tuple[int, int] | None  # (generation, floor): the retained file, if floor > 1
 
 
 def plan_restore(
     claims: Mapping[int, Claim],
     wal: Iterable[WalObject],
     snapshots: Iterable[tuple[int, int]],
-    retained: Iterable[int],
+    retained: Iterable[tuple[int, int]],
     to_seq: int | None = None,
 ) -> RestorePlan:
     """The objects that rebuild the newest generation's history up to `to_seq` (or its end).
 
     Walks from the newest claim through `continues`: each generation owns
-    the seqs from its `base_seq` up to where its successor's start. Raises
-    GapError when a needed seq is missing and ValueError when `to_seq` is
-    outside what the prefix holds.
+    the seqs from its `base_seq` up to where its successor's start. The
+    history starts at the highest floor a retained file of the chain names
+    (remote retention collected what is below), else at the oldest
+    generation's base. Raises GapError when a needed seq is missing and
+    ValueError when `to_seq` is outside what the prefix holds.
     """
     if not claims:
         raise GapError("the prefix holds no generation: nothing was ever shipped there")
@@ -206,21 +209,25 @@ def plan_restore(
         upper = claim.base_seq - 1
         gen = claim.continues
     chain.reverse()
-    root_gen, floor, _ = chain[0]
-    end = _end(chain, by_gen)
+    gens = {g for g, _, _ in chain}
+    floor = chain[0][1]
+    kept = max(((f, g) for g, f in retained if g in gens and f >= floor), default=None)
+    if kept is not None:
+        floor = kept[0]
+    end = _end(chain, by_gen, floor)
     if end < floor:
         raise GapError("the prefix holds no record yet")
     head = end if to_seq is None else to_seq
     if not floor <= head <= end:
         raise ValueError(f"seq {head} is not in the replica (it holds seqs {floor}..{end})")
     pieces: list[Piece] = []
-    for gen, lo, upto in chain:
+    for gen, base, upto in chain:
+        lo = max(base, floor)
         hi = head if upto is None else min(upto, head)
         need = lo
         for obj in cover(by_gen.get(gen, ()), lo, hi):
             pieces.append(Piece(obj, need, min(obj.last, hi)))
             need = obj.last + 1
-    gens = {g for g, _, _ in chain}
     snaps = tuple(
         sorted((s for s in snapshots if s[0] in gens and s[1] <= head), key=lambda s: s[1])
     )
@@ -230,14 +237,16 @@ def plan_restore(
         floor=floor,
         wal=tuple(pieces),
         snapshots=snaps,
-        retained=root_gen if root_gen in set(retained) else None,
+        retained=(kept[1], kept[0]) if kept is not None else None,
     )
 
 
-def _end(chain: list[tuple[int, int, int | None]], by_gen: Mapping[int, list[WalObject]]) -> int:
-    """The last seq of the newest generation's contiguous run (base - 1 when it shipped none)."""
-    gen, lo, _ = chain[-1]
-    need = lo
+def _end(
+    chain: list[tuple[int, int, int | None]], by_gen: Mapping[int, list[WalObject]], floor: int
+) -> int:
+    """The last seq of the newest generation's contiguous run (its start - 1 if it has none)."""
+    gen, base, _ = chain[-1]
+    need = max(base, floor)
     for obj in sorted(by_gen.get(gen, ()), key=lambda o: o.first):
         if obj.first > need:
             break

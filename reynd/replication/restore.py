@@ -49,7 +49,7 @@ class Listing:
     claims: dict[int, layout.Claim] = field(default_factory=dict)
     wal: list[layout.WalObject] = field(default_factory=list)
     snapshots: list[tuple[int, int]] = field(default_factory=list)
-    retained: list[int] = field(default_factory=list)
+    retained: list[tuple[int, int]] = field(default_factory=list)  # (generation, floor)
 
     def plan(self, to_seq: int | None = None) -> layout.RestorePlan:
         return layout.plan_restore(self.claims, self.wal, self.snapshots, self.retained, to_seq)
@@ -65,8 +65,8 @@ def read_listing(bucket: Bucket) -> Listing:
             out.wal.append(obj)
         elif (snap := layout.parse_snapshot_key(key)) is not None:
             out.snapshots.append(snap)
-        elif (gen := layout.parse_retained_key(key)) is not None:
-            out.retained.append(gen)
+        elif (kept := layout.parse_retained_key(key)) is not None:
+            out.retained.append(kept)
     return out
 
 
@@ -172,8 +172,8 @@ def _build(
         _write_retained(bucket, plan, state)
     elif plan.floor > 1:
         raise RestoreError(
-            f"{location}: the history starts at seq {plan.floor} but the retained-history "
-            "file of its first generation is missing"
+            f"{location}: the history starts at seq {plan.floor} but no retained-history "
+            "file covers it"
         )
     # Continuing the prefix from an earlier seq would hide what came after it.
     adopted = to_seq is None or (to_seq == plan.head and _is_end(plan, wal))
@@ -276,7 +276,7 @@ def _write_snapshots(bucket: Bucket, plan: layout.RestorePlan, directory: Path) 
 
 def _write_retained(bucket: Bucket, plan: layout.RestorePlan, state: Path) -> None:
     assert plan.retained is not None
-    (state / "retained").write_bytes(bucket.get(layout.retained_key(plan.retained)))
+    (state / "retained").write_bytes(bucket.get(layout.retained_key(*plan.retained)))
     source = load_retained(state)
     save_retained(
         state,

@@ -39,6 +39,8 @@ from reynd.replication.identity import (
     save_progress,
 )
 from reynd.replication.objects import Bucket, Exists, Location, Refused, Unavailable
+from reynd.replication.restore import read_listing
+from reynd.storage.retained import load_retained
 from reynd.storage.store import Store
 
 __all__ = ["ReplicaRefused", "Shipper"]
@@ -83,7 +85,8 @@ class Shipper:
         self._base = 0
         self.shipped = 0  # every seq up to this one is stored remotely
         self._root = False  # this generation ships from scratch (retained file, old snapshots)
-        self._retained_sent = False
+        self._remote_floor = 0  # the floor of the retained file this generation shipped
+        self._coarse: frozenset[int] = frozenset()  # local snapshots below it, when shipped
         self._chunks: list[layout.WalObject] = []  # this generation's tail objects
         self._snapshots: set[int] = set()
         self._snapshot_shipped_at = -math.inf
@@ -248,11 +251,9 @@ class Shipper:
             log.critical("replicate.superseded", url=str(self.location), error=self.last_error)
             return False
         store = self._store
-        if self._root and not self._retained_sent:
-            if store.floor > 1:
-                data = await trio.to_thread.run_sync((self._state_dir / "retained").read_bytes)
-                await self._put(layout.retained_key(self.generation), data)
-            self._retained_sent = True
+        coarse = frozenset(x for x in store.snapshots.seqs if x < store.floor)
+        if store.floor > self._remote_floor or coarse != self._coarse:
+            await self._follow_retention()
         head = store.head
         if head > self.shipped:
             for extent in store.wal.extents(self.shipped + 1, head, CHUNK_MAX):
@@ -306,6 +307,52 @@ class Shipper:
             if seq >= self._base:
                 self._snapshot_shipped_at = now
 
+    async def _follow_retention(self) -> None:
+        """Mirror local retention: what it dropped here goes from the prefix too.
+
+        In an order a crash may stop anywhere: the snapshots below the floor
+        (the entry into what is kept), then the retained file named by its
+        floor (restores start there from now on), and only then the deletion
+        of WAL objects wholly below it, of older retained files, and of the
+        snapshots below it that retention dropped here.
+        """
+        assert self.generation is not None
+        store, bucket = self._store, self._bucket
+        kept = await trio.to_thread.run_sync(load_retained, self._state_dir)
+        floor = kept.floor
+        local = set(store.snapshots.seqs)
+        self._coarse = frozenset(x for x in local if x < floor)
+        if floor == 1:
+            self._remote_floor = 1
+            return
+        for seq in sorted(s for s in local if s < floor and s not in self._snapshots):
+            try:
+                data = await trio.to_thread.run_sync(store.snapshots.path(seq).read_bytes)
+            except FileNotFoundError:
+                continue  # a coarse snapshot retention dropped meanwhile
+            await self._put(layout.snapshot_key(self.generation, seq), data)
+            self._snapshots.add(seq)
+        data = await trio.to_thread.run_sync((self._state_dir / "retained").read_bytes)
+        await self._put(layout.retained_key(self.generation, floor), data)
+        listing = await trio.to_thread.run_sync(read_listing, bucket)
+        chain = _chain(listing.claims, self.generation)
+        doomed = [o.key for o in listing.wal if o.generation in chain and o.last < floor]
+        doomed += [
+            layout.retained_key(g, f) for g, f in listing.retained if g in chain and f < floor
+        ]
+        doomed += [
+            layout.snapshot_key(g, seq)
+            for g, seq in listing.snapshots
+            if g in chain and seq < floor and seq not in local
+        ]
+        await trio.to_thread.run_sync(bucket.delete, doomed)
+        self._chunks = [c for c in self._chunks if c.last >= floor]
+        self._remote_floor = floor
+        if doomed:
+            log.info(
+                "replicate.collected", url=str(self.location), floor=floor, objects=len(doomed)
+            )
+
     async def _compact(self) -> None:
         """One object per sealed segment instead of its tail chunks (fewer objects to restore)."""
         assert self.generation is not None
@@ -338,6 +385,7 @@ class Shipper:
             state=self.state,
             generation=self.generation,
             shipped=self.shipped,
+            floor=self._remote_floor,
             backlog_records=backlog,
             backlog_bytes=store.wal.bytes_between(lo, store.head) if backlog else 0,
             last_shipped_at=self.last_shipped_at,
@@ -348,3 +396,13 @@ class Shipper:
 
 def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts)) if math.isfinite(ts) else "?"
+
+
+def _chain(claims: dict[int, layout.Claim], newest: int) -> set[int]:
+    """The generations a restore of `newest` reads."""
+    out: set[int] = set()
+    gen: int | None = newest
+    while gen is not None and gen in claims and gen not in out:
+        out.add(gen)
+        gen = claims[gen].continues
+    return out
