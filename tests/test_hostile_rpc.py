@@ -221,14 +221,23 @@ def test_a_huge_batch_is_refused_whole_with_bounded_memory(hostile: Daemon) -> N
 
 def test_a_batch_reply_past_the_buffer_is_streamed_whole_and_in_order(hostile: Daemon) -> None:
     status_line = {"jsonrpc": "2.0", "method": "daemon.status"}
-    batch = [{**status_line, "id": i} if i % 7 else status_line for i in range(1000)]
+    discover = {"jsonrpc": "2.0", "method": "rpc.discover"}  # ~70 KB of reply each
+    batch = [
+        {**(discover if i % 50 == 1 else status_line), "id": i} if i % 7 else status_line
+        for i in range(1000)
+    ]
     with hostile.connect() as c:
         c.send(json.dumps(batch).encode() + b"\n")
         line = c.recv_line()
-        assert len(line) > 64 * 1024  # past the dispatcher's buffer: streamed
+        # Past the connection's budget of unsent replies: streamed.
+        assert len(line) > 1024 * 1024
         replies = json.loads(line)
         assert [r["id"] for r in replies] == [i for i in range(1000) if i % 7]
-        assert all(r["result"]["pid"] == hostile.pid for r in replies)
+        for r in replies:
+            if r["id"] % 50 == 1:
+                assert r["result"]["openrpc"]
+            else:
+                assert r["result"]["pid"] == hostile.pid
         assert c.call("daemon.status")["pid"] == hostile.pid  # the connection goes on
 
 

@@ -12,7 +12,7 @@ import structlog
 import trio
 
 from reynd.daemon.context import CallContext
-from reynd.daemon.rpc import Dispatcher
+from reynd.daemon.rpc import Dispatcher, ReplyBudget
 from reynd.protocol import errors
 from reynd.protocol.methods import METHODS
 from tests.harness import Client, Daemon
@@ -276,6 +276,8 @@ class Lines:
 
     def __init__(self) -> None:
         self.lines: list[bytes] = []
+        self.closed = False
+        self.budget = ReplyBudget(1024 * 1024)
 
     async def line(self, data: bytes) -> None:
         self.lines.append(data)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -99,6 +101,38 @@ def test_a_huge_batch_is_counted_without_decoding() -> None:
     assert batch_exceeds(b"[" + b"1," * 10**6 + b"1]", 1000)
     assert not batch_exceeds(json.dumps([{"a": [1, 2, {"b": ",,,"}]}] * 1000).encode(), 1000)
     assert batch_exceeds(json.dumps([{"a": [1, 2, {"b": ",,,"}]}] * 1001).encode(), 1000)
+    # Members nesting as deep as the limit allows are counted like any other.
+    deepest = nest(1, MAX_DEPTH - 1, "list")
+    assert not batch_exceeds(json.dumps([deepest] * 1000).encode(), 1000)
+    assert batch_exceeds(json.dumps([deepest] * 1001).encode(), 1000)
+
+
+def _seconds(fn: Callable[[], object], runs: int = 3) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_counting_members_is_linear_whatever_the_depth() -> None:
+    """1 MiB of chains 63 deep, as many as fit or inside 1000 members: one pass, not one per level.
+
+    Peeling inner groups level by level took ~300 ms on a line like these
+    (stalling every client); one pass takes ~5-20 ms. The bound is generous
+    for a shared machine.
+    """
+    size = 1024 * 1024
+    chain = b"[" * 63 + b"]" * 63
+    many = b"[" + b",".join([chain] * (size // (len(chain) + 1))) + b"]"
+    inner = b"[" * 62 + b"]" * 62
+    member = b"[" + b",".join([inner] * (size // 1000 // (len(inner) + 1))) + b"]"
+    within = b"[" + b",".join([member] * 1000) + b"]"
+    assert not nesting_exceeds(many) and not nesting_exceeds(within)
+    assert batch_exceeds(many, 1000) and not batch_exceeds(within, 1000)
+    for line in (many, within):
+        assert _seconds(lambda line=line: batch_exceeds(line, 1000)) < 0.1
 
 
 # -- integers -----------------------------------------------------------------------------

@@ -48,6 +48,9 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_batch_members: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1000
     # Live subscriptions of one connection (one subscription may take every topic).
     max_subscriptions_per_connection: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 64
+    # Replies of one connection made but not yet read by the client; past it the
+    # daemon reads and starts nothing more of that connection until it reads.
+    max_unsent_bytes_per_connection: Annotated[int, msgspec.Meta(ge=64 * 1024, le=256 * MiB)] = MiB
     # Group name or gid whose members may connect besides the daemon's own uid.
     allowed_group: str | int | None = None
     # Notifications queued per subscriber before it is dropped as lagged.

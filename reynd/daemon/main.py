@@ -141,6 +141,7 @@ async def _serve(opts: ServeOptions) -> int:
                     max_requests_per_connection=config.max_requests_per_connection,
                     max_batch_members=config.max_batch_members,
                     max_subscriptions_per_connection=config.max_subscriptions_per_connection,
+                    max_unsent_bytes_per_connection=config.max_unsent_bytes_per_connection,
                     allowed_gid=config.allowed_gid(),
                 )
                 server = Server(app.handlers(), hub, info, shutdown, limits)

@@ -37,7 +37,15 @@ from reynd.protocol.limits import (
 )
 from reynd.protocol.methods import METHODS, MethodDef
 
-__all__ = ["Dispatcher", "Handler", "Output", "Send", "encode_error_line", "validation_details"]
+__all__ = [
+    "Dispatcher",
+    "Handler",
+    "Output",
+    "ReplyBudget",
+    "Send",
+    "encode_error_line",
+    "validation_details",
+]
 
 log = structlog.get_logger("reynd.rpc")
 
@@ -82,8 +90,6 @@ _ENVELOPE_DECODER = msgspec.json.Decoder(_Envelope)
 _ANY_DECODER = msgspec.json.Decoder()
 # Members stay raw: each is then answered like a message of its own.
 _BATCH_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
-# Replies of a batch held before the rest is streamed (see Dispatcher._batch).
-_BATCH_BUFFER = 64 * 1024
 _EMPTY = msgspec.Raw()
 _ID_TYPES = (int, float, str, type(None))
 # First byte of raw params that is allowed: absent, object, array, null.
@@ -129,8 +135,58 @@ class _Reply:
 _NO_REPLY = _Reply()
 
 
+class ReplyBudget:
+    """Bytes of reply made for one connection and not yet written, against a limit.
+
+    Replies count from when they are made (a batch's collected ones too) until
+    the socket took them. While more than `limit` bytes wait, no new work for
+    the connection starts (`room`): a client that does not read its replies
+    stops its own requests instead of filling the daemon's memory.
+    """
+
+    __slots__ = ("_waiting", "limit", "throttled", "unsent")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.unsent = 0
+        self.throttled = False  # the limit was exceeded at some point
+        self._waiting = trio.lowlevel.ParkingLot()
+
+    @property
+    def exceeded(self) -> bool:
+        return self.unsent > self.limit
+
+    def hold(self, size: int) -> None:
+        self.unsent += size
+        if self.unsent > self.limit:
+            self.throttled = True
+
+    def release(self, size: int) -> None:
+        self.unsent -= size
+        if self.unsent <= self.limit and self._waiting:
+            self._waiting.unpark_all()
+
+    async def room(self) -> None:
+        """Return once the unsent bytes are within the limit: at once (no checkpoint) if they are.
+
+        Whoever holds unsent bytes must never wait here, or nothing would be
+        written again; the caller produces its reply without a checkpoint
+        after this returns, so the limit is overshot by about one reply.
+        """
+        while self.unsent > self.limit:
+            await self._waiting.park()
+
+
 class Output(Protocol):
     """Where the replies to one message go (a connection)."""
+
+    @property
+    def closed(self) -> bool:
+        """The client is gone: nothing more is written (nor worth computing)."""
+
+    @property
+    def budget(self) -> ReplyBudget:
+        """The connection's unsent replies; `line` and `pieces` count what they write."""
 
     async def line(self, data: bytes) -> None:
         """Write `data` as one whole line."""
@@ -164,6 +220,7 @@ class Dispatcher:
 
     async def handle(self, line: bytes, ctx: CallContext, out: Output) -> None:
         """Answer one message (a line without its newline) on `out`; nothing when none is due."""
+        await out.budget.room()
         # Before any decoding: decoders recurse, and what is accepted here may
         # become a WAL record that every component must be able to handle.
         if nesting_exceeds(line):
@@ -243,8 +300,11 @@ class Dispatcher:
         """Members run in order (replies keep the order of the requests), one at a time.
 
         Each member yields to the other clients first. Replies are collected
-        up to `_BATCH_BUFFER` bytes; past that the rest is streamed into the
-        same line, so a batch holds at most that much reply in memory.
+        while the connection's unsent replies are within its budget; past
+        that, the collected ones are written and the rest is streamed into
+        the same line (holding the connection's write lock), so a batch adds
+        little memory whatever its replies weigh. A batch whose client is
+        gone stops.
         """
         if batch_exceeds(line, self._max_batch):
             err: errors.ReyndError = errors.LimitExceeded(
@@ -263,29 +323,47 @@ class Dispatcher:
             err = errors.InvalidRequest("Invalid Request: empty batch", {"reason": "empty batch"})
             await out.line(encode_error_line(err))
             return
+        budget = out.budget
         collected: list[bytes] = []
-        size = 0
-        async with contextlib.AsyncExitStack() as stack:
-            send: Send | None = None
-            for member in members:
-                await trio.lowlevel.checkpoint()
-                reply = await self._answer(member, ctx)
-                if reply is _NO_REPLY:
-                    continue
-                piece = _ENCODER.encode(reply)
+        held = 0  # bytes of `collected`, counted in the budget
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                send: Send | None = None
+                for member in members:
+                    await trio.lowlevel.checkpoint()
+                    if out.closed:
+                        return
+                    if send is None and budget.exceeded:
+                        if collected:
+                            # Write what this batch holds rather than wait holding it.
+                            send = await stack.enter_async_context(out.pieces())
+                            first = b"[" + b",".join(collected)
+                            collected.clear()
+                            budget.release(held)
+                            held = 0
+                            await send(first)
+                        else:
+                            await budget.room()
+                    reply = await self._answer(member, ctx)
+                    if reply is _NO_REPLY:
+                        continue
+                    piece = _ENCODER.encode(reply)
+                    if send is not None:
+                        await send(b"," + piece)
+                        continue
+                    collected.append(piece)
+                    held += len(piece)
+                    budget.hold(len(piece))
                 if send is not None:
-                    await send(b"," + piece)
-                    continue
-                collected.append(piece)
-                size += len(piece)
-                if size > _BATCH_BUFFER:
-                    send = await stack.enter_async_context(out.pieces())
-                    await send(b"[" + b",".join(collected))
+                    await send(b"]")
+                elif collected:
+                    whole = b"[" + b",".join(collected) + b"]"
                     collected.clear()
-            if send is not None:
-                await send(b"]")
-            elif collected:
-                await out.line(b"[" + b",".join(collected) + b"]")
+                    budget.release(held)  # `line` counts it from here on
+                    held = 0
+                    await out.line(whole)
+        finally:
+            budget.release(held)
 
     async def _call_generic(self, message: Any, ctx: CallContext) -> _Ok | _Err | _Reply:
         """Validate a generically decoded request object, then call it."""

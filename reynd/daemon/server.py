@@ -6,6 +6,14 @@ connection's request nursery (at most `max_requests_per_connection` at once:
 the reader waits for a slot, which back-pressures a flooding client).
 Responses and notifications share the connection's write lock.
 
+Replies made and not yet written count against the connection's budget
+(`max_unsent_bytes_per_connection`, rpc.ReplyBudget): past it, the reader
+reads no more and no new request or batch member of that connection starts
+until the client has read enough. Once a write finds the client gone,
+everything still running for the connection (requests, batches, subscription
+pumps, the reader) is cancelled: no work is done for a client that cannot
+receive it.
+
 A line longer than `max_message_bytes` is answered with one -32008 error
 (id null) and skipped up to its newline without being buffered; the
 connection then continues with the next line, so one bad message does not cost
@@ -27,9 +35,10 @@ import structlog
 import trio
 
 from reynd.daemon.context import CallContext, Peer, ServerInfo
+from reynd.daemon.heap import HeapTrimmer
 from reynd.daemon.hub import Hub, Subscription
 from reynd.daemon.listen import peer_credentials
-from reynd.daemon.rpc import Dispatcher, Handler, Send, encode_error_line
+from reynd.daemon.rpc import Dispatcher, Handler, ReplyBudget, Send, encode_error_line
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.openrpc import openrpc_document
@@ -52,20 +61,37 @@ class ServerLimits:
     max_requests_per_connection: int = 64
     max_batch_members: int = 1000
     max_subscriptions_per_connection: int = 64
+    max_unsent_bytes_per_connection: int = 1024 * 1024
     allowed_gid: int | None = None
 
 
 class _Connection:
     """One client: its stream, its write lock and its subscriptions (an rpc.Output)."""
 
-    __slots__ = ("closed", "id", "lock", "peer", "pending", "pumps", "stream", "subs")
+    __slots__ = (
+        "budget",
+        "closed",
+        "id",
+        "lock",
+        "peer",
+        "pending",
+        "pumps",
+        "scope",
+        "stream",
+        "subs",
+    )
 
-    def __init__(self, id: int, stream: trio.SocketStream, peer: Peer | None) -> None:
+    def __init__(
+        self, id: int, stream: trio.SocketStream, peer: Peer | None, max_unsent: int
+    ) -> None:
         self.id = id
         self.stream = stream
         self.peer = peer
         self.lock = trio.Lock()
         self.closed = False
+        self.budget = ReplyBudget(max_unsent)
+        # Everything run for this client; cancelled when a write finds it gone.
+        self.scope = trio.CancelScope()
         self.subs: dict[str, Subscription] = {}
         # Subscriptions whose pump starts once the reply to `subscribe` is written,
         # keyed by the id() of that request's CallContext.
@@ -76,29 +102,41 @@ class _Connection:
         """Send one line; a peer that went away is not an error (it just gets nothing)."""
         if self.closed:
             return
-        # Uncontended (one reply at a time, the common case) takes the lock
-        # without a trip through the scheduler: send_all is the checkpoint.
-        if self.lock.locked():
-            await self.lock.acquire()
-        else:
-            self.lock.acquire_nowait()
+        size = len(data) + 1
+        self.budget.hold(size)
         try:
-            await self._send(data + b"\n")
+            # Uncontended (one reply at a time, the common case) takes the lock
+            # without a trip through the scheduler: send_all is the checkpoint.
+            if self.lock.locked():
+                await self.lock.acquire()
+            else:
+                self.lock.acquire_nowait()
+            try:
+                await self._send(data + b"\n")
+            finally:
+                self.lock.release()
         finally:
-            self.lock.release()
+            self.budget.release(size)
 
     @contextlib.asynccontextmanager
     async def pieces(self) -> AsyncIterator[Send]:
         """Hold the connection to write one line piece by piece (a large batch reply)."""
         async with self.lock:
             try:
-                yield self._send
+                yield self._send_counted
             except BaseException:
                 # A line cut short would garble every later one: end the connection.
-                self.closed = True
+                self._cut()
                 await trio.aclose_forcefully(self.stream)
                 raise
             await self._send(b"\n")
+
+    async def _send_counted(self, data: bytes) -> None:
+        self.budget.hold(len(data))
+        try:
+            await self._send(data)
+        finally:
+            self.budget.release(len(data))
 
     async def _send(self, data: bytes) -> None:
         if self.closed:
@@ -106,7 +144,15 @@ class _Connection:
         try:
             await self.stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self.closed = True
+            self._cut()
+
+    def _cut(self) -> None:
+        """Nothing more can reach the client: stop writing and working for it.
+
+        Its requests, batches, pumps and reader end at their next checkpoint.
+        """
+        self.closed = True
+        self.scope.cancel()
 
 
 class Server:
@@ -137,6 +183,7 @@ class Server:
         self._accept_scope = trio.CancelScope()
         self._conn_scope = trio.CancelScope()
         self._discover = msgspec.Raw(msgspec.json.encode(openrpc_document()))
+        self._heap = HeapTrimmer()
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -202,18 +249,22 @@ class Server:
                 await self._refuse(stream, err)
                 log.warning("connection.refused", conn=conn_id, reason="peer", peer=peer)
                 return
-            conn = _Connection(conn_id, stream, peer)
+            conn = _Connection(conn_id, stream, peer, self.limits.max_unsent_bytes_per_connection)
             self._connections[conn_id] = conn
             self.info.connections = len(self._connections)
             log.debug("connection.open", conn=conn_id, peer=peer)
             try:
-                async with trio.open_nursery() as pumps:
-                    conn.pumps = pumps
-                    async with trio.open_nursery() as requests:
-                        await self._read_loop(conn, requests)
-                    # The client is done sending and every reply is written:
-                    # its subscriptions end with the connection.
-                    pumps.cancel_scope.cancel()
+                with conn.scope:
+                    async with trio.open_nursery() as pumps:
+                        conn.pumps = pumps
+                        async with trio.open_nursery() as requests:
+                            await self._read_loop(conn, requests)
+                        # The client is done sending and every reply is written:
+                        # its subscriptions end with the connection.
+                        pumps.cancel_scope.cancel()
+                if conn.closed or conn.budget.throttled:
+                    # It may have left megabytes of freed replies resident.
+                    await self._heap.trim()
             except Exception:
                 # Whatever failed here ends this connection, never the server.
                 log.exception("connection.failed", conn=conn_id)
@@ -223,7 +274,7 @@ class Server:
                 self.info.subscriptions = len(self.hub)
                 del self._connections[conn_id]
                 self.info.connections = len(self._connections)
-                log.debug("connection.close", conn=conn_id)
+                log.debug("connection.close", conn=conn_id, client_gone=conn.closed)
 
     async def _refuse(self, stream: trio.SocketStream, err: errors.ReyndError) -> None:
         with trio.move_on_after(1.0):  # a refused peer never holds a task for long
@@ -255,6 +306,7 @@ class Server:
         buf = bytearray()
         scanned = 0  # bytes of buf already searched for a newline
         discarding = False  # inside an oversize line: drop bytes up to its newline
+        throttled = False  # logged once per connection
         while True:
             try:
                 chunk = await receive(_RECEIVE_SIZE)
@@ -276,6 +328,14 @@ class Server:
                 else:
                     line = bytes(buf[start:end])
                     if line and not line.isspace():
+                        if conn.budget.exceeded:
+                            # The client leaves its replies unread: read nothing more.
+                            if not throttled:
+                                throttled = True
+                                log.info(
+                                    "connection.throttled", conn=conn.id, unsent=conn.budget.unsent
+                                )
+                            await conn.budget.room()
                         await slots.acquire()
                         self._begin()
                         requests.start_soon(self._run, conn, line, slots)

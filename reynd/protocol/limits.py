@@ -45,7 +45,23 @@ _SHAPE: Final = bytes.maketrans(b"[{]}", b"(())")
 _NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b'[]{}"')
 _NOT_MEMBERS: Final = bytes(b for b in range(256) if b not in b'[]{}",')
 _STRING: Final = re.compile(rb'"[^"]*"')
-_GROUP: Final = re.compile(rb"\([^()]*\)")
+
+
+def _group(levels: int) -> bytes:
+    """A regex for one bracket group of the shape nesting at most `levels` deep.
+
+    Possessive throughout and built on a shape of only `(`, `)` and `,`: no
+    alternative can match where another did, so nothing is ever retried.
+    """
+    group = rb"\(,*+\)"
+    for _ in range(levels - 1):
+        group = rb"\(,*+(?:" + group + rb",*+)*+\)"
+    return group
+
+
+# One batch member (a group, or a scalar: nothing left of it in the shape) and
+# the comma after it. Members nest at most MAX_DEPTH - 1 inside the batch.
+_MEMBER: Final = re.compile(rb"(?:" + _group(MAX_DEPTH - 1) + rb")?+,")
 _OPENS: Final = re.compile(rb"\(+")
 _CLOSES: Final = re.compile(rb"\)+")
 
@@ -109,21 +125,24 @@ def batch_exceeds(data: bytes, limit: int) -> bool:
     """True when the JSON array `data` has more than `limit` (at least 1) members.
 
     Nothing is decoded, so a huge batch costs no memory to refuse: fewer than
-    `limit` commas is within the limit (one count); otherwise the commas at
-    the top level are counted, inner groups removed innermost first (one
-    pass per level: call it on text within the nesting limit).
+    `limit` commas is within the limit (one count); otherwise the members are
+    skipped one by one on the bracket shape, each by one match of `_MEMBER`
+    (never backtracking: linear in the bytes it covers), until `limit`
+    top-level commas are found or there are no more. Call it on text within
+    the nesting limit: a deeper group does not match and the text counts as
+    within the limit (the decoder, which must never see it, would then).
     """
     if data.count(b",") < limit:
         return False
     shape = _shape(data, _NOT_MEMBERS)
-    start, end = shape.find(b"("), shape.rfind(b")")
-    inner = shape[start + 1 : end]
-    while b"(" in inner:
-        shorter = _GROUP.sub(b"", inner)
-        if len(shorter) == len(inner):
-            break  # unbalanced, not JSON: the decoder refuses it
-        inner = shorter
-    return inner.count(b",") + 1 > limit
+    pos = shape.find(b"(") + 1
+    match = _MEMBER.match
+    for _ in range(limit):
+        member = match(shape, pos)
+        if member is None:
+            return False  # the last member, or not JSON: the decoder refuses that
+        pos = member.end()
+    return True
 
 
 def integer_exceeds(data: bytes) -> bool:
