@@ -41,6 +41,12 @@ _SCRUB = (
     "WATCHDOG_USEC",
     "WATCHDOG_PID",
     "JOURNAL_STREAM",
+    # The replication tests bring their own store and credentials.
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_ENDPOINT_URL",
 )
 
 

@@ -44,14 +44,18 @@ def _answers(port: int) -> bool:
 
 
 class MotoServer:
-    def __init__(self) -> None:
+    def __init__(self, *, unchecked_requests: int | None = None) -> None:
+        """`unchecked_requests`: after that many requests, check credentials (IAM)."""
         self.port = free_port()
+        env = {**os.environ, **CREDENTIALS}
+        if unchecked_requests is not None:
+            env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(unchecked_requests)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env={**os.environ, **CREDENTIALS},
+            env=env,
         )
         wait_until(lambda: _answers(self.port) or None, "moto's server to listen")
         self.url = f"http://127.0.0.1:{self.port}"
@@ -206,8 +210,8 @@ def _pump(src: socket.socket, dst: socket.socket, proxy: FaultyProxy) -> None:
 
 
 @contextlib.contextmanager
-def moto() -> Iterator[MotoServer]:
-    server = MotoServer()
+def moto(*, unchecked_requests: int | None = None) -> Iterator[MotoServer]:
+    server = MotoServer(unchecked_requests=unchecked_requests)
     try:
         yield server
     finally:

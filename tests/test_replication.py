@@ -242,6 +242,40 @@ def test_a_missing_bucket_is_a_clear_error_at_start(short_tmp: Path, s3: MotoSer
     assert "s3://no-such-bucket/x/: no such bucket" in done.stderr
 
 
+def test_credentials_that_do_not_work_are_a_clear_error_at_start(short_tmp: Path) -> None:
+    state = short_tmp / "state"
+    state.mkdir()
+    cfg = state / "reynd.toml"
+    home = short_tmp / "home"  # no ~/.aws to fall back on
+    home.mkdir()
+    # The bucket is made by the one unchecked request; then every key must be an IAM user's.
+    with moto(unchecked_requests=1) as checked:
+        checked.create_bucket(BUCKET)
+        cfg.write_text(config(f"s3://{BUCKET}/x", checked.url))
+        cases = [
+            ({**CREDENTIALS, "HOME": str(home)}, "access denied: check the credentials"),
+            (
+                {
+                    "HOME": str(home),
+                    "AWS_EC2_METADATA_DISABLED": "true",
+                    "AWS_CONFIG_FILE": str(home / "none"),
+                    "AWS_SHARED_CREDENTIALS_FILE": str(home / "none"),
+                },
+                "no credentials found",
+            ),
+        ]
+        for env, reason in cases:
+            done = run_daemon_to_exit(
+                short_tmp,
+                state_dir=state,
+                socket_path=short_tmp / "s.sock",
+                config_path=cfg,
+                env=env,
+            )
+            assert done.returncode == 2, done.stderr
+            assert reason in done.stderr, done.stderr
+
+
 def test_a_bad_url_is_refused_with_the_key_named(short_tmp: Path) -> None:
     state = short_tmp / "state"
     state.mkdir()

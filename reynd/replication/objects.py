@@ -182,8 +182,12 @@ class Bucket:
                 raise Missing(what) from None
             if code in _REFUSED:
                 raise Refused(f"{what}: {_REFUSED[code]}") from None
-            if status in (403, 404) and "Key" not in kwargs:
-                reason = "no such bucket" if status == 404 else "access denied"
+            if status in (403, 404) and "Key" not in kwargs:  # HEAD: no error body
+                reason = (
+                    "no such bucket: create it first, or fix the URL"
+                    if status == 404
+                    else "access denied: check the credentials and the bucket policy"
+                )
                 raise Refused(f"{self.location}: {reason} (HTTP {status})") from None
             raise Unavailable(f"{what}: {code or status} {error.get('Message', '')}") from exc
         except BotoCoreError as exc:  # connection refused, timeouts, bad endpoint URL...

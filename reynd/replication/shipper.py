@@ -21,7 +21,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable
+from functools import partial
 from typing import Final, Literal
 
 import msgspec
@@ -67,17 +67,11 @@ class Shipper:
         config: ReplicateConfig,
         location: Location,
         store: Store,
-        bucket: Callable[[], Bucket] | None = None,
     ) -> None:
         self.config = config
         self.location = location
         self._store = store
         self._state_dir = store.root / "state"
-        self._make_bucket = bucket or (
-            lambda: Bucket(
-                location, endpoint=config.endpoint, region=config.region, timeout_s=config.timeout_s
-            )
-        )
         self._bucket: Bucket
         self._identity: Identity
         self.state: State = "starting"
@@ -114,7 +108,16 @@ class Shipper:
         """
         self._identity = await trio.to_thread.run_sync(load_identity, self._state_dir)
         try:
-            self._bucket = await trio.to_thread.run_sync(self._make_bucket)
+            c = self.config
+            self._bucket = await trio.to_thread.run_sync(
+                partial(
+                    Bucket,
+                    self.location,
+                    endpoint=c.endpoint,
+                    region=c.region,
+                    timeout_s=c.timeout_s,
+                )
+            )
             await trio.to_thread.run_sync(self._bucket.check)
             await self._claim()
         except Refused as exc:
