@@ -225,6 +225,7 @@ def start_daemon(
     wait_ready: bool = True,
     stderr_marker: str | None = None,
     umask: int = -1,
+    stderr_fd: int | None = None,
 ) -> Daemon:
     """Start `reynd serve` in `workdir` (a short path) and wait for READY=1.
 
@@ -232,7 +233,8 @@ def start_daemon(
     command line (e.g. to run under systemd-socket-activate); with
     `stderr_marker`, returns once a line of stderr contains it (stderr is then
     copied to the log file by a thread, so the process never blocks on it).
-    `umask` is the daemon's (-1: ours).
+    `umask` is the daemon's (-1: ours). `stderr_fd`: the daemon's stderr (a
+    terminal, say) instead of the log file.
     """
     state_dir = state_dir or workdir / "state"
     socket_path = socket_path or workdir / "run" / "reynd.sock"
@@ -251,7 +253,7 @@ def start_daemon(
             env=daemon_env({"NOTIFY_SOCKET": str(notify_path), **(env or {})}),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE if stderr_marker else stderr,
+            stderr=subprocess.PIPE if stderr_marker else stderr_fd or stderr,
             umask=umask,
         )
     daemon = Daemon(state_dir, socket_path, proc, stderr_path, notify_sock)

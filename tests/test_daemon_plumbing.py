@@ -66,7 +66,7 @@ class _Stream(io.StringIO):
 def test_json_lines_with_journald_priority(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JOURNAL_STREAM", "8:1234")
     stream = _Stream(tty=False)
-    assert configure_logging("auto", "info", stream) == "json"
+    assert configure_logging("auto", "info", stream).format == "json"
     log = structlog.get_logger("t")
     log.debug("hidden")
     log.warning("careful", n=1)
@@ -79,7 +79,7 @@ def test_json_lines_with_journald_priority(monkeypatch: pytest.MonkeyPatch) -> N
 def test_console_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JOURNAL_STREAM", raising=False)
     stream = _Stream(tty=True)
-    assert configure_logging("auto", "debug", stream) == "console"
+    assert configure_logging("auto", "debug", stream).format == "console"
     structlog.get_logger("t").info("hello", key="value")
     out = stream.getvalue()
     assert "hello" in out and "key" in out and "value" in out

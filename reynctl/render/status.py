@@ -28,6 +28,8 @@ def status_text(st: m.StatusResult, style: Style) -> str:
         rows.append(("state dir", st.state_dir))
     if st.socket:
         rows.append(("socket", st.socket))
+    if st.log:
+        rows.append(("log", st.log))
     if st.replication is not None:
         rows.append(("replication", replication_line(st.replication)))
     if st.follow is not None:

@@ -380,6 +380,7 @@ class App:
             connections=ctx.server.connections,
             subscriptions=ctx.server.subscriptions,
             uptime_s=round(time.time() - ctx.server.started_at, 3),
+            log=ctx.server.log,
             ambiguous=self.registry.ambiguous(),
             replication=self.shipper.info() if self.shipper else None,
             follow=self.follower.info() if self.follower else None,

@@ -53,9 +53,24 @@ def main() -> None:
     type=click.Choice(LOG_FORMATS),
     default="auto",
     show_default=True,
-    help="json on a service, console (key=value) on a terminal.",
+    envvar="REYN_LOG_FORMAT",
+    help="json on a service (native fields under journald), console (key=value) on a "
+    "terminal [env: REYN_LOG_FORMAT].",
 )
-@click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True)
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS),
+    default="info",
+    show_default=True,
+    envvar="REYN_LOG_LEVEL",
+    help="[env: REYN_LOG_LEVEL]",
+)
+@click.option(
+    "--log-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="REYN_LOG_FILE",
+    help="Append the log to this file (created 0600) instead of stderr [env: REYN_LOG_FILE].",
+)
 @click.option(
     "--follow",
     metavar="URL",
@@ -69,6 +84,7 @@ def serve_command(
     config_path: str | None,
     log_format: str,
     log_level: str,
+    log_file: Path | None,
     follow: str | None,
 ) -> None:
     """Run the daemon in the foreground (what systemd runs).
@@ -76,7 +92,11 @@ def serve_command(
     Exit codes: 0 clean shutdown, 1 another daemon is running, 2 usage or
     configuration error, 3 other failure.
     """
-    configure_logging(log_format, log_level)
+    try:
+        logs = configure_logging(log_format, log_level, log_file=log_file)
+    except OSError as exc:
+        click.echo(f"reynd: cannot open the log file {log_file}: {exc.strerror}", err=True)
+        sys.exit(EXIT_USAGE)
     state = resolve_state_dir(state_dir)
     found = find_config(config_path, state)
     try:
@@ -92,7 +112,12 @@ def serve_command(
     else:
         sock = resolve_socket(config.socket) if config.socket else default_socket()
     opts = ServeOptions(
-        state_dir=state, socket=sock, config=config, config_path=found, follow=source
+        state_dir=state,
+        socket=sock,
+        config=config,
+        config_path=found,
+        follow=source,
+        log=logs.where,
     )
     sys.exit(serve(opts))
 

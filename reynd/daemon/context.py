@@ -25,6 +25,7 @@ class ServerInfo:
     connections: int = 0
     subscriptions: int = 0
     started_at: float = 0.0
+    log: str = ""  # where the log goes: a file, journald or stderr
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,23 +1,31 @@
-"""structlog set-up: JSON lines for services, key=value for people.
+"""structlog set-up: JSON lines for services, key=value for people, native fields for journald.
 
 JSON is encoded with msgspec (structlog's JSONRenderer expects str; msgspec
-returns bytes, so lines go to a BytesLogger on stderr's buffer). Under journald
-($JOURNAL_STREAM set) each line starts with a `<N>` syslog priority so the
-journal records the level.
+returns bytes, so lines go to a BytesLogger on stderr's buffer, or on the
+`--log-file`). Under journald (stderr is the stream $JOURNAL_STREAM names)
+each event is sent to the journal's socket in its native protocol: one field
+per key (`METHOD=state.get`, `DURATION_MS=0.4`, ...), so `journalctl
+REYND_EVENT=rpc METHOD=rewind` filters on them. If that socket cannot be
+reached, lines go to stderr with a `<N>` syslog priority prefix instead.
+`NO_COLOR` turns colours off on a terminal.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
+import socket
+import struct
 import sys
 from collections.abc import Callable, MutableMapping
+from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 import structlog
 
-__all__ = ["LOG_FORMATS", "LOG_LEVELS", "configure_logging"]
+__all__ = ["JOURNAL_SOCKET_ENV", "LOG_FORMATS", "LOG_LEVELS", "LogSetup", "configure_logging"]
 
 LogFormat = Literal["auto", "json", "console"]
 LOG_FORMATS: tuple[str, ...] = ("auto", "json", "console")
@@ -34,21 +42,48 @@ _PRIORITY = {
 }
 
 
-def _json_renderer(journald: bool) -> Callable[[Any, str, MutableMapping[str, Any]], bytes]:
+def _json_renderer(prefixed: bool) -> Callable[[Any, str, MutableMapping[str, Any]], bytes]:
     encode = msgspec.json.Encoder(enc_hook=repr).encode
 
     def render(_logger: Any, method: str, event: MutableMapping[str, Any]) -> bytes:
         line = encode(event)
-        return _PRIORITY.get(method, b"<6>") + line if journald else line
+        return _PRIORITY.get(method, b"<6>") + line if prefixed else line
 
     return render
 
 
+_open_files: list[Any] = []
+
+
+class LogSetup:
+    """Where the log goes (for `daemon.status`), and in which format."""
+
+    def __init__(self, fmt: Literal["json", "console", "journald"], where: str) -> None:
+        self.format = fmt
+        self.where = where
+
+
 def configure_logging(
-    fmt: str = "auto", level: str = "info", stream: Any = None
-) -> Literal["json", "console"]:
-    """Configure structlog for the daemon; returns the format chosen for `auto`."""
+    fmt: str = "auto",
+    level: str = "info",
+    stream: Any = None,
+    *,
+    log_file: Path | None = None,
+) -> LogSetup:
+    """Configure structlog for the daemon.
+
+    `log_file`: append there (created 0600) instead of stderr; OSError if it
+    cannot be opened. `auto` is console on a terminal, else JSON, or
+    journald's native fields when stderr is the journal.
+    """
+    where = "stderr"
+    if log_file is not None:
+        fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        stream = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+        _open_files.append(stream)  # the loggers hold its buffer only: keep it open
+        where = str(log_file.resolve())
     stream = sys.stderr if stream is None else stream
+    journal = _journal_socket() if log_file is None and fmt in ("auto", "json") else None
     if fmt == "auto":
         fmt = "console" if stream.isatty() else "json"
     shared: list[Any] = [
@@ -56,15 +91,22 @@ def configure_logging(
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    if fmt == "json":
-        journald = bool(os.environ.get("JOURNAL_STREAM"))
+    chosen: Literal["json", "console", "journald"] = "console"
+    if journal is not None:
+        processors = [*shared, structlog.processors.format_exc_info, _journal_renderer()]
+        factory: Any = lambda *_: _JournalLogger(journal, stream)  # noqa: E731
+        chosen, where = "journald", "journald"
+    elif fmt == "json":
         tracebacks = structlog.processors.ExceptionRenderer(
             structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
         )
-        processors = [*shared, tracebacks, _json_renderer(journald)]
-        factory: Any = structlog.BytesLoggerFactory(stream.buffer)
+        prefixed = log_file is None and bool(os.environ.get("JOURNAL_STREAM"))
+        processors = [*shared, tracebacks, _json_renderer(prefixed)]
+        factory = structlog.BytesLoggerFactory(stream.buffer)
+        chosen = "json"
     else:
-        processors = [*shared, structlog.dev.ConsoleRenderer(colors=stream.isatty())]
+        colors = stream.isatty() and not os.environ.get("NO_COLOR")
+        processors = [*shared, structlog.dev.ConsoleRenderer(colors=colors)]
         factory = structlog.WriteLoggerFactory(stream)
     structlog.configure(
         processors=processors,
@@ -81,7 +123,90 @@ def configure_logging(
     # shipper and follower log what matters (replicate.*, follow.*).
     for name in ("boto3", "botocore", "s3transfer", "urllib3"):
         logging.getLogger(name).setLevel(max(logging.INFO, root.level))
-    return "json" if fmt == "json" else "console"
+    return LogSetup(chosen, where)
+
+
+# -- journald's native protocol ------------------------------------------------------------
+
+JOURNAL_SOCKET = "/run/systemd/journal/socket"
+# Where journald listens, when not at JOURNAL_SOCKET (a container, a test).
+JOURNAL_SOCKET_ENV = "REYN_JOURNAL_SOCKET"
+_NOT_FIELD = re.compile(r"[^A-Z0-9_]")
+# Fields journald or its clients give a meaning: ours get a prefix instead.
+_RESERVED = frozenset(("MESSAGE", "MESSAGE_ID", "PRIORITY", "SYSLOG_IDENTIFIER", "ERRNO"))
+
+
+def _journal_socket() -> socket.socket | None:
+    """A socket to journald when stderr is the journal ($JOURNAL_STREAM is its dev:inode)."""
+    stream = os.environ.get("JOURNAL_STREAM", "")
+    try:
+        dev, ino = (int(x) for x in stream.split(":"))
+        st = os.fstat(2)
+    except (ValueError, OSError):
+        return None
+    if (st.st_dev, st.st_ino) != (dev, ino):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+    try:
+        sock.connect(os.environ.get(JOURNAL_SOCKET_ENV) or JOURNAL_SOCKET)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def _field(name: str, value: str) -> bytes:
+    data = value.encode("utf-8", "backslashreplace")
+    key = name.encode()
+    if b"\n" not in data:
+        return key + b"=" + data + b"\n"
+    return key + b"\n" + struct.pack("<Q", len(data)) + data + b"\n"
+
+
+def _journal_renderer() -> Callable[[Any, str, MutableMapping[str, Any]], dict[str, bytes]]:
+    """The datagram, and the line to write instead if the journal refuses it.
+
+    A dict: structlog passes a last processor's dict to the logger as keywords.
+    """
+    encode = msgspec.json.Encoder(enc_hook=repr).encode
+
+    def render(_logger: Any, method: str, event: MutableMapping[str, Any]) -> dict[str, bytes]:
+        line = encode(event)
+        name = str(event.get("event", ""))
+        rest = {k: v for k, v in event.items() if k not in ("event", "level", "timestamp")}
+        summary = " ".join(f"{k}={v}" for k, v in rest.items() if k != "exception")
+        parts = [
+            _field("MESSAGE", f"{name} {summary}".rstrip()),
+            b"PRIORITY=" + _PRIORITY.get(method, b"<6>")[1:2] + b"\n",
+            b"SYSLOG_IDENTIFIER=reynd\n",
+            _field("REYND_EVENT", name),
+        ]
+        for key, value in rest.items():
+            field = _NOT_FIELD.sub("_", key.upper()).lstrip("_") or "FIELD"
+            if field in _RESERVED or field[0].isdigit():
+                field = "REYND_" + field
+            text = value if isinstance(value, str) else encode(value).decode()
+            parts.append(_field(field, text))
+        return {"datagram": b"".join(parts), "line": _PRIORITY.get(method, b"<6>") + line}
+
+    return render
+
+
+class _JournalLogger:
+    """Sends each event as one datagram; a line on stderr if the journal refuses it."""
+
+    def __init__(self, sock: socket.socket, fallback: Any) -> None:
+        self._sock = sock
+        self._fallback = fallback
+
+    def msg(self, *, datagram: bytes, line: bytes) -> None:
+        try:
+            self._sock.send(datagram)
+        except OSError:  # too large for one datagram, journald gone...
+            self._fallback.buffer.write(line + b"\n")
+            self._fallback.buffer.flush()
+
+    log = debug = info = warning = error = critical = exception = msg
 
 
 class _ToStructlog(logging.Handler):

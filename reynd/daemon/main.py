@@ -63,6 +63,7 @@ class ServeOptions:
     config: DaemonConfig
     config_path: Path | None = None
     follow: Location | None = None  # serve a read-only replica of this prefix
+    log: str = ""  # where the log goes (daemon.status shows it)
 
 
 def serve(opts: ServeOptions) -> int:
@@ -106,7 +107,7 @@ def _single(exc: BaseException) -> BaseException:
 async def _serve(opts: ServeOptions) -> int:
     config = opts.config
     shutdown = trio.Event()
-    info = ServerInfo(started_at=time.time())
+    info = ServerInfo(started_at=time.time(), log=opts.log)
     hub = Hub(config.subscriber_queue)
     log.info(
         "starting",

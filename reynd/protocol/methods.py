@@ -141,6 +141,8 @@ class StatusResult(Result, kw_only=True):
     connections: int = 0
     subscriptions: int = 0
     uptime_s: float = 0.0
+    # Where the daemon logs: an absolute file path (--log-file), journald or stderr.
+    log: str = ""
     ambiguous: list[agent_methods.AmbiguousStep] = []
     replication: ReplicationInfo | None = None
     follow: FollowInfo | None = None
