@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["diff_values"]
+__all__ = ["diff_values", "path_order"]
 
 
 def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
+
+
+def path_order(path: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key of a JSON pointer: segment by segment, indices as numbers (/4 before /10)."""
+    return tuple((0, int(s)) if s.isdigit() else (1, s) for s in path.split("/"))
 
 
 def diff_values(before: Any, after: Any, path: str = "") -> list[tuple[str, str, Any, Any]]:
@@ -27,7 +32,7 @@ def diff_values(before: Any, after: Any, path: str = "") -> list[tuple[str, str,
                 out.append((sub, "add", None, after[key]))
             else:
                 out.extend(diff_values(before[key], after[key], sub))
-        return sorted(out, key=lambda c: c[0])
+        return sorted(out, key=lambda c: path_order(c[0]))
     if isinstance(before, list) and isinstance(after, list):
         out = []
         for i in range(max(len(before), len(after))):

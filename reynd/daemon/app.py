@@ -477,7 +477,12 @@ class App:
             after = {p.agent: after.get(p.agent)} if p.agent in after else {}
         agents: dict[str, list[m.Change]] = {}
         for name in sorted(before.keys() | after.keys()):
-            changes = diff_values(before.get(name), after.get(name))
+            if name not in before:  # born between the two seqs
+                changes = [("", "add", None, after[name])]
+            elif name not in after:  # not yet born as of to_seq (a diff backwards)
+                changes = [("", "remove", before[name], None)]
+            else:
+                changes = diff_values(before[name], after[name])
             if changes:
                 agents[name] = [
                     m.Change(path=path or "/", op=op, before=b, after=a)  # type: ignore[arg-type]
