@@ -31,6 +31,21 @@ def test_ready_then_sigterm_exits_0_and_removes_socket(short_tmp: Path) -> None:
     assert not d.socket.exists()
 
 
+def test_systemd_status_shows_the_head_and_follows_it(short_tmp: Path) -> None:
+    d = start_daemon(short_tmp)
+    try:
+        ready = d.wait_notification("READY=1")
+        assert f"STATUS=serving on {d.socket}; head 0 on branch 0, 0 agents" in ready, ready
+        d.call("wal.append", {"agent": "ada", "kind": "agent.created"})
+        later = d.wait_notification("STATUS=serving on")
+        while "head 1 " not in later:  # each new STATUS= comes as its own datagram
+            d.notifications.remove(later)
+            later = d.wait_notification("STATUS=serving on")
+        assert "head 1 on branch 0, 1 agents" in later, later
+    finally:
+        d.stop()
+
+
 def test_sigint_also_shuts_down_cleanly(short_tmp: Path) -> None:
     d = start_daemon(short_tmp)
     d.stop(signal.SIGINT)
