@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Literal
 
 import click
 
@@ -251,6 +252,52 @@ def restore_command(
     )
     if report.adopted:
         click.echo(f"a daemon on {state} with [replicate] url = {url!r} continues the replica")
+
+
+@main.command(name="install-units")
+@click.option(
+    "--user/--system",
+    "user",
+    default=True,
+    help="A per-user daemon (default) or the system daemon.",
+)
+@click.option(
+    "--dir",
+    "target",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to write them [default: ~/.config/systemd/user, or /etc/systemd/system].",
+)
+@click.option("--force", is_flag=True, help="Replace unit files that are already there.")
+def install_units_command(user: bool, target: Path | None, force: bool) -> None:
+    """Install the systemd units, running this installation's reynd.
+
+    Writes reynd.service and reynd.socket with ExecStart naming the reynd
+    you are running now (a virtual environment, pipx, /usr/bin...), then says
+    what to run next. Exit codes: 0 written, 1 they exist (use --force),
+    2 cannot write there.
+
+    \b
+    Examples:
+      reynd install-units                      # per user
+      sudo /opt/reynd/bin/reynd install-units --system
+    """
+    from reynd.daemon.units import UnitsExist, install_units, unit_dir
+
+    scope: Literal["user", "system"] = "user" if user else "system"
+    where = target or unit_dir(scope)
+    try:
+        written = install_units(scope, where, force=force)
+    except UnitsExist as exc:
+        click.echo(f"reynd: {exc}", err=True)
+        sys.exit(1)
+    except OSError as exc:
+        hint = "" if user else " (run it as root, or pass --dir)"
+        click.echo(f"reynd: cannot write the units into {where}: {exc.strerror}{hint}", err=True)
+        sys.exit(EXIT_USAGE)
+    for w in written:
+        click.echo(f"{'replaced' if w.replaced else 'wrote'} {w.path}")
+    ctl = "systemctl --user" if user else "systemctl"
+    click.echo(f"next: {ctl} daemon-reload && {ctl} enable --now reynd.socket && reynctl status")
 
 
 if __name__ == "__main__":
