@@ -115,9 +115,21 @@ def test_second_daemon_on_the_same_socket_is_refused(daemon: Daemon, short_tmp: 
     other.mkdir()
     result = run_daemon_to_exit(other, state_dir=other / "state", socket_path=daemon.socket)
     assert result.returncode == 1, result.stderr
-    assert f"another daemon (pid {daemon.pid}) listens on {daemon.socket}" in result.stderr
+    # Which project's daemon holds it, and how to run a second one.
+    held = f"another daemon (pid {daemon.pid}, state dir {daemon.state_dir}) listens on"
+    assert f"{held} {daemon.socket}" in result.stderr, result.stderr
+    assert "--socket PATH" in result.stderr and "REYN_SOCKET" in result.stderr
     assert daemon.socket.exists()  # the live daemon's socket is left alone
     assert daemon.call("daemon.status")["pid"] == daemon.pid
+
+
+def test_a_relative_state_dir_is_shown_absolute(short_tmp: Path) -> None:
+    """`state dir .reyn` in status says nothing about which project's daemon answers."""
+    d = start_daemon(short_tmp, state_dir=Path("project") / ".reyn")  # relative to its cwd
+    try:
+        assert d.call("daemon.status")["state_dir"] == str(short_tmp / "project" / ".reyn")
+    finally:
+        d.stop()
 
 
 def test_stale_socket_is_removed(short_tmp: Path) -> None:
