@@ -31,7 +31,14 @@ from reynd.daemon.rpc import Handler
 from reynd.daemon.runtime_api import RuntimeApi
 from reynd.protocol import errors
 from reynd.protocol import methods as m
-from reynd.protocol.events import AgentCreated, AgentEvent, Event, boundary_kind, kind_of
+from reynd.protocol.events import (
+    AgentCreated,
+    AgentEvent,
+    Event,
+    Rewind,
+    boundary_kind,
+    kind_of,
+)
 from reynd.protocol.state import RuntimeState
 from reynd.replication.config import ReplicateConfig
 from reynd.replication.follower import Follower
@@ -179,7 +186,9 @@ class App:
             self.coordinator.substrates.append(self.workspace)
         location = self._replicate.location()
         if self._follow is not None:
-            self.follower = Follower(self._replicate, self._follow, store, self.committer)
+            self.follower = Follower(
+                self._replicate, self._follow, store, self.committer, self._replicated_reset
+            )
         elif location is not None:
             self.shipper = Shipper(self._replicate, location, store)
             await self.shipper.open()  # ReplicaRefused: the operator must act
@@ -225,6 +234,9 @@ class App:
         finally:
             with trio.CancelScope(shield=True):
                 await self.committer.stop()
+                if self.shipper is not None and self.committer.failure is None:
+                    # Every append is durable now: ship the last of them.
+                    await self.shipper.flush(self._replicate.timeout_s)
                 await self.audit.aclose(store.head, store.lineage.branch_of(store.head))
                 if self.committer.failure is None:
                     if self.failure is None:
@@ -334,6 +346,18 @@ class App:
         self.audit.reset_done(result)
         self.registry.restart()
         self._publish("rewinds", result.reset_seq, msgspec.to_builtins(result))
+
+    def _replicated_reset(self, record: Rewind, target_was_active: bool) -> None:
+        """A follower applied a reset record: tell `rewinds` subscribers, as the primary did."""
+        result = m.RewindResult(
+            mode="undo" if target_was_active else "fork_switch",
+            reset_seq=record.seq,
+            target=record.target_n,
+            branch=self.store.lineage.branch_of(record.seq),
+            cancelled=[],
+            duration_ms=0.0,
+        )
+        self._publish("rewinds", record.seq, msgspec.to_builtins(result))
 
     async def _capture_generations(self) -> None:
         """Let every substrate capture each new generation, in seq order."""

@@ -132,7 +132,7 @@ def _follow_source(url: str, state: Path, replicate: ReplicateConfig) -> Locatio
         location = parse_url(url)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--follow") from None
-    if state.exists() and any(state.iterdir()):
+    if state.exists() and any(p.name != "reynd.toml" for p in state.iterdir()):
         return location
     try:
         bucket = Bucket(
@@ -141,7 +141,8 @@ def _follow_source(url: str, state: Path, replicate: ReplicateConfig) -> Locatio
             region=replicate.region,
             timeout_s=replicate.timeout_s,
         )
-        restore(bucket, state, say=lambda s: click.echo(s, err=True))
+        # Adopted: promoting the follower (serve without --follow) continues the prefix.
+        restore(bucket, state, adopt=True, say=lambda s: click.echo(s, err=True))
     except (RestoreError, Refused) as exc:
         click.echo(f"reynd: cannot follow {location}: {exc}", err=True)
         sys.exit(EXIT_USAGE)
@@ -167,6 +168,7 @@ def repair_command(state_dir: str | None, truncate_at: str, yes: bool) -> None:
     a `lost` record so that no seq is ever issued twice. Run it only with the
     daemon stopped, after reading the corruption error.
     """
+    from reynd.replication.identity import forget_progress
     from reynd.storage.errors import StorageError
     from reynd.storage.lock import StateLocked
     from reynd.storage.repair import truncate_at as cut
@@ -184,6 +186,9 @@ def repair_command(state_dir: str | None, truncate_at: str, yes: bool) -> None:
         )
     try:
         report = cut(state, segment, int(offset_text))
+        # Cut seqs are `lost` records now: a replica holding the originals must
+        # not be continued (the next start ships from the floor, a new root).
+        forget_progress(state / "state")
     except StateLocked as exc:
         click.echo(f"reynd: {exc}: stop the daemon first", err=True)
         sys.exit(1)
@@ -212,22 +217,35 @@ def repair_command(state_dir: str | None, truncate_at: str, yes: bool) -> None:
     "--endpoint", metavar="URL", help="S3-compatible endpoint [default: $AWS_ENDPOINT_URL]."
 )
 @click.option("--region", help="Region [default: the AWS chain's].")
-def restore_command(
-    url: str, state_dir: str | None, to_seq: int | None, endpoint: str | None, region: str | None
+@click.option(
+    "--adopt",
+    is_flag=True,
+    help="Let a daemon on the restored directory continue the replica (a failover: the "
+    "daemon that writes it now stands down). Not with --to-seq short of the end.",
+)
+def restore_command(  # noqa: PLR0917
+    url: str,
+    state_dir: str | None,
+    to_seq: int | None,
+    endpoint: str | None,
+    region: str | None,
+    adopt: bool,
 ) -> None:
     """Rebuild a state directory from a replica that `[replicate]` shipped.
 
-    The directory must be absent or empty. Without --to-seq it gets the same
-    head, branches and generations as the source had when it last shipped,
-    and a daemon started on it may continue replicating to URL (unless a newer
-    daemon claimed it). Credentials come from the environment or the
-    standard AWS chain.
+    The directory must be absent or empty (a reynd.toml in it is kept).
+    Without --to-seq it gets the same head, branches and generations as the
+    source had when it last shipped. A daemon started on it is refused the
+    prefix (two writers must never share one) unless --adopt: then it
+    continues the replica and the daemon writing there now stands down.
+    Credentials come from the environment or the standard AWS chain.
 
     \b
     Example:
       reynd restore --from s3://backups/reynd/laptop --state-dir ~/reyn-restored
     """
-    from reynd.replication.objects import Bucket, Refused, Unavailable, parse_url
+    from reynd.protocol.errors import ReyndError
+    from reynd.replication.objects import Bucket, Missing, Refused, Unavailable, parse_url
     from reynd.replication.restore import RestoreError, restore
     from reynd.storage.errors import StorageError
 
@@ -235,14 +253,25 @@ def restore_command(
         location = parse_url(url)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--from") from None
+    if adopt and to_seq is not None:
+        raise click.UsageError("--adopt restores everything: leave out --to-seq")
     state = resolve_state_dir(state_dir)
     try:
         bucket = Bucket(location, endpoint=endpoint, region=region, timeout_s=60)
-        report = restore(bucket, state, to_seq=to_seq, say=lambda s: click.echo(s, err=True))
+        report = restore(
+            bucket, state, to_seq=to_seq, adopt=adopt, say=lambda s: click.echo(s, err=True)
+        )
     except (RestoreError, Refused) as exc:
         click.echo(f"reynd: restore failed: {exc}", err=True)
         sys.exit(EXIT_USAGE)
-    except (Unavailable, StorageError, OSError) as exc:
+    except Missing as exc:
+        click.echo(
+            f"reynd: restore failed: {exc} vanished while restoring (the source's retention "
+            "removed it): try again",
+            err=True,
+        )
+        sys.exit(3)
+    except (Unavailable, StorageError, ReyndError, OSError) as exc:
         click.echo(f"reynd: restore failed: {exc}", err=True)
         sys.exit(3)
     click.echo(
@@ -252,6 +281,8 @@ def restore_command(
     )
     if report.adopted:
         click.echo(f"a daemon on {state} with [replicate] url = {url!r} continues the replica")
+    else:
+        click.echo(f"a daemon on {state} must replicate to another prefix (or restore --adopt)")
 
 
 @main.command(name="install-units")
