@@ -11,13 +11,22 @@ from reynctl import render
 from reynctl.cli.arguments import options_decorators, parse_options
 from reynctl.cli.completion import _complete_agent, _complete_seq
 from reynctl.cli.group import cli
-from reynctl.cli.options import SEQ, Options, json_option, pass_opts
+from reynctl.cli.options import SEQ, Options, confirm_move, examples, json_option, pass_opts
+from reynctl.cli.timeline import move
 from reynd.protocol import agent_methods as a
 
 EXECUTORS = click.Choice(["builtin", "command", "openai"])
 
 
-@cli.group(invoke_without_command=True)
+@cli.group(
+    invoke_without_command=True,
+    epilog=examples(
+        "reynctl agents                          # the table",
+        "reynctl agents create ada",
+        "reynctl agents show ada",
+        "reynctl agents configure ada -o delay=0.5",
+    ),
+)
 @click.option("--session", help="Only this session's agents.")
 @json_option
 @click.pass_context
@@ -47,7 +56,15 @@ def agents_list(opts: Options, session: str | None) -> None:
     _list_agents(opts, session)
 
 
-@agents.command("create")
+@agents.command(
+    "create",
+    epilog=examples(
+        "reynctl agents create ada",
+        "reynctl agents create bo --executor openai -o base_url=http://127.0.0.1:11434/v1 "
+        "-o model=llama3",
+        'reynctl agents create cy --executor command --options \'{"argv": ["./my-step"]}\'',
+    ),
+)
 @click.argument("name")
 @click.option(
     "--executor",
@@ -129,7 +146,14 @@ def agents_configure(
     opts.emit(reply, lambda: render.agent_text(reply.value, opts.style))
 
 
-@cli.command()
+@cli.command(
+    epilog=examples(
+        'reynctl send ada "Plan a weekend in Kyoto."     # waits for the turn',
+        'reynctl send ada "/plan book; visit; rest" --no-wait',
+        "git diff | reynctl send ada -                  # the text from stdin",
+        "reynctl --json send ada hello | jq .boundary_seq",
+    )
+)
 @click.argument("agent", shell_complete=_complete_agent)
 @click.argument("text")
 @click.option(
@@ -179,7 +203,7 @@ def send(opts: Options, agent: str, text: str, wait: bool, wait_timeout: float) 
         )
 
 
-@cli.command()
+@cli.command(epilog=examples("reynctl cancel ada"))
 @click.argument("agent", shell_complete=_complete_agent)
 @json_option
 @pass_opts
@@ -195,7 +219,12 @@ def cancel(opts: Options, agent: str) -> None:
     opts.emit(reply, lambda: render.cancel_text(reply.value, agent, opts.style))
 
 
-@cli.command()
+@cli.command(
+    epilog=examples(
+        "reynctl status              # lists ambiguous steps and the command for each",
+        "reynctl resolve ada skip",
+    )
+)
 @click.argument("agent", shell_complete=_complete_agent)
 @click.argument("action", type=click.Choice(["retry", "skip", "abort"]))
 @json_option
@@ -215,7 +244,7 @@ def resolve(opts: Options, agent: str, action: Any) -> None:
     opts.emit(reply, lambda: render.resolve_text(reply.value, action, opts.style))
 
 
-@cli.command()
+@cli.command(epilog=examples("reynctl interventions", "reynctl interventions --agent ada"))
 @click.option("--agent", shell_complete=_complete_agent, help="Only this agent's questions.")
 @json_option
 @pass_opts
@@ -229,7 +258,12 @@ def interventions(opts: Options, agent: str | None) -> None:
         opts.note("answer with: reynctl answer AGENT ID TEXT")
 
 
-@cli.command()
+@cli.command(
+    epilog=examples(
+        "reynctl interventions             # the questions, with their IDs",
+        'reynctl answer ada t32.s0 "Kyoto"',
+    )
+)
 @click.argument("agent", shell_complete=_complete_agent)
 @click.argument("intervention_id", metavar="ID")
 @click.argument("text")
@@ -247,20 +281,38 @@ def answer(opts: Options, agent: str, intervention_id: str, text: str) -> None:
     opts.emit(reply, lambda: render.answer_text(reply.value, agent, intervention_id, opts.style))
 
 
-@cli.command("act-turn-rewind")
+@cli.command(
+    "act-turn-rewind",
+    epilog=examples(
+        "reynctl generations --agent ada --kind plan_step   # the seqs between act-steps",
+        "reynctl act-turn-rewind ada 21                     # asks, then rewinds into the turn",
+        "reynctl act-turn-rewind ada 21 --yes               # in a script",
+    ),
+)
 @click.argument("agent", shell_complete=_complete_agent)
 @click.argument("seq", type=SEQ, shell_complete=_complete_seq)
+@click.option(
+    "--yes", "-y", is_flag=True, help="Do not ask for confirmation (required off a terminal)."
+)
 @json_option
 @pass_opts
-def act_turn_rewind(opts: Options, agent: str, seq: int) -> None:
+def act_turn_rewind(opts: Options, agent: str, seq: int, yes: bool) -> None:
     """Rewind to SEQ inside one of AGENT's turns, between two act-steps.
 
-    Like `rewind`, the tip moves back to SEQ (an active seq) and later seqs
-    become an abandoned branch; then the turn resumes: steps up to SEQ are
-    ghost-replayed from their memos (0 executor calls), later ones run again.
-    `reynctl checkout` of the previous head comes back.
+    Like `rewind`, every agent moves to SEQ (an active seq), turns in flight
+    are cancelled and later seqs become an abandoned branch; then the turn
+    resumes: steps up to SEQ are ghost-replayed from their memos (0 executor
+    calls), later ones run again. `reynctl checkout` of the previous head
+    comes back. Asks first on a terminal; elsewhere pass --yes.
     """
-    with opts.client() as c:
-        params = a.ActTurnRewindParams(agent=agent, seq=seq)
-        reply = c.call("act_turn.rewind", params, a.ActTurnRewindResult)
-    opts.emit(reply, lambda: render.act_turn_text(reply.value, agent, opts.style))
+    confirm_move(yes, "act-turn-rewind")
+    move(
+        opts,
+        yes=yes,
+        what=f"act-turn rewind of {agent} to seq {seq}",
+        call=lambda c: c.call(
+            "act_turn.rewind", a.ActTurnRewindParams(agent=agent, seq=seq), a.ActTurnRewindResult
+        ),
+        human=lambda res: render.act_turn_text(res, agent, opts.style),
+        agent=agent,
+    )
