@@ -275,3 +275,38 @@ def test_main_commands_show_examples_that_parse(command: str):
         tokens = list(words)  # up to a pipe or a redirection
         end = next((i for i, t in enumerate(tokens) if t in {"|", ">", ";", "&&"}), len(tokens))
         _parse(tokens[1:end])
+
+
+# -- agents wait ---------------------------------------------------------------------------
+
+
+def test_agents_wait_returns_once_the_work_a_rewind_restarted_is_done(daemon: Daemon):
+    sock = daemon.socket
+    # Slow steps (0.5 s each, 5 in this turn): the re-run is long enough to be waited for.
+    ok(reynctl("agents", "create", "ada", "-o", "delay=0.5", sock=sock))
+    ok(reynctl("append", "scribe", "agent.created", sock=sock))  # external: never waited for
+    sent = json.loads(ok(reynctl("--json", "send", "ada", "/plan a; b; c", "--no-wait", sock=sock)))
+    # Back to the message's seq: the turn in flight is cancelled, and runs again from the start.
+    proc = reynctl("rewind", str(sent["seq"]), "--yes", sock=sock)
+    assert "reynctl agents wait" in ok(proc) + proc.stderr
+    reset = daemon.call("daemon.status")["head"]
+    assert (
+        daemon.call("agents.get", {"agent": "ada"})["status"] != "idle"
+        or (daemon.call("state.get", {"agent": "ada"})["agents"]["ada"]["inbox"])
+    )
+
+    # Not done within 0.1 s: exit 1, naming who is busy.
+    proc = reynctl("--json", "agents", "wait", "--timeout", "0.1", sock=sock)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert json.loads(proc.stderr)["error"]["name"] == "wait_timeout"
+    assert "ada" in json.loads(proc.stderr)["error"]["message"]
+
+    out = ok(reynctl("--color", "never", "agents", "wait", sock=sock))
+    assert "ada" in out and "idle" in out
+    ends = daemon.call("generations.list", {"kind": "turn", "limit": 1})["generations"]
+    assert ends[0]["seq"] > reset  # the re-run turn has ended
+    info = daemon.call("agents.get", {"agent": "ada"})
+    assert info["status"] == "idle" and info["turn_id"] is None and info["inbox"] == 0
+
+    proc = reynctl("agents", "wait", "nobody", sock=sock)
+    assert proc.returncode == 1 and "unknown_agent" in proc.stderr

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -11,11 +14,36 @@ from reynctl import render
 from reynctl.cli.arguments import options_decorators, parse_options
 from reynctl.cli.completion import _complete_agent, _complete_seq
 from reynctl.cli.group import cli
-from reynctl.cli.options import SEQ, Options, confirm_move, examples, json_option, pass_opts
+from reynctl.cli.options import (
+    SEQ,
+    F,
+    Options,
+    confirm_move,
+    examples,
+    fail_here,
+    json_option,
+    pass_opts,
+)
 from reynctl.cli.timeline import move
+from reynctl.errors import DaemonTimeout
+from reynctl.render.timeline import RUN_BY_THE_DAEMON
 from reynd.protocol import agent_methods as a
+from reynd.protocol import methods as m
+from reynd.protocol.state import AgentState
 
 EXECUTORS = click.Choice(["builtin", "command", "openai"])
+
+
+def _wait_timeout(help_text: str) -> Callable[[F], F]:
+    """--timeout of a command that waits in the daemon (not reynctl's per-answer --timeout)."""
+    return click.option(
+        "--timeout",
+        "wait_timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=300.0,
+        show_default=True,
+        help=help_text,
+    )
 
 
 @cli.group(
@@ -107,6 +135,64 @@ def agents_create(
     opts.emit(reply, lambda: render.agent_text(reply.value, opts.style))
 
 
+def _settled(info: a.AgentInfo, agent: AgentState | None) -> bool:
+    """Nothing left that the agent does on its own (it may wait for the operator)."""
+    if info.status in ("waiting", "ambiguous", "failed"):
+        return True  # a question, an ambiguous step, a failed runner: the operator's move
+    pending = agent is not None and bool(agent.inbox or agent.pending_chains)
+    return info.status == "idle" and info.turn_id is None and not pending
+
+
+@agents.command(
+    "wait",
+    epilog=examples(
+        "reynctl rewind 11 --yes && reynctl agents wait   # until the re-run turn is done",
+        "reynctl send ada hello --no-wait && reynctl agents wait ada --timeout 60",
+    ),
+)
+@click.argument("names", metavar="[NAME]...", nargs=-1, shell_complete=_complete_agent)
+@_wait_timeout("Give up after this many seconds (exit 1).")
+@json_option
+@pass_opts
+def agents_wait(opts: Options, names: tuple[str, ...], wait_timeout: float) -> None:
+    """Wait until agents have nothing left to do on their own; then list them.
+
+    An agent is done when it is idle with no turn in flight and an empty
+    inbox, or when it waits for the operator (a question, an ambiguous step)
+    or failed. Default: every agent the daemon runs (not those an external
+    runtime drives). For scripts: after a rewind, checkout or act-turn rewind
+    (work pending at the target runs again at once), or `send --no-wait`.
+    """
+    deadline = time.monotonic() + wait_timeout
+    with opts.client() as c:
+        for name in names:
+            c.call("agents.get", a.AgentsGetParams(agent=name), a.AgentInfo)  # unknown_agent
+        c.call("subscribe", m.SubscribeParams(topics=["agents"]), m.SubscribeResult)
+        while True:
+            # Subscribed first: a change after these reads is a notification below.
+            state = c.call("state.get", m.StateParams(), m.StateResult).value
+            reply = c.call("agents.list", a.AgentsListParams(), a.AgentsListResult)
+            busy = [
+                info.name
+                for info in reply.value.agents
+                if (info.name in names if names else info.executor in RUN_BY_THE_DAEMON)
+                and not _settled(info, state.agents.get(info.name))
+            ]
+            remaining = deadline - time.monotonic()
+            if not busy or remaining <= 0:
+                break
+            # Woken by a status change; a second at most, should a notification be lost.
+            with contextlib.suppress(DaemonTimeout):
+                next(c.notifications(timeout=min(1.0, remaining)))
+    if busy:
+        fail_here(
+            opts,
+            "wait_timeout",
+            f"still busy after {wait_timeout:g}s: {', '.join(busy)} (reynctl agents)",
+        )
+    opts.emit(reply, lambda: render.agents_table(reply.value, opts.style))
+
+
 @agents.command("show")
 @click.argument("name", shell_complete=_complete_agent)
 @json_option
@@ -162,14 +248,7 @@ def agents_configure(
     show_default=True,
     help="Wait for the turn to end and print its reply, or return once it is queued.",
 )
-@click.option(
-    "--timeout",
-    "wait_timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=300.0,
-    show_default=True,
-    help="With --wait, seconds to wait for the turn to end (it keeps running after).",
-)
+@_wait_timeout("With --wait, seconds to wait for the turn to end (it keeps running after).")
 @json_option
 @pass_opts
 def send(opts: Options, agent: str, text: str, wait: bool, wait_timeout: float) -> None:

@@ -28,10 +28,12 @@ __all__ = [
     "SEQ",
     "Options",
     "ask_move",
+    "columns",
     "confirm_move",
     "decline",
     "examples",
     "fail",
+    "fail_here",
     "json_option",
     "pass_opts",
     "usage_error_json",
@@ -105,9 +107,14 @@ class Options:
         click.echo(text, err=True, color=self.err_style.color)
 
 
+def columns() -> int:
+    """The terminal's width (100 when it is not a terminal and $COLUMNS is unset)."""
+    return shutil.get_terminal_size((100, 24)).columns
+
+
 def width() -> int:
     """Room for one truncated value on a line of the terminal."""
-    return max(40, shutil.get_terminal_size((100, 24)).columns - 20)
+    return max(40, columns() - 20)
 
 
 def fail(opts: Options | None, exc: ClientError | ReyndError) -> NoReturn:
@@ -145,6 +152,18 @@ def usage_error_json(exc: click.ClickException) -> None:
         data["help"] = f"{ctx.command_path} --help"
     name = "usage_error" if isinstance(exc, click.UsageError) else "error"
     _json_error(None, name, exc.format_message(), data)
+
+
+def fail_here(opts: Options, name: str, message: str, status: int = EXIT_DAEMON) -> NoReturn:
+    """A failure reynctl itself finds (not the daemon's refusal), reported as the others."""
+    if opts.json:
+        _json_error(None, name, message, {})
+    else:
+        style = opts.err_style
+        click.echo(
+            f"{style('error:', 'red', 'bold')} {message} ({name})", err=True, color=style.color
+        )
+    sys.exit(status)
 
 
 def decline(opts: Options) -> NoReturn:

@@ -15,6 +15,7 @@ from reynctl.cli.options import (
     SEQ,
     Options,
     ask_move,
+    columns,
     confirm_move,
     examples,
     json_option,
@@ -97,14 +98,12 @@ def move(
         with contextlib.suppress(ReyndError):
             if not opts.json:
                 state = c.call("state.get", m.StateParams(seq=res.target), m.StateResult).value
-    opts.emit(
-        reply,
-        lambda: "\n".join(
-            [human(res), *(render.runs_again(state, width(), skip=agent) if state else [])]
-        ),
-    )
+    again: list[str] = render.runs_again(state, columns(), skip=agent) if state else []
+    opts.emit(reply, lambda: "\n".join([human(res), *again]))
     if not opts.json:
         opts.note(f"undo: reynctl checkout {res.reset_seq - 1}")
+        if again:
+            opts.note("wait for it: reynctl agents wait")
 
 
 @cli.command(

@@ -10,10 +10,10 @@ from reynctl.render.table import Cell, Style, table
 from reynd.protocol import methods as m
 from reynd.protocol.agent_methods import ExecutorName
 
-__all__ = ["branch_tree", "generations_table", "rewind_text", "runs_again"]
+__all__ = ["RUN_BY_THE_DAEMON", "branch_tree", "generations_table", "rewind_text", "runs_again"]
 
 # The executors the daemon runs itself; an agent an external runtime drives is not restarted.
-_RUN_BY_THE_DAEMON = frozenset(get_args(ExecutorName))
+RUN_BY_THE_DAEMON = frozenset(get_args(ExecutorName))
 
 
 def generations_table(res: m.GenerationsResult, style: Style, tz: tzinfo | None = None) -> str:
@@ -50,7 +50,7 @@ def rewind_text(res: m.RewindResult, style: Style) -> str:
     return "\n".join(lines)
 
 
-def runs_again(state: m.StateResult, width: int, skip: str | None = None) -> list[str]:
+def runs_again(state: m.StateResult, columns: int, skip: str | None = None) -> list[str]:
     """What the daemon's agents take up at once after a move to `state.seq`.
 
     After a rewind, checkout or act-turn rewind the daemon starts its agents
@@ -60,7 +60,7 @@ def runs_again(state: m.StateResult, width: int, skip: str | None = None) -> lis
     """
     lines = []
     for name, agent in sorted(state.agents.items()):
-        if agent.executor not in _RUN_BY_THE_DAEMON:
+        if agent.executor not in RUN_BY_THE_DAEMON:
             continue
         who = printable(name)
         for chain in agent.pending_chains if name != skip else ():
@@ -70,7 +70,7 @@ def runs_again(state: m.StateResult, width: int, skip: str | None = None) -> lis
             )
         for item in agent.inbox:
             head = f"  {who} runs again now: its message at seq {item.seq} was not taken yet: "
-            lines.append(head + truncate(item.text, max(20, width - len(head))))
+            lines.append(head + truncate(item.text, max(20, columns - len(head))))
     return lines
 
 
