@@ -201,7 +201,7 @@ def _decode_one(data: bytes, pos: int, expected_seq: int) -> tuple[Chunk, int]:
     if len(p.agents) <= _SMALL:
         if len(p.gen_agents) != n or p.gen_agents.translate(None, bytes(range(len(p.agents)))):
             raise IndexUnusable(f"chunk at byte {pos} holds an unknown agent")
-        agents: array[int] = array("I", array("B", p.gen_agents))
+        agents = _widen(p.gen_agents)
     else:
         agents = _from_le("I", p.gen_agents, "generation agents")
         if len(agents) != n or max(agents, default=0) >= len(p.agents):
@@ -224,6 +224,15 @@ def _decode_one(data: bytes, pos: int, expected_seq: int) -> tuple[Chunk, int]:
     )
     _check(chunk, count, pos)
     return chunk, start + length
+
+
+def _widen(ids: bytes) -> array[int]:
+    """u8 ids as an array of u32, without a Python int per id (a strided copy)."""
+    wide = bytearray(4 * len(ids))
+    wide[0 if _LITTLE else 3 :: 4] = ids
+    out: array[int] = array("I")
+    out.frombytes(wide)
+    return out
 
 
 def _from_le_float(data: bytes) -> array[float]:
