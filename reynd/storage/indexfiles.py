@@ -62,6 +62,8 @@ class IndexFiles:
             data = self.path(first_seq).read_bytes()
         except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise IndexUnusable(f"cannot read it ({exc})") from None
         chunks = decode_index(data, first_seq)
         if chunks:
             _check_against(chunks[-1], segment)
@@ -71,17 +73,12 @@ class IndexFiles:
         """Remove an index that may not be used (it is rebuilt by the next write)."""
         path = self.path(first_seq)
         log.warning("segment index %s not used, segment scanned in full: %s", path, reason)
-        try:
-            fsops.unlink(path)
-        except FileNotFoundError:
-            return
-        fsync_dir(self.dir)
+        self.drop(first_seq)
 
     def remove_orphans(self, segments: set[int]) -> None:
         """Remove the index of every segment that is gone (a crash after its deletion)."""
         if not self.dir.is_dir():
             return
-        removed = False
         for p in self.dir.iterdir():
             if p.name.startswith(".") or p.suffix != SUFFIX:
                 continue
@@ -90,10 +87,7 @@ class IndexFiles:
             except ValueError:
                 continue
             if first not in segments:
-                fsops.unlink(p)
-                removed = True
-        if removed:
-            fsync_dir(self.dir)
+                self.drop(first)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -122,12 +116,14 @@ class IndexFiles:
         crashpoints.hit("index.after_chunk")
 
     def drop(self, first_seq: int) -> None:
-        """Remove an index a failed write may have left half-written (best effort)."""
+        """Remove an index that may not be used, or that a failed write left (best effort)."""
         try:
             fsops.unlink(self.path(first_seq))
             fsync_dir(self.dir)
+        except FileNotFoundError:
+            pass
         except OSError as exc:
-            # It stays; the next start finds it torn or out of step, and scans.
+            # It stays; the next start finds it torn or out of step again, and scans.
             log.warning("cannot remove segment index %s: %s", self.path(first_seq), exc)
 
     def remove(self, first_seq: int) -> None:
