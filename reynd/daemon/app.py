@@ -149,6 +149,8 @@ class App:
             state_dir=str(self.state_dir),
             head=store.head,
             records=rec.records,
+            indexed=rec.indexed,  # taken from segment indexes (state/index/)
+            scanned=rec.scanned,  # read and verified one by one
             segments=rec.segments,
             snapshots=len(store.snapshots.seqs),
             torn_bytes=rec.torn_bytes,
@@ -337,7 +339,7 @@ class App:
         self.audit.record(events, lineage)
         self.config.observe(events)
         self.registry.on_commit(events)
-        if self.store.snapshot_due():
+        if self.store.snapshot_due() or self.store.index_due():
             self._snapshot_due.set()
         if self.shipper is not None:
             self.shipper.poke()
@@ -366,26 +368,39 @@ class App:
                 await substrate.on_generation(seq)
 
     async def _snapshotter(self) -> None:
-        """Cut full snapshots when the replay distance says so (Store.snapshot_due).
+        """Cut full snapshots when the replay distance says so (Store.snapshot_due),
+        then write the segment index of what it covers (Store.index_due).
 
         A state no snapshot can hold (from a record an older version
         acknowledged) is logged and skipped: the WAL still covers it.
         """
         store = self.store
+        if store.index_due():  # a start that scanned much: do not wait for a write
+            self._snapshot_due.set()
         while True:
             await self._snapshot_due.wait()
             self._snapshot_due = trio.Event()
-            if not store.snapshot_due():
-                continue
-            try:
-                seq, data, covered = store.encode_snapshot()
-            except UnencodableState as exc:
-                store.snapshot_failed()
-                log.error("snapshot.skipped", seq=store.state.seq, error=str(exc))  # noqa: TRY400
-                continue
-            await trio.to_thread.run_sync(store.snapshots.write, data, seq)
-            store.snapshot_written(seq, len(data), covered)
-            log.debug("snapshot.written", seq=seq, bytes=len(data))
+            if store.snapshot_due():
+                await self._snapshot()
+            if store.index_due():
+                # GC never deletes a segment while its index is being written.
+                async with self.reads.shared():
+                    pending = store.capture_index()
+                    done = await trio.to_thread.run_sync(store.write_index, pending)
+                    store.index_written(pending, done)
+                log.debug("index.written", segments=done, records=pending.records)
+
+    async def _snapshot(self) -> None:
+        store = self.store
+        try:
+            seq, data, covered = store.encode_snapshot()
+        except UnencodableState as exc:
+            store.snapshot_failed()
+            log.error("snapshot.skipped", seq=store.state.seq, error=str(exc))  # noqa: TRY400
+            return
+        await trio.to_thread.run_sync(store.snapshots.write, data, seq)
+        store.snapshot_written(seq, len(data), covered)
+        log.debug("snapshot.written", seq=seq, bytes=len(data))
 
     # -- reads ---------------------------------------------------------------------------
 

@@ -156,18 +156,67 @@ def _follow_source(url: str, state: Path, replicate: ReplicateConfig) -> Locatio
 @state_dir_option
 @click.option(
     "--truncate-at",
-    required=True,
     metavar="SEGMENT:OFFSET",
     help="Where to cut, as named by the corruption error (e.g. 00000000000000000001.jsonl:4096).",
 )
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Read every record and snapshot back and check the segment indexes; change nothing.",
+)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def repair_command(state_dir: str | None, truncate_at: str, yes: bool) -> None:
-    """Cut a damaged WAL at a bad record, giving up every record from there on.
+def repair_command(state_dir: str | None, truncate_at: str | None, verify: bool, yes: bool) -> None:
+    """Cut a damaged WAL at a bad record, or (--verify) check a state directory.
 
-    The cut bytes are kept under state/wal/torn/; each cut seq is replaced by
-    a `lost` record so that no seq is ever issued twice. Run it only with the
-    daemon stopped, after reading the corruption error.
+    --truncate-at gives up every record from the bad one on. The cut bytes are
+    kept under state/wal/torn/; each cut seq is replaced by a `lost` record so
+    that no seq is ever issued twice. Run it only with the daemon stopped,
+    after reading the corruption error.
+
+    --verify is the full check a start no longer makes (it trusts the segment
+    indexes): exit 0 when everything is intact, 3 with the damage found.
+
+    Exit codes: 0 done (or intact), 1 the daemon is running, 2 usage error,
+    3 damage found or the repair failed.
     """
+    if verify == (truncate_at is not None):
+        raise click.UsageError("give exactly one of --truncate-at and --verify")
+    state = resolve_state_dir(state_dir)
+    if verify:
+        _verify(state)
+        return
+    assert truncate_at is not None
+    _truncate(state, truncate_at, yes)
+
+
+def _verify(state: Path) -> None:
+    from reynd.storage.errors import StorageError
+    from reynd.storage.lock import StateLocked
+    from reynd.storage.verify import verify
+
+    try:
+        report = verify(state)
+    except StateLocked as exc:
+        click.echo(f"reynd: {exc}: stop the daemon first", err=True)
+        sys.exit(1)
+    except (OSError, StorageError) as exc:
+        click.echo(f"reynd: verify failed: {exc}", err=True)
+        sys.exit(3)
+    for note in report.notes:
+        click.echo(f"note: {note}")
+    for problem in report.problems:
+        click.echo(f"reynd: {problem}", err=True)
+    summary = (
+        f"{report.records} records in {report.segments} segments (head {report.head}), "
+        f"{report.snapshots} snapshots, {report.index_chunks} index chunks"
+    )
+    if report.problems:
+        click.echo(f"reynd: {len(report.problems)} problems found; read {summary}", err=True)
+        sys.exit(3)
+    click.echo(f"ok: {summary} verified")
+
+
+def _truncate(state: Path, truncate_at: str, yes: bool) -> None:
     from reynd.replication.identity import forget_progress
     from reynd.storage.errors import StorageError
     from reynd.storage.lock import StateLocked
@@ -176,7 +225,6 @@ def repair_command(state_dir: str | None, truncate_at: str, yes: bool) -> None:
     segment, sep, offset_text = truncate_at.rpartition(":")
     if not sep or not segment or not offset_text.isdigit():
         raise click.BadParameter("expected SEGMENT:OFFSET", param_hint="--truncate-at")
-    state = resolve_state_dir(state_dir)
     if not yes:
         if not sys.stdin.isatty():
             click.echo("reynd: repair gives up records; pass --yes to confirm", err=True)

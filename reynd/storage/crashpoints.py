@@ -26,6 +26,9 @@ The points:
     gc.after_entry_snapshots  a collection wrote its entry snapshots, nothing else yet
     gc.after_retained       the retained file (new floor) is durable, no segment deleted
     gc.after_unlink         one more old segment is unlinked (hit once per segment)
+    index.mid_write         half of a segment index chunk is appended (a torn index)
+    index.after_chunk       one more chunk is appended and synced (hit once per segment
+                            whose index a write extends)
 
 Unset (production), `hit` is one truthiness test.
 """
