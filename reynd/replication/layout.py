@@ -38,7 +38,6 @@ __all__ = [
     "WalObject",
     "claim_key",
     "cover",
-    "generation_dir",
     "parse_claim_key",
     "parse_retained_key",
     "parse_snapshot_key",
@@ -73,10 +72,6 @@ class Claim(msgspec.Struct, kw_only=True, frozen=True):
 
 def claim_key(generation: int) -> str:
     return f"{CLAIMS}{generation:08d}.json"
-
-
-def generation_dir(generation: int) -> str:
-    return f"{generation:08d}/"
 
 
 def wal_key(generation: int, first: int, last: int) -> str:
