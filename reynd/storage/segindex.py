@@ -54,19 +54,23 @@ class IndexUnusable(Exception):
     """This index cannot be used as it stands: scan the segment instead. The message says why."""
 
 
+# Binary fields decode as views into the file's bytes: copied once, into their arrays.
+_EMPTY: Final = memoryview(b"")
+
+
 class _Payload(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    offsets: bytes  # u64 LE per record: where it starts in the segment
+    offsets: memoryview  # u64 LE per record: where it starts in the segment
     end: int  # the offset just past the last record
     last_crc: int  # the checksum in the last record's frame
     last_ts: float  # the last record's time
     resets: list[tuple[int, int]] = []  # (seq, target), ascending
-    gen_seqs: bytes = b""  # u64 LE per generation
-    gen_kinds: bytes = b""  # u8: index into catalog.KINDS
-    gen_agents: bytes = b""  # index into `agents`: u8, or u32 LE past 256 agents
-    gen_times: bytes = b""  # f64 LE
+    gen_seqs: memoryview = _EMPTY  # u64 LE per generation
+    gen_kinds: memoryview = _EMPTY  # u8: index into catalog.KINDS
+    gen_agents: memoryview = _EMPTY  # index into `agents`: u8, or u32 LE past 256 agents
+    gen_times: memoryview = _EMPTY  # f64 LE
     agents: list[str] = []
-    label_data: bytes = b""  # the labels, UTF-8, one after the other
-    label_ends: bytes = b""  # u32 LE per generation: where its label ends in label_data
+    label_data: memoryview = _EMPTY  # the labels, UTF-8, one after the other
+    label_ends: memoryview = _EMPTY  # u32 LE per generation: where its label ends in label_data
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,15 +94,15 @@ _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(_Payload)
 
 
-def _le(values: array[int] | array[float]) -> bytes:
+def _le(values: array[int] | array[float]) -> memoryview:
     if _LITTLE:
-        return values.tobytes()
+        return memoryview(values.tobytes())
     swapped = array(values.typecode, values)
     swapped.byteswap()
-    return swapped.tobytes()
+    return memoryview(swapped.tobytes())
 
 
-def _from_le(typecode: str, data: bytes, what: str) -> array[int]:
+def _from_le(typecode: str, data: memoryview, what: str) -> array[int]:
     out: array[int] = array(typecode)
     if len(data) % out.itemsize:
         raise IndexUnusable(f"{what} is not a whole number of entries")
@@ -119,11 +123,11 @@ def encode_chunk(chunk: Chunk) -> bytes:
             last_ts=chunk.last_ts,
             resets=list(chunk.resets),
             gen_seqs=_le(gens.seqs),
-            gen_kinds=gens.kinds.tobytes(),
+            gen_kinds=memoryview(gens.kinds.tobytes()),
             gen_agents=_agent_ids(gens),
             gen_times=_le(gens.times),
             agents=list(gens.names),
-            label_data=gens.labels.data,
+            label_data=memoryview(gens.labels.data),
             label_ends=_le(gens.labels.ends),
         )
     )
@@ -133,9 +137,9 @@ def encode_chunk(chunk: Chunk) -> bytes:
     return head[:-4] + struct.pack("<I", zlib.crc32(head[:-4])) + payload
 
 
-def _agent_ids(gens: Columns) -> bytes:
+def _agent_ids(gens: Columns) -> memoryview:
     if len(gens.names) <= _SMALL:
-        return array("B", gens.agents).tobytes()
+        return memoryview(array("B", gens.agents).tobytes())
     return _le(gens.agents)
 
 
@@ -196,12 +200,14 @@ def _decode_one(data: bytes, pos: int, expected_seq: int) -> tuple[Chunk, int]:
     if n and label_ends[-1] != len(p.label_data):
         raise IndexUnusable(f"chunk at byte {pos}: labels and their ends disagree")
     # Kinds and agent ids must index their tables: checked on the bytes, at C speed.
-    if p.gen_kinds.translate(None, _KIND_CODES):
+    kinds = bytes(p.gen_kinds)
+    if kinds.translate(None, _KIND_CODES):
         raise IndexUnusable(f"chunk at byte {pos} holds an unknown generation kind")
     if len(p.agents) <= _SMALL:
-        if len(p.gen_agents) != n or p.gen_agents.translate(None, bytes(range(len(p.agents)))):
+        ids = bytes(p.gen_agents)
+        if len(ids) != n or ids.translate(None, bytes(range(len(p.agents)))):
             raise IndexUnusable(f"chunk at byte {pos} holds an unknown agent")
-        agents = _widen(p.gen_agents)
+        agents = _widen(ids)
     else:
         agents = _from_le("I", p.gen_agents, "generation agents")
         if len(agents) != n or max(agents, default=0) >= len(p.agents):
@@ -215,11 +221,11 @@ def _decode_one(data: bytes, pos: int, expected_seq: int) -> tuple[Chunk, int]:
         tuple(p.resets),
         Columns(
             _from_le("Q", p.gen_seqs, "generation seqs"),
-            array("B", p.gen_kinds),
+            array("B", kinds),
             agents,
             _from_le_float(p.gen_times),
             tuple(p.agents),
-            Packed(p.label_data, label_ends),
+            Packed(bytes(p.label_data), label_ends),
         ),
     )
     _check(chunk, count, pos)
@@ -235,7 +241,7 @@ def _widen(ids: bytes) -> array[int]:
     return out
 
 
-def _from_le_float(data: bytes) -> array[float]:
+def _from_le_float(data: memoryview) -> array[float]:
     out: array[float] = array("d")
     if len(data) % out.itemsize:
         raise IndexUnusable("generation times are not a whole number of entries")

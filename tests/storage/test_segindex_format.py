@@ -110,7 +110,7 @@ def _chunk_bytes(payload: object, first: int = 1, count: int = 1) -> bytes:
     return head + struct.pack("<I", zlib.crc32(head)) + body
 
 
-GOOD = _Payload(offsets=struct.pack("<Q", 0), end=50, last_crc=1, last_ts=1.0)
+GOOD = _Payload(offsets=memoryview(struct.pack("<Q", 0)), end=50, last_crc=1, last_ts=1.0)
 
 
 def _one_generation(**changes: object) -> _Payload:
