@@ -59,6 +59,22 @@ def start(workdir: Path, url: str, endpoint: str, **kw: Any) -> Daemon:
     return start_daemon(workdir, config=cfg, env=CREDENTIALS)
 
 
+def refused_at_start(
+    workdir: Path, toml: str, env: dict[str, str] | None = CREDENTIALS
+) -> subprocess.CompletedProcess[str]:
+    """Start a daemon whose state dir holds `toml` as reynd.toml; it is expected to refuse."""
+    state = workdir / "state"
+    state.mkdir(exist_ok=True)
+    (state / "reynd.toml").write_text(toml)
+    return run_daemon_to_exit(
+        workdir,
+        state_dir=state,
+        socket_path=workdir / "refused.sock",
+        config_path=state / "reynd.toml",
+        env=env,
+    )
+
+
 def restore(url: str, endpoint: str, into: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
@@ -228,17 +244,7 @@ def test_a_second_state_dir_is_refused_the_prefix(
 
 
 def test_a_missing_bucket_is_a_clear_error_at_start(short_tmp: Path, s3: MotoServer) -> None:
-    state = short_tmp / "state"
-    state.mkdir()
-    cfg = state / "reynd.toml"
-    cfg.write_text(config("s3://no-such-bucket/x", s3.url))
-    done = run_daemon_to_exit(
-        short_tmp,
-        state_dir=state,
-        socket_path=short_tmp / "s.sock",
-        config_path=cfg,
-        env=CREDENTIALS,
-    )
+    done = refused_at_start(short_tmp, config("s3://no-such-bucket/x", s3.url))
     assert done.returncode == 2, done.stderr
     assert "s3://no-such-bucket/x/: no such bucket" in done.stderr
 
@@ -278,13 +284,7 @@ def test_credentials_that_do_not_work_are_a_clear_error_at_start(short_tmp: Path
 
 
 def test_a_bad_url_is_refused_with_the_key_named(short_tmp: Path) -> None:
-    state = short_tmp / "state"
-    state.mkdir()
-    cfg = state / "reynd.toml"
-    cfg.write_text('[replicate]\nurl = "https://bucket/x"\n')
-    done = run_daemon_to_exit(
-        short_tmp, state_dir=state, socket_path=short_tmp / "s.sock", config_path=cfg
-    )
+    done = refused_at_start(short_tmp, '[replicate]\nurl = "https://bucket/x"\n', env=None)
     assert done.returncode == 2
     assert "bad value for 'replicate.url'" in done.stderr and "s3://BUCKET/PREFIX" in done.stderr
 
@@ -602,14 +602,5 @@ def test_a_claim_reynd_did_not_write_is_a_clear_error(
     done = restore(url, s3.url, short_tmp / "r")
     assert done.returncode == 2, done.stderr
     assert "generations/00000001.json is not a generation claim reynd wrote" in done.stderr
-    state = short_tmp / "state"
-    state.mkdir()
-    (state / "reynd.toml").write_text(config(url, s3.url))
-    started = run_daemon_to_exit(
-        short_tmp,
-        state_dir=state,
-        socket_path=short_tmp / "s.sock",
-        config_path=state / "reynd.toml",
-        env=CREDENTIALS,
-    )
+    started = refused_at_start(short_tmp, config(url, s3.url))
     assert started.returncode == 2 and "is not a generation claim" in started.stderr
