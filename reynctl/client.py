@@ -14,7 +14,7 @@ import socket
 import time
 import tomllib
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -38,7 +38,7 @@ from reynctl.trust import check_daemon, daemon_uid_from_env
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 from reynd.protocol.errors import InvalidParams, MethodNotFound
-from reynd.protocol.paths import SOCKET_ENV, SYSTEM_SOCKET, default_socket, resolve_state_dir
+from reynd.protocol.paths import SOCKET_ENV, SYSTEM_SOCKET, find_state_dir, resolve_socket
 
 __all__ = ["Client", "Reply", "config_socket", "connect", "find_socket"]
 
@@ -50,15 +50,18 @@ CONFIG_ENV = "REYN_CONFIG"
 CONFIG_NAME = "reynd.toml"
 
 
-def config_socket(env: Mapping[str, str]) -> Path | None:
+def config_socket(env: Mapping[str, str], state_dir: Path | None = None) -> Path | None:
     """The `socket` key of the daemon's reynd.toml, found as the daemon finds it.
 
-    $REYN_CONFIG, else `<state dir>/reynd.toml` ($REYN_STATE_DIR, else ./.reyn).
-    An unreadable or invalid file is the daemon's to report: it is skipped here.
+    $REYN_CONFIG, else `<state dir>/reynd.toml`. An unreadable or invalid file
+    is the daemon's to report: it is skipped here.
     """
-    path = (
-        Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else resolve_state_dir(None, env) / CONFIG_NAME
-    )
+    if env.get(CONFIG_ENV):
+        path = Path(env[CONFIG_ENV])
+    elif state_dir is not None:
+        path = state_dir / CONFIG_NAME
+    else:
+        return None
     try:
         with path.open("rb") as f:
             value = tomllib.load(f).get("socket")
@@ -68,25 +71,25 @@ def config_socket(env: Mapping[str, str]) -> Path | None:
 
 
 def find_socket(
-    explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+    explicit: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    cwd: Path | None = None,
 ) -> Path:
-    """Where to reach the daemon: --socket, $REYN_SOCKET, config, user path, system path.
+    """Where to reach the daemon: as `reynd serve` run here would listen.
 
-    The system socket is used only when the user one does not exist, so that a
-    missing daemon is reported at the user path, where `reynd serve` puts it.
+    --socket, $REYN_SOCKET, `socket` in reynd.toml, the socket of the state dir
+    (`$REYN_STATE_DIR`, else the nearest `.reyn/` from `cwd` up); outside any
+    project the per-user socket, or the system one when only it exists.
     """
     env = os.environ if env is None else env
-    if explicit:
-        return Path(explicit)
-    if env.get(SOCKET_ENV):
-        return Path(env[SOCKET_ENV])
-    configured = config_socket(env)
-    if configured is not None:
-        return configured
-    user = default_socket(env)
-    if not user.exists() and SYSTEM_SOCKET.exists():
+    state = find_state_dir(env, cwd)
+    configured = config_socket(env, state)
+    found = resolve_socket(explicit, env, configured=configured, state_dir=state)
+    outside = state is None and not (explicit or env.get(SOCKET_ENV) or configured)
+    if outside and not found.exists() and SYSTEM_SOCKET.exists():
         return SYSTEM_SOCKET
-    return user
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +177,18 @@ class Client:
 
     # -- calls ------------------------------------------------------------
 
-    def call(self, method: str, params: Any, result_type: type[T]) -> Reply[T]:
+    def call(
+        self,
+        method: str,
+        params: Any,
+        result_type: type[T],
+        *,
+        on_notify: Callable[[ServerMessage], None] | None = None,
+    ) -> Reply[T]:
         """Call `method` and wait for its answer.
+
+        What the daemon pushes meanwhile is queued for `notifications()`, or
+        handed to `on_notify` as it arrives (to show progress during a long call).
 
         Raises the daemon's error as its `ReyndError` class, or a `ClientError`
         when the daemon cannot be reached or understood. The protocol version
@@ -184,7 +197,7 @@ class Client:
         all is well.
         """
         try:
-            raw = self._roundtrip(method, params)
+            raw = self._roundtrip(method, params, on_notify)
             return Reply(method, raw, decode_result(raw, result_type))
         except (MethodNotFound, InvalidParams, ProtocolViolation):
             if method in m.METHODS and not self._protocol_checked:
@@ -209,7 +222,12 @@ class Client:
         except msgspec.ValidationError:
             return None
 
-    def _roundtrip(self, method: str, params: Any) -> bytes:
+    def _roundtrip(
+        self,
+        method: str,
+        params: Any,
+        on_notify: Callable[[ServerMessage], None] | None = None,
+    ) -> bytes:
         rid, data = self._session.request(method, params)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         try:
@@ -226,7 +244,10 @@ class Client:
             # Keep every notification of a read, even those after our answer.
             for event in self._read(deadline, method):
                 if isinstance(event, ServerMessage):
-                    self._queued.append(event)
+                    if on_notify is None:
+                        self._queued.append(event)
+                    else:
+                        on_notify(event)
                 elif event.id == rid or (isinstance(event, ErrorResponse) and event.id is None):
                     answer = event
                 else:

@@ -48,8 +48,8 @@ class DaemonUnreachable(ClientError):
 class NoDaemon(DaemonUnreachable):
     name = "no_daemon"
 
-    def __init__(self, path: Path) -> None:
-        ClientError.__init__(self, f"no daemon at {path}: {START_HINT}")
+    def __init__(self, path: Path, why_here: str = "") -> None:
+        ClientError.__init__(self, f"no daemon at {path}{why_here}: {START_HINT}")
         self.path = path
 
 

@@ -35,6 +35,7 @@ from reynd.protocol.events import (
     AgentCreated,
     AgentEvent,
     Event,
+    MessageReceived,
     Rewind,
     boundary_kind,
     kind_of,
@@ -45,6 +46,7 @@ from reynd.replication.follower import Follower
 from reynd.replication.objects import Location
 from reynd.replication.shipper import Shipper
 from reynd.runtime import clean_stop
+from reynd.runtime.agent import turn_id_for
 from reynd.runtime.procs import ProcessGroups
 from reynd.runtime.registry import AgentRegistry
 from reynd.storage.errors import CorruptionError, UnencodableState
@@ -315,9 +317,7 @@ class App:
         for event in events:
             agent = event.agent if isinstance(event, AgentEvent) else None
             branch = lineage.branch_of(event.seq)
-            self._publish(
-                "records", event.seq, {"kind": kind_of(event), "agent": agent, "branch": branch}
-            )
+            self._publish("records", event.seq, _record_brief(event, agent, branch))
             kind = boundary_kind(event)
             if kind is not None and self.coordinator.substrates:
                 self._boundaries.send_nowait(event.seq)
@@ -563,6 +563,19 @@ class App:
             check_applies(store.state, event)
             (durable,) = await self.committer.append([event])
         return m.WalAppendResult(seq=durable.seq, branch=store.lineage.branch_of(durable.seq))
+
+
+def _record_brief(event: Event, agent: str | None, branch: int) -> dict[str, Any]:
+    """The data of a `records` notification: enough to follow a turn without reading it."""
+    brief: dict[str, Any] = {"kind": kind_of(event), "agent": agent, "branch": branch}
+    turn_id = turn_id_for(event.seq) if isinstance(event, MessageReceived) else None
+    turn_id = getattr(event, "turn_id", turn_id)
+    if turn_id is not None:
+        brief["turn_id"] = turn_id
+    step = getattr(event, "step", None)
+    if step is not None:
+        brief["step"] = step
+    return brief
 
 
 _CHEAP_REPLAY = 128  # records

@@ -100,7 +100,8 @@ class AgentsGetParams(Params, kw_only=True):
 
 
 class AgentsSendParams(Params, kw_only=True):
-    """Put a message in an agent's inbox; with `wait`, return when its turn ends."""
+    """Put a message in an agent's inbox; with `wait`, return when its turn ends
+    or asks the operator a question (`timeout`: seconds to wait at most)."""
 
     agent: AgentRef
     text: Annotated[str, msgspec.Meta(min_length=1)]
@@ -112,7 +113,9 @@ class AgentsSendResult(Result, kw_only=True):
     """`turn_id` is known at once; `boundary_seq` (the turn.ended seq) once it completed.
 
     `outcome` is the turn's outcome, or `abandoned` when a rewind abandoned
-    the message before its turn ended; None when `wait` timed out.
+    the message before its turn ended; None while the turn is in flight: the
+    wait timed out, or the turn asked a question (`intervention_id`,
+    `question`: answer it with interventions.answer and the turn goes on).
     """
 
     message_id: str
@@ -121,6 +124,8 @@ class AgentsSendResult(Result, kw_only=True):
     boundary_seq: int | None = None
     outcome: str | None = None
     reply: str | None = None
+    intervention_id: str | None = None
+    question: str | None = None
 
 
 class AgentsCancelParams(Params, kw_only=True):
