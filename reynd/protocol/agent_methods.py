@@ -8,6 +8,7 @@ import msgspec
 
 from reynd.protocol import errors
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
+from reynd.protocol.executor import OPTIONS_SCHEMA
 from reynd.protocol.names import AgentName, AgentRef, Ident
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 ExecutorName = Literal["builtin", "command", "openai"]
+# Checked against the executor's options type (reynd.protocol.executor) by the daemon.
+ExecutorOptions = Annotated[dict[str, Any], msgspec.Meta(extra_json_schema=OPTIONS_SCHEMA)]
 AgentStatus = Literal["idle", "running", "waiting", "ambiguous", "failed"]
 
 
@@ -77,14 +80,14 @@ class AgentInfo(Result, kw_only=True):
 class AgentsCreateParams(Params, kw_only=True):
     name: AgentName
     executor: ExecutorName = "builtin"
-    options: dict[str, Any] = {}
+    options: ExecutorOptions = {}
     session: Ident = "default"
 
 
 class AgentsConfigureParams(Params, kw_only=True):
     agent: AgentRef
     executor: ExecutorName | None = None
-    options: dict[str, Any] | None = None
+    options: ExecutorOptions | None = None
 
 
 class AgentsListParams(Params, kw_only=True):

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 
 from reynd.protocol import agent_methods, audit_methods, errors, retention_methods
+from reynd.protocol.appendable import DATA_SCHEMA, KINDS
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
 from reynd.protocol.events import GenerationKind
 from reynd.protocol.names import AgentRef, Ident
@@ -339,8 +340,8 @@ class WalAppendParams(Params, kw_only=True):
     """
 
     agent: AgentRef
-    kind: Ident
-    data: dict[str, Any] = {}
+    kind: Annotated[Ident, msgspec.Meta(extra_json_schema={"enum": list(KINDS)})]
+    data: Annotated[dict[str, Any], msgspec.Meta(extra_json_schema=DATA_SCHEMA)] = {}
     based_on: NonNegative | None = None
 
 
