@@ -29,6 +29,7 @@ from reynd.daemon.coordinator import Coordinator, Gate
 from reynd.daemon.retention_api import RetentionApi, gc_loop, use_retention
 from reynd.daemon.rpc import Handler
 from reynd.daemon.runtime_api import RuntimeApi
+from reynd.daemon.scrub import Scrub
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.events import (
@@ -158,6 +159,7 @@ class App:
             torn_bytes=rec.torn_bytes,
             duration_ms=round((time.perf_counter() - started) * 1e3, 1),
         )
+        self.scrub = Scrub(store, self.reads)
         self.audit = await trio.to_thread.run_sync(
             lambda: EventStore.open(
                 self.state_dir / "events",
@@ -204,6 +206,7 @@ class App:
                     await nursery.start(self.coordinator.run)
                     nursery.start_soon(self._snapshotter)
                     nursery.start_soon(self.audit.run)
+                    nursery.start_soon(self.scrub.run)
                     # Substrates first: a restore a crash interrupted must finish
                     # before any agent runs a turn against the workspace.
                     for substrate in self.coordinator.substrates:
@@ -289,11 +292,27 @@ class App:
 
     def handlers(self) -> dict[str, Handler]:
         """Handlers for every method of METHODS except the transport's own."""
-        handlers = self._all_handlers()
+        handlers = {name: self._guard(h) for name, h in self._all_handlers().items()}
         if self._follow is not None:
             for method in WRITES:
                 handlers[method] = partial(_read_only, self._follow)
         return handlers
+
+    def _guard(self, handler: Handler) -> Handler:
+        """`handler`, answering storage_corrupt when it meets a damaged record (and stopping)."""
+
+        async def guarded(params: Any, ctx: CallContext) -> Any:
+            try:
+                return await handler(params, ctx)
+            except CorruptionError as exc:
+                self.scrub.report(exc)
+                raise errors.StorageCorrupt(
+                    f"a record this call needed is damaged on disk ({exc.reason}); "
+                    "the daemon stops: its log and the next start name the record and the repair",
+                    {"path": str(exc.path), "offset": exc.offset, "seq": exc.seq},
+                ) from None
+
+        return guarded
 
     def _all_handlers(self) -> dict[str, Handler]:
         return {

@@ -26,10 +26,12 @@ __all__ = [
     "NothingToDo",
     "ParseError",
     "PermissionDenied",
+    "ReadOnlyReplica",
     "ReyndError",
     "SeqOutOfRange",
     "ShuttingDown",
     "StaleBranch",
+    "StorageCorrupt",
     "StorageFailed",
     "UnknownAgent",
     "UnknownIntervention",
@@ -222,6 +224,13 @@ class ReadOnlyReplica(ReyndError):
     name = "read_only_replica"
 
 
+class StorageCorrupt(ReyndError):
+    """A record this call needed is damaged on disk: the daemon stops (exit 3), see its log."""
+
+    code = -32021
+    name = "storage_corrupt"
+
+
 _BY_CODE: dict[int, type[ReyndError]] = {
     cls.code: cls
     for cls in (
@@ -250,6 +259,7 @@ _BY_CODE: dict[int, type[ReyndError]] = {
         ConfigDamaged,
         LimitExceeded,
         ReadOnlyReplica,
+        StorageCorrupt,
     )
 }
 

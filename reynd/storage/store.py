@@ -39,6 +39,7 @@ from reynd.protocol.events import Event, GenerationKind, Rewind, kind_of
 from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
 from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints
+from reynd.storage.damage import clear_mark, read_mark
 from reynd.storage.errors import CorruptionError
 from reynd.storage.framing import FrameInvalid, encode_frame, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, restrict_dir
@@ -165,15 +166,24 @@ class Store:
 
         rebuild = Rebuild(self.retained, state_dir / "wal")
         self.index = IndexFiles(state_dir / INDEX_DIR)
+        damage = read_mark(state_dir)
+        if damage is not None:
+            # A running daemon found a corrupt record the indexes had vouched
+            # for: trust none, verify every record (raises if it is still there).
+            log.warning("a previous run found damage, every record is verified: %s", damage)
+            self.index.drop_all()
         self.wal, self.recovery = Wal.open(
             state_dir / "wal",
             self.options.segment_bytes,
             rebuild.record,
             index=self.index,
-            on_chunk=rebuild.chunk,
+            on_chunk=rebuild.chunk if damage is None else None,
         )
         self._exit.callback(self.wal.close)
         rebuild.check_end(self.wal.head)
+        if damage is not None:
+            clear_mark(state_dir)
+            log.warning("every record verified, none damaged: the damage mark is removed")
         self.lineage, self.catalog = rebuild.lineage, rebuild.catalog
         self._unindexed = sum(
             s.size - (s.offsets[s.indexed] if s.indexed < len(s.offsets) else s.size)
