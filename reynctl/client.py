@@ -329,6 +329,10 @@ class Client:
         """wal.append."""
         return self.call("wal.append", params, m.WalAppendResult).value
 
+    def append_batch(self, params: m.WalAppendBatchParams) -> m.WalAppendBatchResult:
+        """wal.append_batch: several events for one agent, all or nothing, one fsync."""
+        return self.call("wal.append_batch", params, m.WalAppendBatchResult).value
+
     # -- the agent runtime ------------------------------------------------------------
 
     def agents(self, session: str | None = None) -> a.AgentsListResult:
