@@ -11,9 +11,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
+from reynd.core.reduce import apply
+from reynd.daemon.appends import check_batch
+from reynd.protocol import errors
+from reynd.protocol import events as ev
 from reynd.protocol.limits import MAX_APPEND_EVENTS
+from reynd.protocol.state import RuntimeState
 from reynd.storage.crashpoints import CRASH_ENV
 from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import agents_at, error_of, head, kill_daemon, records, restart, state
@@ -181,3 +187,43 @@ def test_the_openrpc_document_has_the_method(daemon: Daemon) -> None:
     assert [p["name"] for p in method["params"]] == ["agent", "events", "based_on"]
     codes = {e["code"] for e in method["errors"]}
     assert {-32005, -32019, -32602} <= codes
+
+
+def test_validating_a_batch_never_changes_the_tips_state() -> None:
+    """check_batch applies the batch to a copy: every kind the reducer changes in place."""
+    a = "ext"
+    setup: list[ev.Event] = [
+        ev.AgentCreated(agent=a, executor="external"),
+        ev.MessageReceived(agent=a, message_id="m1", text="one"),
+        ev.MessageReceived(agent=a, message_id="m2", text="two"),
+        ev.TurnStarted(agent=a, turn_id="t1", message_id="m1"),
+        ev.StepStarted(agent=a, turn_id="t1", step=0),
+        ev.PlanCreated(agent=a, plan_id="p", steps=("a", "b")),
+        ev.SkillStarted(agent=a, run_id="r", skill="s"),
+        ev.InterventionAsked(agent=a, intervention_id="i1", question="?", turn_id="t1"),
+    ]
+    state = RuntimeState()
+    for seq, e in enumerate(setup, start=1):
+        apply(state, msgspec.structs.replace(e, seq=seq))
+    before = msgspec.msgpack.encode(state)
+    batch_ = [
+        ev.StepCommitted(
+            agent=a, turn_id="t1", step=0, messages=(ev.Message(role="assistant", content="x"),)
+        ),
+        ev.PlanStepDone(agent=a, plan_id="p", index=0, result="ok"),
+        ev.SkillPhase(agent=a, run_id="r", phase="mid"),
+        ev.InterventionAnswered(agent=a, intervention_id="i1", answer="yes"),
+        ev.InterventionAnswered(agent=a, intervention_id="i9", answer="early"),  # buffered
+        ev.TurnStarted(agent=a, turn_id="t2", message_id="m2"),  # takes m2 from the inbox
+        ev.TurnEnded(agent=a, turn_id="t1"),
+        ev.SkillEnded(agent=a, run_id="r"),
+        ev.MessageReceived(agent=a, message_id="m3", text="three"),
+    ]
+    check_batch(state, batch_)
+    assert msgspec.msgpack.encode(state) == before
+    # And the copy did see each event: a batch that depends on its own first event passes,
+    # one that repeats a consumed message does not.
+    with pytest.raises(errors.ReyndError) as exc:
+        check_batch(state, [*batch_[:6], ev.TurnStarted(agent=a, turn_id="t3", message_id="m2")])
+    assert exc.value.data["field"].startswith("events[6]")
+    assert msgspec.msgpack.encode(state) == before

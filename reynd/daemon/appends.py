@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Final, get_args
+from typing import Any, Final, TypeVar, get_args
 
 import msgspec
 
@@ -21,11 +21,13 @@ from reynd.protocol import methods as m
 from reynd.protocol.agent_methods import ExecutorName
 from reynd.protocol.events import AgentConfigured, AgentCreated, AgentEvent, AnyEvent, Event
 from reynd.protocol.limits import MAX_APPEND_EVENTS
-from reynd.protocol.state import AgentState, RuntimeState
+from reynd.protocol.state import AgentState, Chain, Plan, RuntimeState, SkillRun
 from reynd.runtime.executors import validate_options
 from reynd.runtime.registry import EXTERNAL
 
 __all__ = ["batch_events", "check_applies", "check_batch", "event_of", "param_path"]
+
+T = TypeVar("T")
 
 _OWN_PARAMS = ("kind", "agent")
 _ASSIGNED = ("seq", "ts", "more")
@@ -160,7 +162,27 @@ def check_batch(state: RuntimeState, events: Sequence[Event]) -> None:
 
 
 def _copy(agent: AgentState) -> AgentState:
-    return msgspec.msgpack.decode(msgspec.msgpack.encode(agent), type=AgentState)
+    """A copy reduce.apply may change without touching `agent`, in O(agent's entries).
+
+    The containers are copied, and in full the Structs the reducer changes in
+    place (chains, plans, skill runs); messages, inbox items and
+    interventions are shared, as the reducer only adds or drops them (a
+    deep copy of a long history would cost a batch more than its fsync).
+    """
+    return msgspec.structs.replace(
+        agent,
+        inbox=list(agent.inbox),
+        history=list(agent.history),
+        pending_chains=_deep(agent.pending_chains, list[Chain]),
+        skill_runs=_deep(agent.skill_runs, dict[str, SkillRun]),
+        interventions=dict(agent.interventions),
+        buffered_answers=dict(agent.buffered_answers),
+        plans=_deep(agent.plans, dict[str, Plan]),
+    )
+
+
+def _deep(value: T, tp: type[T]) -> T:
+    return msgspec.msgpack.decode(msgspec.msgpack.encode(value), type=tp)
 
 
 @contextmanager
