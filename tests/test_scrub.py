@@ -41,10 +41,12 @@ def test_damage_an_index_vouched_for_stops_the_daemon_then_every_start(short_tmp
     state_dir, _ = _indexed_state(short_tmp)
     segment = _flip_inside(state_dir, b"hello 10 ")
 
-    d = start_daemon(short_tmp, state_dir=state_dir)  # the start itself reads the index only
+    # The start itself reads the index only; the read-back (before or after READY) stops it.
+    d = start_daemon(short_tmp, state_dir=state_dir, wait_ready=False)
+    assert d.proc.wait(timeout=READY_TIMEOUT) == 3
+    d.notify_sock.close()
     (opened,) = _log_lines(d, "storage.open")
     assert opened["indexed"] > 10
-    assert d.proc.wait(timeout=READY_TIMEOUT) == 3
     (found,) = _log_lines(d, "storage.damage_found")
     assert segment.name in found["error"] and "reynd repair" in found["error"]
     assert (state_dir / "state" / DAMAGE_FILE).exists()
