@@ -74,10 +74,13 @@ def rewind_lines(agent: str, data: Mapping[str, object], state: AgentState | Non
     of the reset record, that is as of the target.
     """
     target, reset = data.get("target"), data.get("reset_seq")
-    what = "fork switch to" if data.get("mode") == "fork_switch" else "rewound to"
+    if data.get("mode") == "fork_switch":
+        what, left = "fork switch to", "the branch it was on, now abandoned"
+    else:
+        what, left = "rewound to", f"what came after seq {target}, now abandoned"
     lines = [
         f"━━━━ {what} seq {target} (reset record {reset}, branch {data.get('branch')}) ━━━━",
-        f"above: what came after seq {target}, now abandoned (kept on its branch: Esc Esc); "
+        f"above: {left} (kept on its branch: Esc Esc); "
         f"below: {agent} as of seq {target}, then what it does next",
     ]
     if state is None:

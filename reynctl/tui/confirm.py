@@ -44,8 +44,8 @@ def noop_reason(target: Target, head: int) -> str | None:
     if target.seq != head:
         return None
     return (
-        f"seq {head} is already the tip (◀ you are here): a {target.mode} to it "
-        "would change nothing, so there is nothing to do"
+        f"seq {head} is already the tip (◀ you are here): {target.mode} to it "
+        "would change nothing; nothing to do"
     )
 
 
