@@ -640,3 +640,25 @@ def test_preview_diff_lists_array_indices_in_numeric_order(daemon: Daemon) -> No
             assert indices == sorted(indices) and 4 in indices and 10 in indices, paths
 
     run(scenario)
+
+
+def test_timeline_rows_fit_their_width() -> None:
+    """Each row is sized to the cells it gets: the label shrinks, then the clock goes."""
+    from reynctl.tui.graph import Node
+    from reynctl.tui.timeline import node_prompt
+
+    label = "a label much longer than any timeline row could show " * 3
+    nodes = [
+        Node(seq=157, kind="turn", active=True, branch=0, agent="ada", label=label, here=True),
+        Node(seq=12, kind="turn", active=False, branch=11, agent="ada", label=label, created_at=1),
+        Node(seq=9, kind="plan_step", active=True, branch=0, agent="bo", label=label),
+    ]
+    for node in nodes:
+        fixed = node_prompt(node, "│ ○", 3, 0).cell_len - 1  # the row with a 1-cell label
+        for width in range(fixed + 1, 160):
+            prompt = node_prompt(node, "│ ○", 3, width)
+            assert prompt.cell_len <= width, (node.seq, width, prompt.plain)
+            assert "…" in prompt.plain
+        wide = node_prompt(node, "│ ○", 3, 150).plain
+        assert ("◀ you are here" in wide) == node.here
+        assert ("abandoned" in wide) == (not node.active)
