@@ -133,18 +133,25 @@ def _commit(result: dict[str, Any], found: dict[str, tuple[float, str]]) -> None
     lim = result.get("limits")
     if not lim:
         return
-    raw1, wal1 = lim["raw_fsync_per_record_s"], lim["wal_1_writer_per_append_s"]
-    raw64, wal64 = lim["raw_fsync_batch64_per_record_s"], lim["wal_64_writers_per_append_s"]
-    found["commit.1_writer_vs_raw"] = (
-        raw1 / wal1,
-        f"acknowledged appends/s, 1 writer, vs write+fdatasync per record: "
-        f"{1 / wal1:,.0f} vs {1 / raw1:,.0f}",
-    )
-    found["commit.64_writers_vs_batched"] = (
-        raw64 / wal64,
-        f"acknowledged appends/s, 64 writers, vs write+fdatasync per 64 records: "
-        f"{1 / wal64:,.0f} vs {1 / raw64:,.0f}",
-    )
+    for name, raw_key, wal_key, what in (
+        (
+            "commit.1_writer_vs_raw",
+            "raw_fsync_per_record_s",
+            "wal_1_writer_per_append_s",
+            "1 writer, vs write+fdatasync per record",
+        ),
+        (
+            "commit.64_writers_vs_batched",
+            "raw_fsync_batch64_per_record_s",
+            "wal_64_writers_per_append_s",
+            "64 writers, vs write+fdatasync per 64 records",
+        ),
+    ):
+        raw, wal = lim[raw_key], lim[wal_key]
+        found[name] = (
+            raw / wal,
+            f"acknowledged appends/s, {what}: {1 / wal:,.0f} vs {1 / raw:,.0f}",
+        )
 
 
 def _rpc(result: dict[str, Any], found: dict[str, tuple[float, str]]) -> None:
