@@ -41,7 +41,7 @@ import msgspec
 
 from bench import daemon, scaling, workload
 from bench.daemon import workdir
-from bench.storage import raw_fsync_per_batch, raw_fsync_per_record, wal_appends
+from bench.storage import raw_fsync_per_batch, raw_fsync_per_record, trio_ack_floor, wal_appends
 from bench.targets import targets
 from bench.texts import assistant_text, user_text
 from reynd.protocol import events as ev
@@ -120,6 +120,7 @@ def limits(base: Path, n: int) -> dict[str, Any]:
     finally:
         alone.close()
     raw1b = raw_fsync_per_record(d / "raw1b", n, size)
+    floor64 = trio_ack_floor(n * 16, 64)  # trio's own cost of 64 tasks parked and woken
     per_record = 2 / (raw1 + raw1b)  # seconds, from the mean rate
     return {
         "record_bytes": size,
@@ -129,6 +130,7 @@ def limits(base: Path, n: int) -> dict[str, Any]:
         "raw_fsync_batch64_per_record_s": 1 / raw64,
         "wal_1_writer_per_append_s": 1 / wal1,
         "wal_64_writers_per_append_s": 1 / wal64,
+        "trio_ack_floor_64_per_append_s": 1 / floor64,
         "reynd_turn_alone_s": statistics.fmean(turn_alone),
         "reynd_turn_alone_median_s": statistics.median(turn_alone),
         # a turn = 4 appends, each waiting for its own fsync
@@ -232,6 +234,7 @@ def render(result: dict[str, Any]) -> str:
     raw1, raw4 = lim["raw_fsync_per_record_s"], lim["raw_fsync_batch4_per_record_s"]
     raw64, wal1 = lim["raw_fsync_batch64_per_record_s"], lim["wal_1_writer_per_append_s"]
     wal64 = lim["wal_64_writers_per_append_s"]
+    floor64 = lim["trio_ack_floor_64_per_append_s"]
     out += [
         f"   write+fdatasync per record           {raw1 * 1e3:8.3f} ms"
         f"   -> a turn of 4 fsynced appends: {lim['turn_floor_s'] * 1e3:.2f} ms",
@@ -241,6 +244,8 @@ def render(result: dict[str, Any]) -> str:
         f"  ({wal1 / raw1:.2f}x raw)",
         f"   reynd WAL in-process, 64 writers     {wal64 * 1e6:8.1f} us/append"
         f"  ({wal64 / raw64:.2f}x batched raw)",
+        f"   trio alone, 64 tasks parked + woken  {floor64 * 1e6:8.1f} us/append"
+        f"  (no I/O, no work: the floor of one task per writer)",
         f"   reynd turn over the socket, alone    {lim['reynd_turn_alone_s'] * 1e3:8.3f} ms"
         f"   ({lim['reynd_turn_alone_s'] / lim['turn_floor_s']:.2f}x the 4-fsync floor; "
         f"median {lim['reynd_turn_alone_median_s'] * 1e3:.2f} ms)",

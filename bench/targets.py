@@ -152,6 +152,14 @@ def _commit(result: dict[str, Any], found: dict[str, tuple[float, str]]) -> None
             raw / wal,
             f"acknowledged appends/s, {what}: {1 / wal:,.0f} vs {1 / raw:,.0f}",
         )
+    floor = lim.get("trio_ack_floor_64_per_append_s")
+    if floor:
+        value, detail = found["commit.64_writers_vs_batched"]
+        found["commit.64_writers_vs_batched"] = (
+            value,
+            f"{detail}; trio alone (64 tasks parked and woken, no I/O) {1 / floor:,.0f}, "
+            f"{lim['raw_fsync_batch64_per_record_s'] / floor:.2f} of the batched limit",
+        )
 
 
 def _rpc(result: dict[str, Any], found: dict[str, tuple[float, str]]) -> None:
