@@ -22,6 +22,7 @@ a client its subscriptions.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import itertools
@@ -174,6 +175,58 @@ class _Connection:
         self.scope.cancel()
 
 
+class _Workers:
+    """The tasks that run one connection's requests, each parked between requests.
+
+    A request runs in a task of its own, as many at once as the connection's
+    slots allow; a task that finished one waits for the next instead of
+    ending, because starting and ending a task costs more than a small read
+    itself. Each line wakes (or starts) one task, and a task takes the oldest
+    line waiting, so requests start in the order they came whichever task the
+    scheduler runs first. `close` (the client sent its last line) ends the
+    idle tasks; a busy one ends once no line waits.
+    """
+
+    __slots__ = ("_closing", "_idle", "_lines", "_nursery", "_run")
+
+    def __init__(self, nursery: trio.Nursery, run: Callable[[bytes], Awaitable[None]]) -> None:
+        self._nursery = nursery
+        self._run = run
+        self._idle: list[trio.lowlevel.Task] = []
+        self._lines: collections.deque[bytes] = collections.deque()
+        self._closing = False
+
+    def submit(self, line: bytes) -> None:
+        """Queue `line` and wake an idle task for it, or start one when none is idle."""
+        self._lines.append(line)
+        if self._idle:
+            trio.lowlevel.reschedule(self._idle.pop())
+        else:
+            self._nursery.start_soon(self._work)
+
+    def close(self) -> None:
+        self._closing = True
+        idle, self._idle = self._idle, []
+        for task in idle:
+            trio.lowlevel.reschedule(task)
+
+    async def _work(self) -> None:
+        # Lines and wake-ups (or starts) are one for one; at close a task may
+        # find the line it was woken for taken by another: it just ends.
+        while self._lines:
+            await self._run(self._lines.popleft())
+            if self._closing:
+                continue
+            task = trio.lowlevel.current_task()
+            self._idle.append(task)
+
+            def abort(_: object, task: trio.lowlevel.Task = task) -> trio.lowlevel.Abort:
+                self._idle.remove(task)  # cancelled while idle (the connection is cut)
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort)
+
+
 class Server:
     """Serves the App's handlers plus the transport's own methods on a listener."""
 
@@ -318,9 +371,18 @@ class Server:
         return peer.gid == group or group in peer_groups(stream.socket)
 
     async def _read_loop(self, conn: _Connection, requests: trio.Nursery) -> None:
-        """Split the stream into lines and start one task per line, until EOF."""
-        limit = self.limits.max_message_bytes
+        """Split the stream into lines and run each in a task of its own, until EOF."""
         slots = trio.Semaphore(self.limits.max_requests_per_connection)
+        workers = _Workers(requests, lambda line: self._run(conn, line, slots))
+        try:
+            await self._read_lines(conn, slots, workers)
+        finally:
+            workers.close()
+
+    async def _read_lines(
+        self, conn: _Connection, slots: trio.Semaphore, workers: _Workers
+    ) -> None:
+        limit = self.limits.max_message_bytes
         receive = conn.stream.receive_some
         buf = bytearray()
         scanned = 0  # bytes of buf already searched for a newline
@@ -360,7 +422,7 @@ class Server:
                         except trio.WouldBlock:
                             await slots.acquire()
                         self._begin()
-                        requests.start_soon(self._run, conn, line, slots)
+                        workers.submit(line)
                 start = scanned = end + 1
             if start:
                 del buf[:start]
