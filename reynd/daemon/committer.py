@@ -1,18 +1,10 @@
 """Group commit: one writer thread, many trio appenders, no early acknowledgement.
 
 Appenders stage their events on the trio thread (seqs are assigned there, in
-order) and join the open batch. The first appender of a batch leads it: it
-yields once, so every append that is runnable at that moment joins too, then
-hands the whole batch to the writer thread in one queue put and parks like the
-others. The writer thread takes every batch queued while it was busy, writes
-them, fdatasyncs once, and hands them back to the trio thread, which commits
-them (index + state) in seq order and wakes the appenders. A batch forms by
-itself while the previous sync runs; there is no timer.
-
-Per append that is one list append and one park on the trio thread; the
-thread crossings (queue put, wake-up of the loop) are per batch. Handing off
-last in a scheduler pass also means the writer thread usually finds the
-event loop already idle, instead of waking only to wait for the GIL.
+queue order) and queue them. The writer thread takes everything queued, writes
+it, fdatasyncs once, and hands the batch back to the trio thread, which
+commits it (index + state) in seq order and wakes the appenders. A batch forms
+by itself while the previous sync runs; there is no timer.
 
 A dedicated thread, not trio.to_thread per sync: a thread hand-off per batch
 costs less than the thread-pool round trip, which matters at one writer.
@@ -83,9 +75,7 @@ class Committer:
     def __init__(self, store: Store, on_commit: Callable[[Sequence[Event]], None]) -> None:
         self._store = store
         self._on_commit = on_commit
-        # Batches handed to the writer thread, in seq order (and _STOP).
-        self._queue: queue.SimpleQueue[list[_Pending] | object] = queue.SimpleQueue()
-        self._open: list[_Pending] = []  # staged, not yet handed off (trio thread only)
+        self._queue: queue.SimpleQueue[_Pending | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self.failed = trio.Event()
@@ -141,37 +131,11 @@ class Committer:
 
     async def _submit(self, staged: Staged) -> list[Event]:
         pending = _Pending(staged, trio.lowlevel.current_task())
-        # No await since staging: the open batch is in seq order.
-        self._open.append(pending)
-        if len(self._open) == 1:
-            # Lead this batch: let every append runnable now join it first.
-            # Shielded: once staged, the caller must learn the outcome.
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            batch, self._open = self._open, []
-            self._hand_off(batch, pending)
-        if pending.error is None:
-            await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
+        self._queue.put(pending)  # no await since staging: queue order = seq order
+        await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
         if pending.error is not None:
             raise pending.error
         return list(pending.staged.events)
-
-    def _hand_off(self, batch: list[_Pending], leader: _Pending) -> None:
-        """Queue `batch` for the writer thread, or fail it when the writer is gone.
-
-        Every member but `leader` (which has not parked yet) is parked.
-        """
-        if self.failure is not None:
-            failure = self.failure
-            error: Callable[[], errors.ReyndError] = lambda: _storage_failed(failure)  # noqa: E731
-        elif self._thread is None:
-            error = _stopping  # stop() already drained the queue
-        else:
-            self._queue.put(batch)
-            return
-        for pending in batch:
-            pending.error = error()
-            if pending is not leader:
-                trio.lowlevel.reschedule(pending.task)
 
     # -- writer thread --------------------------------------------------------------
 
@@ -186,8 +150,8 @@ class Committer:
                 if item is _STOP:
                     stopping = True
                 else:
-                    assert isinstance(item, list)
-                    batch += item
+                    assert isinstance(item, _Pending)
+                    batch.append(item)
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
@@ -209,16 +173,13 @@ class Committer:
         self.batches += 1
         k = 0
         committed: list[Event] = []
-        commit = self._store.commit
         for pending in batch:
-            events = pending.staged.events
-            n = len(events)
-            commit(pending.staged, placements[k : k + n])
-            committed += events
+            n = len(pending.staged.frames)
+            self._store.commit(pending.staged, placements[k : k + n])
+            committed.extend(pending.staged.events)
             k += n
-        reschedule = trio.lowlevel.reschedule
         for pending in batch:
-            reschedule(pending.task)
+            trio.lowlevel.reschedule(pending.task)
         self._on_commit(committed)
 
     def _fail(self, batch: list[_Pending], exc: BaseException) -> None:
@@ -238,7 +199,6 @@ class Committer:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if isinstance(item, list):
-                for pending in item:
-                    pending.error = error()
-                    trio.lowlevel.reschedule(pending.task)
+            if isinstance(item, _Pending):
+                item.error = error()
+                trio.lowlevel.reschedule(item.task)
