@@ -18,6 +18,7 @@ from types import TracebackType
 
 from reynctl.client import Client
 from reynctl.errors import ClientError
+from reynd.protocol.errors import ShuttingDown
 
 __all__ = ["EmbeddedDaemon", "EmbeddedDaemonError", "daemon_command"]
 
@@ -113,7 +114,7 @@ class EmbeddedDaemon:
         try:
             with self.client(timeout=timeout) as c:
                 c.shutdown()
-        except ClientError:
+        except (ClientError, ShuttingDown):
             pass  # already going away; the wait below decides
         try:
             return self.proc.wait(timeout)
