@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.harness import Daemon
+from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import (
     agent,
     agents_at,
@@ -25,7 +25,7 @@ from tests.runtime_helpers import (
 )
 
 PROMPT = 5.0  # seconds; the interrupted steps would take 30 to 60
-INTERNAL_ERROR = -32603
+STORAGE_CORRUPT = -32021
 
 
 def test_rewind_cancels_a_builtin_step_mid_call(daemon: Daemon) -> None:
@@ -125,16 +125,19 @@ def test_agents_cancel_a_builtin_step_mid_delay(daemon: Daemon) -> None:
     assert daemon.call("agents.cancel", {"agent": "a"})["cancelled"] == []
 
 
-def test_a_rewind_that_fails_after_cancelling_restarts_the_runners(daemon: Daemon) -> None:
-    """The rebuild of the target's state fails (a damaged WAL record): the agents run on.
+def test_a_rewind_that_meets_a_damaged_record_writes_nothing_and_stops(short_tmp: Path) -> None:
+    """The rebuild of the target's state reads a damaged WAL record: no reset, exit 3.
 
     The rewind cancelled the runners before the rebuild; with no reset record
-    written, the tip stands, and the step it cut runs again.
+    written, the tip stands. Damage is DURABILITY rule 7's corruption: the
+    call is answered storage_corrupt and the daemon stops (it may not run on
+    a log it cannot read back), leaving the damage mark for the next start.
     """
+    daemon = start_daemon(short_tmp)
     daemon.call("wal.append", {"agent": "bystander", "kind": "agent.created", "data": {}})
     create_builtin(daemon, "a", delay=3)
     n = head(daemon)
-    sent = send(daemon, "a", "slow", wait=False)
+    send(daemon, "a", "slow", wait=False)
     wait_open_step(daemon, "a", 0)
 
     # Damage record 1 in place (its checksum no longer matches): every rebuild
@@ -148,11 +151,8 @@ def test_a_rewind_that_fails_after_cancelling_restarts_the_runners(daemon: Daemo
         f.write(b"R")
 
     error = error_of(daemon, "rewind", {"seq": n})
-    assert error["code"] == INTERNAL_ERROR, error
+    assert error["code"] == STORAGE_CORRUPT, error
+    assert error["data"]["seq"] == 1 and error["data"]["path"] == str(segment)
     assert records(daemon, kind="rewind") == []
-
-    daemon.call("agents.configure", {"agent": "a", "options": {"delay": 0}})  # the next steps
-    ended = wait_turn_end(daemon, sent["turn_id"])
-    assert ended["outcome"] == "completed" and "slow" in ended["reply"]
-    again = send(daemon, "a", "still there?")
-    assert again["outcome"] == "completed" and "still there?" in again["reply"]
+    daemon.stop(expect=3)  # stopping by itself already: the SIGTERM changes nothing
+    assert (daemon.state_dir / "state" / "damage").exists()
