@@ -29,6 +29,7 @@ from reynd.daemon.coordinator import Coordinator, Gate
 from reynd.daemon.retention_api import RetentionApi, gc_loop, use_retention
 from reynd.daemon.rpc import Handler
 from reynd.daemon.runtime_api import RuntimeApi
+from reynd.daemon.wal_read import WalReadApi
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.events import (
@@ -298,6 +299,7 @@ class App:
             **RuntimeApi(self).handlers(),
             **RetentionApi(self).handlers(),
             **AuditApi(self).handlers(),
+            **WalReadApi(self).handlers(),
             "daemon.status": self._status,
             "generations.list": self._generations,
             "rewind": self._rewind,
