@@ -30,16 +30,18 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from reynctl.client import Client, connect
+from reynctl.langgraph.checkpoints import MAX_DEPTH as MAX_CP_DEPTH
+from reynctl.langgraph.checkpoints import Decoded, apply_diff, diff
 from reynctl.langgraph.names import SESSION, agent_name
 from reynctl.langgraph.values import Previous, decode, empty, encode, previous_of
-from reynctl.langgraph.view import TURN, Saved, ThreadView, b64, unb64
+from reynctl.langgraph.view import TURN, Saved, ThreadView, pack, unpack
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.read_methods import WalReadParams, WalReadResult
 
 __all__ = ["ReyndSaver"]
 
-# A value larger than this (base64) goes in `part` records of its own: one
+# A value larger than this (packed) goes in `part` records of its own: one
 # request may not exceed the daemon's max_message_bytes (1 MiB by default).
 PART: Final = 256 * 1024
 Event = tuple[str, dict[str, Any]]
@@ -72,6 +74,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         self._synced: dict[str, int] = {}  # agent -> the tip its view was read at
         self._dirty: set[str] = set()  # views that missed records: read before writing
         self._prev: dict[tuple[str, str, str], Previous] = {}  # delta bases per channel
+        self._cps: dict[tuple[str, str], Decoded] = {}  # diff bases: the last checkpoint per ns
 
     # -- connection ----------------------------------------------------------------------
 
@@ -108,7 +111,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             )
             if page.common < since:
                 view.rebuild(page.common)
-                self._prev = {k: v for k, v in self._prev.items() if k[0] != name}
+                self._forget(name)
             for event in page.events:
                 view.apply(event)
             self._synced[name] = page.upto
@@ -116,6 +119,11 @@ class ReyndSaver(BaseCheckpointSaver[str]):
                 break
         self._dirty.discard(name)
         return name, view
+
+    def _forget(self, name: str) -> None:
+        """Drop the thread's delta and diff bases (a rewind or a delete may have removed them)."""
+        self._prev = {k: v for k, v in self._prev.items() if k[0] != name}
+        self._cps = {k: v for k, v in self._cps.items() if k[0] != name}
 
     def _fresh(self, tid: str) -> tuple[str, ThreadView]:
         """The view to write against: read again only when it may have missed records."""
@@ -208,18 +216,33 @@ class ReyndSaver(BaseCheckpointSaver[str]):
                     parts.append(self._step({"lg": "part", "ref": ref, "b": data[i : i + PART]}))
                 record["ref"] = ref
             blobs[ch] = record
-        cp_type, cp_data = self.serde.dumps_typed(c)
         md_type, md_data = self.serde.dumps_typed(metadata)
-        payload = {
+        payload: dict[str, Any] = {
             "lg": "put",
             "ns": ns,
             "id": checkpoint["id"],
             "parent": parent,
-            "cp": [cp_type, b64(cp_data)],
-            "md": [md_type, b64(md_data)],
+            "md": [md_type, pack(md_data)],
             "run": metadata.get("run_id"),
             "blobs": blobs,
         }
+        last = self._cps.get((name, ns))
+        d = None
+        if (
+            last is not None
+            and last.id == parent
+            and last.depth < MAX_CP_DEPTH
+            and (ns, parent) in view.stored
+        ):
+            d = diff(last.value, c)
+        if last is not None and d is not None:
+            payload["cpd"] = [parent, d]
+            depth = last.depth + 1
+        else:
+            cp_type, cp_data = self.serde.dumps_typed(c)
+            payload["cp"] = [cp_type, pack(cp_data)]
+            depth = 0
+        self._cps[(name, ns)] = Decoded(c["id"], _copied(c), depth)
         return [*parts, self._step(payload)]
 
     # -- the sync API ----------------------------------------------------------------------
@@ -239,18 +262,21 @@ class ReyndSaver(BaseCheckpointSaver[str]):
     def _tuple(
         self, name: str, tid: str, view: ThreadView, saved: Saved, *, remember: bool = False
     ) -> CheckpointTuple:
-        checkpoint = self.serde.loads_typed((saved.checkpoint[0], unb64(saved.checkpoint[1])))
+        checkpoint, depth = self._checkpoint(name, view, saved)
+        if remember:
+            self._cps[(name, saved.ns)] = Decoded(saved.id, _copied(checkpoint), depth)
         values: dict[str, Any] = {}
         for ch, version in checkpoint["channel_versions"].items():
             key = (saved.ns, ch, version)
-            present, value = decode(self.serde, view.blobs, key)
+            known = self._prev.get((name, saved.ns, ch))
+            present, value = decode(self.serde, view.blobs, key, known)
             if present:
                 values[ch] = value
                 if remember and (prev := previous_of(view.blobs, key, value)) is not None:
                     self._prev[(name, saved.ns, ch)] = prev
-        metadata = self.serde.loads_typed((saved.metadata[0], unb64(saved.metadata[1])))
+        metadata = self.serde.loads_typed((saved.metadata[0], unpack(saved.metadata[1])))
         writes = [
-            (w.task_id, w.channel, self.serde.loads_typed((w.value[0], unb64(w.value[1]))))
+            (w.task_id, w.channel, self.serde.loads_typed((w.value[0], unpack(w.value[1]))))
             for w in view.pending(saved.ns, saved.id)
         ]
         return CheckpointTuple(
@@ -260,6 +286,28 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             parent_config=_config(tid, saved.ns, saved.parent) if saved.parent else None,
             pending_writes=writes,
         )
+
+    def _checkpoint(self, name: str, view: ThreadView, saved: Saved) -> tuple[dict[str, Any], int]:
+        """The checkpoint dict of `saved` (a fresh copy) and the diffs that lead to it."""
+        chain: builtins.list[Saved] = []
+        cur = saved
+        while True:
+            last = self._cps.get((name, cur.ns))
+            if last is not None and last.id == cur.id:
+                value, depth = last.value, last.depth
+                break
+            if not cur.is_diff:
+                value = self.serde.loads_typed((cur.checkpoint[0], unpack(cur.checkpoint[1])))
+                depth = 0
+                break
+            chain.append(cur)
+            base = view.stored.get((cur.ns, cur.checkpoint[0]))
+            if base is None:  # a diff is only written against a stored parent
+                raise RuntimeError(f"checkpoint {cur.id}: its base {cur.checkpoint[0]} is missing")
+            cur = base
+        for step in reversed(chain):
+            value = apply_diff(value, step.checkpoint[1])
+        return _copied(value), depth + len(chain)
 
     def list(
         self,
@@ -297,7 +345,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
                 if before_id and saved.id >= before_id:
                     continue
                 if filter:
-                    md = self.serde.loads_typed((saved.metadata[0], unb64(saved.metadata[1])))
+                    md = self.serde.loads_typed((saved.metadata[0], unpack(saved.metadata[1])))
                     if not all(md.get(k) == v for k, v in filter.items()):
                         continue
                 out.append(self._tuple(name, tid, view, saved))
@@ -343,7 +391,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         encoded = []
         for idx, (channel, value) in enumerate(writes):
             type_, data = self.serde.dumps_typed(value)
-            encoded.append([idx, channel, type_, b64(data)])
+            encoded.append([idx, channel, type_, pack(data)])
         payload = {
             "lg": "writes",
             "ns": ns,
@@ -364,7 +412,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         name, view = self._sync(tid)
         if view.open:
             self._append(name, [_ending(label)])
-        self._prev = {k: v for k, v in self._prev.items() if k[0] != name}
+        self._forget(name)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Drop the checkpoints (and their writes) of these runs, in every thread: tombstones."""
@@ -412,7 +460,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         checkpoint = tup.checkpoint
         stored = checkpoint["channel_versions"].items()
         versions = {ch: v for ch, v in stored if (saved.ns, ch, v) in view.blobs}
-        self._prev = {k: v for k, v in self._prev.items() if k[0] != name}
+        self._forget(name)
         events = self._put_events(
             name,
             ThreadView(),  # no delta bases: every value is written whole
@@ -433,11 +481,13 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         return events
 
     def get_next_version(self, current: str | None, channel: None) -> str:
-        """Versions that never repeat across forks of a thread: a count plus a random part."""
+        """A count, then a random part so that a fork from a past checkpoint never reuses a
+        stored version (as InMemorySaver's); zero-padded so that versions sort as strings.
+        Shorter than InMemorySaver's (every checkpoint repeats every channel's version)."""
         # An int when the thread was written by a saver that counts plainly.
         raw: Any = current
         current_v = int(raw.split(".")[0]) if isinstance(raw, str) else int(raw or 0)
-        return f"{current_v + 1:032}.{random.random():016}"
+        return f"{current_v + 1:012}.{random.getrandbits(32):08x}"
 
     # -- the async API: the same calls in a worker thread -----------------------------------
 
@@ -492,6 +542,16 @@ class ReyndSaver(BaseCheckpointSaver[str]):
 
 def _config(tid: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+
+
+def _copied(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """A copy LangGraph may change in place (it does, to the nested version maps) safely."""
+    out = dict(checkpoint)
+    if isinstance(out.get("channel_versions"), dict):
+        out["channel_versions"] = dict(out["channel_versions"])
+    if isinstance(out.get("versions_seen"), dict):
+        out["versions_seen"] = {k: dict(v) for k, v in out["versions_seen"].items()}
+    return out
 
 
 def _opening(tid: str, view: ThreadView) -> list[Event]:

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from reynctl.langgraph.view import Blob, b64, unb64
+from reynctl.langgraph.view import Blob, pack, unpack
 
 __all__ = ["MAX_DEPTH", "Encoded", "Previous", "decode", "empty", "encode", "previous_of"]
 
@@ -69,12 +69,12 @@ def encode(
     ):
         type_, data = serde.dumps_typed(value[len(prev.items) :])
         if prev.acc + len(data) < prev.whole:
-            record = {"v": version, "t": type_, "b": b64(data), "base": prev.version}
+            record = {"v": version, "t": type_, "b": pack(data), "base": prev.version}
             record.update(depth=prev.depth + 1, acc=prev.acc + len(data), whole=prev.whole)
             nxt = Previous(version, list(value), prev.depth + 1, prev.acc + len(data), prev.whole)
             return Encoded(record, nxt)
     type_, data = serde.dumps_typed(value)
-    record = {"v": version, "t": type_, "b": b64(data)}
+    record = {"v": version, "t": type_, "b": pack(data)}
     if isinstance(value, list):
         record["whole"] = len(data)
         return Encoded(record, Previous(version, list(value), 0, 0, len(data)))
@@ -87,25 +87,42 @@ def empty(version: Any) -> dict[str, Any]:
 
 
 def decode(
-    serde: SerializerProtocol, blobs: dict[tuple[str, str, Any], Blob], key: tuple[str, str, Any]
+    serde: SerializerProtocol,
+    blobs: dict[tuple[str, str, Any], Blob],
+    key: tuple[str, str, Any],
+    known: Previous | None = None,
 ) -> tuple[bool, Any]:
-    """(present, value) of the version at `key` = (ns, channel, version)."""
+    """(present, value) of the version at `key` = (ns, channel, version).
+
+    `known`: a version of this channel the saver holds decoded (the last it
+    wrote or read); a chain of deltas that reaches it starts from its items
+    instead of decoding the whole value again.
+    """
     blob = blobs.get(key)
     if blob is None or blob.type == EMPTY:
         return False, None
     chain: list[Blob] = []
-    ns, ch, _ = key
-    while blob is not None and blob.base is not None:
+    ns, ch, version = key
+    start: list[Any] | None = None
+    while blob is not None:
+        if known is not None and version == known.version:
+            start = list(known.items)
+            break
+        if blob.base is None:
+            break
         chain.append(blob)
-        blob = blobs.get((ns, ch, blob.base))
-    if blob is None:  # the whole value it extends is gone (cannot happen on one lineage)
-        return False, None
-    value = serde.loads_typed((blob.type, unb64(blob.data)))
-    if chain:
-        value = list(value)
-        for piece in reversed(chain):
-            value.extend(serde.loads_typed((piece.type, unb64(piece.data))))
-    return True, value
+        version = blob.base
+        blob = blobs.get((ns, ch, version))
+    if start is None:
+        if blob is None:  # the whole value it extends is gone (cannot happen on one lineage)
+            return False, None
+        value = serde.loads_typed((blob.type, unpack(blob.data)))
+        if not chain:
+            return True, value
+        start = list(value)
+    for piece in reversed(chain):
+        start.extend(serde.loads_typed((piece.type, unpack(piece.data))))
+    return True, start
 
 
 def previous_of(
@@ -116,5 +133,5 @@ def previous_of(
     if blob is None or not isinstance(value, list):
         return None
     if blob.base is None:
-        return Previous(key[2], list(value), 0, 0, blob.whole or len(unb64(blob.data)))
+        return Previous(key[2], list(value), 0, 0, blob.whole or len(unpack(blob.data)))
     return Previous(key[2], list(value), blob.depth, blob.acc, blob.whole)

@@ -23,22 +23,26 @@ records off the active lineage: `ThreadView.rebuild` replays what is left.
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["TURN", "Blob", "Saved", "ThreadView", "Write", "b64", "unb64"]
+__all__ = ["TURN", "Blob", "Saved", "ThreadView", "Write", "pack", "unpack"]
 
 TURN: Final = "lg"  # the turn id (and message id) of an open thread
 WRITES_IDX: Final = {"__error__": -1, "__scheduled__": -2, "__interrupt__": -3, "__resume__": -4}
 
 
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
+def pack(data: bytes) -> str:
+    """Serialized bytes as a JSON string, one character per byte (latin-1).
+
+    JSON escapes only quotes, backslashes and control bytes, so msgpack text
+    grows by about 15% where base64 would add 33%; reading it back is exact.
+    """
+    return data.decode("latin-1")
 
 
-def unb64(text: str) -> bytes:
-    return base64.b64decode(text)
+def unpack(text: str) -> bytes:
+    return text.encode("latin-1")
 
 
 @dataclass(slots=True)
@@ -49,9 +53,12 @@ class Saved:
     ns: str
     id: str
     parent: str | None
-    checkpoint: tuple[str, str]  # (serde type, base64), without channel_values
+    # Without channel_values: (serde type, packed bytes), or (parent id, diff) when
+    # `is_diff` (checkpoints.py).
+    checkpoint: tuple[str, Any]
     metadata: tuple[str, str]
     run_id: str | None
+    is_diff: bool = False
 
 
 @dataclass(slots=True)
@@ -67,7 +74,7 @@ class Blob:
     """One version of one channel: a whole value, or items appended to `base`'s list."""
 
     type: str
-    data: str  # base64 (joined from its parts when it was split)
+    data: str  # packed bytes (joined from its parts when it was split)
     base: Any = None  # the version this one extends, or None: a whole value
     depth: int = 0  # deltas since the last whole value
     acc: int = 0  # bytes of those deltas
@@ -83,6 +90,8 @@ class ThreadView:
     open: bool = False  # its turn `lg` is in flight
     thread_id: str | None = None
     checkpoints: dict[str, dict[str, Saved]] = field(default_factory=dict)  # ns -> id -> saved
+    # Every checkpoint put since the thread opened, dropped runs too: the base of a diff.
+    stored: dict[tuple[str, str], Saved] = field(default_factory=dict)
     writes: dict[tuple[str, str], dict[tuple[str, int], Write]] = field(default_factory=dict)
     blobs: dict[tuple[str, str, Any], Blob] = field(default_factory=dict)
     parts: dict[str, list[str]] = field(default_factory=dict)
@@ -103,6 +112,7 @@ class ThreadView:
 
     def _clear(self) -> None:
         self.checkpoints.clear()
+        self.stored.clear()
         self.writes.clear()
         self.blobs.clear()
         self.parts.clear()
@@ -146,15 +156,20 @@ class ThreadView:
                 b.get("acc", 0),
                 b.get("whole", 0),
             )
-        self.checkpoints.setdefault(ns, {})[d["id"]] = Saved(
+        is_diff = "cpd" in d
+        cp = d["cpd"] if is_diff else d["cp"]
+        saved = Saved(
             seq,
             ns,
             d["id"],
             d.get("parent"),
-            (d["cp"][0], d["cp"][1]),
+            (cp[0], cp[1]),
             (d["md"][0], d["md"][1]),
             d.get("run"),
+            is_diff,
         )
+        self.checkpoints.setdefault(ns, {})[d["id"]] = saved
+        self.stored[(ns, d["id"])] = saved
 
     def _writes(self, d: dict[str, Any]) -> None:
         key = (d["ns"], d["id"])
