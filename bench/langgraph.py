@@ -24,7 +24,10 @@ Reported per T: time per turn (mean over the run, and the median of the
 last tenth: the cost at T), `get_state` at a past checkpoint (the middle
 of the thread; warm: the saver that wrote the thread; for reynd also cold: a
 new saver, whose first read fetches the thread's records), and bytes per
-turn: every file of the store at the end, over T. SqliteSaver without
+turn: the store's files at the end, over T (reynd: state/, with its audit
+log, events/, shown apart: a second copy of every record for people, never
+read by recovery, rotated within `[audit] max_total_bytes`, 1 GiB by default;
+SQLite: the database after folding its WAL file back in). SqliteSaver without
 DeltaChannel stores the whole state in every checkpoint, so its bytes and
 times grow with the square of T: at T = 10,000 it is left out (it would
 write hundreds of gigabytes). Ratios are reynd / other: below 1, reynd is
@@ -117,6 +120,7 @@ class Contender:
     disk_bytes: Callable[[], int]
     close: Callable[[], None]
     cold_read: Callable[[RunnableConfig], int] | None = None
+    audit_bytes: Callable[[], int] | None = None  # read after close (the log is then flushed)
     times: list[float] = field(default_factory=list)
 
     def turn(self, i: int) -> None:
@@ -141,9 +145,13 @@ def reynd_contender(base: Path) -> Contender:
     return Contender(
         "reynd",
         build(saver),
-        lambda: _files_bytes(state_dir.rglob("*")),
+        # state/: the WAL, snapshots, segment indexes, config store: what time travel
+        # reads. The audit log (events/) is apart: a second copy of every record for
+        # people, never read by recovery, rotated within [audit] max_total_bytes.
+        lambda: _files_bytes((state_dir / "state").rglob("*")),
         close,
         cold,
+        lambda: _files_bytes((state_dir / "events").rglob("*")),
     )
 
 
@@ -202,6 +210,11 @@ def run_one(turns: int, base: Path, log: Callable[[str], None]) -> dict[str, Any
                 c.cold_read(past[c.name])
                 row["get_state_past_cold_ms"] = round((time.perf_counter() - t) * 1e3, 3)
             out["contenders"][c.name] = row
+        for c in contenders:
+            c.close()
+        for c in contenders:
+            if c.audit_bytes is not None:
+                out["contenders"][c.name]["audit_bytes_per_turn"] = round(c.audit_bytes() / turns)
         ours = out["contenders"]["reynd"]
         out["ratios"] = {
             other: {
@@ -212,9 +225,10 @@ def run_one(turns: int, base: Path, log: Callable[[str], None]) -> dict[str, Any
             if other != "reynd"
         }
         return out
-    finally:
+    except BaseException:
         for c in contenders:
             c.close()
+        raise
 
 
 def render(results: list[dict[str, Any]]) -> str:
@@ -226,10 +240,12 @@ def render(results: list[dict[str, Any]]) -> str:
     for res in results:
         for name, row in res["contenders"].items():
             cold = row.get("get_state_past_cold_ms")
+            audit = row.get("audit_bytes_per_turn")
             lines.append(
                 f"{res['turns']:>6} {name:<13} {row['turn_ms_mean']:>8.2f} "
                 f"{row['turn_ms_at_T']:>8.2f} {row['get_state_past_ms']:>9.2f} "
                 f"{'' if cold is None else f'{cold:.2f}':>9} {row['bytes_per_turn']:>11,}"
+                + ("" if audit is None else f"   (+ audit log {audit:,})")
             )
         for other, ratios in res["ratios"].items():
             lines.append(

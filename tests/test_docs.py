@@ -16,6 +16,8 @@ highlights by the first):
   background; the block is done when the daemon says READY=1.
 - ```` ```sh no-run: REASON ```` or ```` ```console no-run: REASON ````:
   shown, not run; the reason is required (needs systemd, runs for minutes...).
+- ```` ```python file=NAME ````: a program, written to NAME in the session's
+  directory when its turn comes; the blocks after it run it.
 - ```` ```text ````, ```` ```json ````, ```` ```toml ````, ```` ```ini ````: not commands (output,
   file layouts, formats, synopses). A `text` block holds no `$ ` line.
 
@@ -99,6 +101,13 @@ def _check_convention(block: Block) -> None:
         if block.lang == "text":
             prompts = [line for line in block.body if line.startswith("$ ")]
             assert not prompts, f"{where}: a `$ ` line is a command: make the block console"
+        return
+    if block.lang == "python":
+        assert block.mode.startswith("file=") or block.mode == "no-run", (
+            f"{where}: a python block is a program to write: python file=NAME (or no-run: REASON)"
+        )
+        if block.mode == "no-run":
+            assert block.reason, f"{where}: say why the block does not run (no-run: REASON)"
         return
     assert block.lang in ("console", "sh"), f"{where}: unknown block language {block.lang!r}"
     assert block.mode in ("", "server", "no-run"), f"{where}: unknown mode {block.mode!r}"
@@ -261,7 +270,9 @@ def test_doc(doc: Path, session: Session):
     doc_blocks = blocks(doc)
     for block in doc_blocks:
         _check_convention(block)
-    runnable = [b for b in doc_blocks if b.lang in ("sh", "console") and b.mode != "no-run"]
+    runnable = [
+        b for b in doc_blocks if b.lang in ("sh", "console", "python") and b.mode != "no-run"
+    ]
     if not runnable:
         return
     _tools(runnable)
@@ -271,6 +282,9 @@ def test_doc(doc: Path, session: Session):
         if block.mode == "server":
             for line in _commands(block.body):
                 session.serve(line)
+        elif block.lang == "python":
+            name = block.mode.removeprefix("file=")
+            (session.cwd / name).write_text("\n".join(block.body) + "\n")
         elif block.lang == "sh":
             _run_sh(session, block)
         else:

@@ -74,12 +74,15 @@ def test_every_version_of_a_growing_list_reads_back(appends: list[list[int]]) ->
 def test_appends_are_deltas_and_whole_values_come_back_as_they_add_up() -> None:
     value = list(range(20))
     writes = [value]
-    for i in range(3 * MAX_DEPTH):
+    for i in range(300):
         value = [*value, i]
         writes.append(value)
     blobs, deltas = _store(writes)
-    assert 0 < deltas < len(writes) - 1
-    assert all(b.depth <= MAX_DEPTH for b in blobs.values())
+    wholes = len(writes) - deltas
+    assert 1 < wholes < deltas  # mostly deltas, and a whole value now and then
+    # Between two whole values, the deltas add up to less than the first one.
+    for b in blobs.values():
+        assert b.depth <= MAX_DEPTH and b.acc < b.whole
     # A list that is not an extension (an item replaced) is written whole.
     replaced = [-1, *value[1:]]
     prev = Previous(99, value, 0, 0, 10_000)

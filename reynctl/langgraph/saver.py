@@ -14,6 +14,7 @@ import asyncio
 import builtins
 import random
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final, cast
 
@@ -45,6 +46,7 @@ __all__ = ["ReyndSaver"]
 # request may not exceed the daemon's max_message_bytes (1 MiB by default).
 PART: Final = 256 * 1024
 Event = tuple[str, dict[str, Any]]
+RECENT: Final = 8  # list values kept decoded after a read (a chain of deltas can start there)
 # Refusals that mean our view of the thread is out of date: read it again and retry once.
 _RETRY = (errors.AgentExists, errors.UnknownAgent, errors.InvalidEvent)
 
@@ -75,6 +77,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         self._dirty: set[str] = set()  # views that missed records: read before writing
         self._prev: dict[tuple[str, str, str], Previous] = {}  # delta bases per channel
         self._cps: dict[tuple[str, str], Decoded] = {}  # diff bases: the last checkpoint per ns
+        self._recent: OrderedDict[tuple[str, str, str, Any], builtins.list[Any]] = OrderedDict()
 
     # -- connection ----------------------------------------------------------------------
 
@@ -124,6 +127,8 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         """Drop the thread's delta and diff bases (a rewind or a delete may have removed them)."""
         self._prev = {k: v for k, v in self._prev.items() if k[0] != name}
         self._cps = {k: v for k, v in self._cps.items() if k[0] != name}
+        for key in [k for k in self._recent if k[0] == name]:
+            del self._recent[key]
 
     def _fresh(self, tid: str) -> tuple[str, ThreadView]:
         """The view to write against: read again only when it may have missed records."""
@@ -268,8 +273,9 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         values: dict[str, Any] = {}
         for ch, version in checkpoint["channel_versions"].items():
             key = (saved.ns, ch, version)
-            known = self._prev.get((name, saved.ns, ch))
-            present, value = decode(self.serde, view.blobs, key, known)
+            present, value = decode(self.serde, view.blobs, key, self._known(name, saved.ns, ch))
+            if present and isinstance(value, list):
+                self._remember_value((name, saved.ns, ch, version), value)
             if present:
                 values[ch] = value
                 if remember and (prev := previous_of(view.blobs, key, value)) is not None:
@@ -286,6 +292,22 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             parent_config=_config(tid, saved.ns, saved.parent) if saved.parent else None,
             pending_writes=writes,
         )
+
+    def _known(self, name: str, ns: str, ch: str) -> dict[Any, builtins.list[Any]]:
+        """Versions of a channel held decoded: the delta base, and recent reads."""
+        known = {
+            v: items for (n, s, c, v), items in self._recent.items() if (n, s, c) == (name, ns, ch)
+        }
+        prev = self._prev.get((name, ns, ch))
+        if prev is not None:
+            known[prev.version] = prev.items
+        return known
+
+    def _remember_value(self, key: tuple[str, str, str, Any], value: builtins.list[Any]) -> None:
+        self._recent[key] = list(value)
+        self._recent.move_to_end(key)
+        while len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
 
     def _checkpoint(self, name: str, view: ThreadView, saved: Saved) -> tuple[dict[str, Any], int]:
         """The checkpoint dict of `saved` (a fresh copy) and the diffs that lead to it."""

@@ -6,9 +6,13 @@ few messages. Storing each version whole makes a thread's bytes grow with
 the square of its length, so a list that extends the previous version of its
 channel (the same item objects first) is stored as the new items plus the
 version it extends. A whole value is written again once the deltas since the
-last one add up to its size, or `MAX_DEPTH` of them: a read rebuilds a value
-from at most that many pieces, and the whole copies add at most the size of
-the deltas themselves.
+last one add up to its size: the whole copies then add at most the size of
+the deltas themselves, and the bytes a thread takes stay linear in its
+length (a fixed number of deltas between whole values would make them grow
+with its square again). A read of an old version decodes the deltas since
+the whole value before it; the saver starts from versions it holds decoded
+(the last written or read, and a few recent reads) when the chain passes
+through one.
 
 The prefix test is by identity (`is`), which is what LangGraph's reducers
 keep (they copy the list, not the items). State mutated in place by a node
@@ -28,7 +32,7 @@ from reynctl.langgraph.view import Blob, pack, unpack
 
 __all__ = ["MAX_DEPTH", "Encoded", "Previous", "decode", "empty", "encode", "previous_of"]
 
-MAX_DEPTH: Final = 256
+MAX_DEPTH: Final = 1 << 20  # a bound for safety: the size rule decides
 EMPTY: Final = "empty"
 
 
@@ -90,13 +94,13 @@ def decode(
     serde: SerializerProtocol,
     blobs: dict[tuple[str, str, Any], Blob],
     key: tuple[str, str, Any],
-    known: Previous | None = None,
+    known: dict[Any, list[Any]] | None = None,
 ) -> tuple[bool, Any]:
     """(present, value) of the version at `key` = (ns, channel, version).
 
-    `known`: a version of this channel the saver holds decoded (the last it
-    wrote or read); a chain of deltas that reaches it starts from its items
-    instead of decoding the whole value again.
+    `known`: versions of this channel the saver holds decoded, by version; a
+    chain of deltas that reaches one starts from its items instead of
+    decoding the whole value again.
     """
     blob = blobs.get(key)
     if blob is None or blob.type == EMPTY:
@@ -105,8 +109,8 @@ def decode(
     ns, ch, version = key
     start: list[Any] | None = None
     while blob is not None:
-        if known is not None and version == known.version:
-            start = list(known.items)
+        if known and version in known:
+            start = list(known[version])
             break
         if blob.base is None:
             break
