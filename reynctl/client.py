@@ -4,11 +4,16 @@ One call at a time per connection: `call` sends a request and reads until its
 answer arrives; notifications that arrive meanwhile are queued for
 `notifications()`. The protocol itself (framing, ids, error mapping) lives in
 `reynctl.jsonrpc` so that other frontends can reuse it with their own I/O.
+
+With `reconnect=True`, a call made after the connection dropped dials again
+first (with backoff, up to `reconnect_timeout` seconds), and a call the drop
+interrupted is sent again when its method only reads (jsonrpc.RETRIED); a
+write it interrupted raises ConnectionClosed (it may or may not have been
+applied). `notifications()` never reconnects: subscribe again.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import socket
 import time
@@ -27,17 +32,23 @@ from reynctl.errors import (
     ConnectionClosed,
     DaemonTimeout,
     DaemonUnreachable,
-    NoDaemon,
     ProtocolMismatch,
     ProtocolViolation,
-    SocketPermissionDenied,
-    StaleSocket,
+    connect_failed,
 )
-from reynctl.jsonrpc import ErrorResponse, Response, ServerMessage, Session, decode_result
+from reynctl.jsonrpc import (
+    RECONNECT_BACKOFF,
+    RETRIED,
+    ErrorResponse,
+    Response,
+    ServerMessage,
+    Session,
+    decode_result,
+)
 from reynctl.trust import check_daemon, daemon_uid_from_env
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
-from reynd.protocol.errors import InvalidParams, MethodNotFound
+from reynd.protocol.errors import InvalidParams, MethodNotFound, ShuttingDown
 from reynd.protocol.paths import SOCKET_ENV, SYSTEM_SOCKET, default_socket, resolve_state_dir
 
 __all__ = ["Client", "Reply", "config_socket", "connect", "find_socket"]
@@ -114,14 +125,24 @@ class Client:
     """
 
     def __init__(
-        self, path: Path, *, timeout: float | None = 30.0, daemon_uid: int | None = None
+        self,
+        path: Path,
+        *,
+        timeout: float | None = 30.0,
+        daemon_uid: int | None = None,
+        reconnect: bool = False,
+        reconnect_timeout: float = 10.0,
     ) -> None:
         self.path = path
         self.timeout = timeout
         self.daemon_uid = daemon_uid
+        self.reconnect = reconnect
+        self.reconnect_timeout = reconnect_timeout
+        self.reconnects = 0  # how many times the connection was dialled again
         self._session = Session()
         self._queued: deque[ServerMessage] = deque()
         self._sock = self._connect()
+        self._broken: ConnectionClosed | None = None
         self._protocol_checked = False
 
     def _connect(self) -> socket.socket:
@@ -129,25 +150,9 @@ class Client:
         sock.settimeout(self.timeout)
         try:
             sock.connect(os.fspath(self.path))
-        except FileNotFoundError:
-            sock.close()
-            raise NoDaemon(self.path) from None
-        except ConnectionRefusedError:
-            sock.close()
-            # Linux refuses a connect to a plain file too: tell the two apart.
-            if not self.path.is_socket():
-                raise DaemonUnreachable(self.path, "not a socket") from None
-            raise StaleSocket(self.path) from None
-        except PermissionError:
-            sock.close()
-            raise SocketPermissionDenied(self.path) from None
-        except TimeoutError:
-            sock.close()
-            raise DaemonTimeout(self.path, "connect", self.timeout or 0) from None
         except OSError as exc:
             sock.close()
-            reason = "not a socket" if exc.errno == errno.ENOTSOCK else exc.strerror or str(exc)
-            raise DaemonUnreachable(self.path, reason) from None
+            raise connect_failed(self.path, exc, self.timeout) from None
         try:
             check_daemon(sock, self.path, self.daemon_uid)
         except BaseException:
@@ -183,13 +188,47 @@ class Client:
         refused params, a result of the wrong shape): no extra round trip when
         all is well.
         """
-        try:
-            raw = self._roundtrip(method, params)
-            return Reply(method, raw, decode_result(raw, result_type))
-        except (MethodNotFound, InvalidParams, ProtocolViolation):
-            if method in m.METHODS and not self._protocol_checked:
-                self.check_protocol()
-            raise
+        while True:
+            if self._broken is not None:
+                if not self.reconnect:
+                    raise self._broken
+                self._redial()
+            try:
+                raw = self._roundtrip(method, params)
+                return Reply(method, raw, decode_result(raw, result_type))
+            except (ConnectionClosed, ShuttingDown) as exc:
+                # A daemon stopping refuses what it is sent: for a read, as a drop.
+                self._broken = _dropped(self.path, exc)
+                if self.reconnect and method in RETRIED:
+                    continue
+                raise
+            except (MethodNotFound, InvalidParams, ProtocolViolation):
+                if method in m.METHODS and not self._protocol_checked:
+                    self.check_protocol()
+                raise
+
+    def _redial(self) -> None:
+        """Connect again (a fresh session), retrying until reconnect_timeout."""
+        deadline = time.monotonic() + self.reconnect_timeout
+        delay, longest = RECONNECT_BACKOFF
+        self._sock.close()
+        while True:
+            try:
+                self._sock = self._connect()
+            except DaemonUnreachable as exc:
+                if time.monotonic() + delay > deadline:
+                    raise ConnectionClosed(
+                        self.path,
+                        f"no daemon came back within {self.reconnect_timeout:g}s ({exc.message})",
+                    ) from None
+                time.sleep(delay)  # backoff between dials, not a synchronisation
+                delay = min(delay * 2, longest)
+                continue
+            break
+        self._session = Session()
+        self._queued.clear()
+        self._broken = None
+        self.reconnects += 1
 
     def check_protocol(self) -> m.StatusResult | None:
         """Raise ProtocolMismatch unless the daemon speaks our protocol version.
@@ -329,6 +368,10 @@ class Client:
         """wal.append."""
         return self.call("wal.append", params, m.WalAppendResult).value
 
+    def append_batch(self, params: m.WalAppendBatchParams) -> m.WalAppendBatchResult:
+        """wal.append_batch: several events for one agent, all or nothing, one fsync."""
+        return self.call("wal.append_batch", params, m.WalAppendBatchResult).value
+
     # -- the agent runtime ------------------------------------------------------------
 
     def agents(self, session: str | None = None) -> a.AgentsListResult:
@@ -384,13 +427,27 @@ class Client:
         return self.call("rpc.discover", m.RpcDiscoverParams(), dict).value
 
 
+def _dropped(path: Path, exc: ConnectionClosed | ShuttingDown) -> ConnectionClosed:
+    if isinstance(exc, ConnectionClosed):
+        return exc
+    return ConnectionClosed(path, "the daemon is stopping")
+
+
 def connect(
     socket_path: str | os.PathLike[str] | None = None,
     *,
     timeout: float | None = 30.0,
     daemon_uid: int | None = None,
+    reconnect: bool = False,
+    reconnect_timeout: float = 10.0,
 ) -> Client:
     """Connect to the daemon found by `find_socket`; `daemon_uid` defaults to $REYN_DAEMON_UID."""
     if daemon_uid is None:
         daemon_uid = daemon_uid_from_env()
-    return Client(find_socket(socket_path), timeout=timeout, daemon_uid=daemon_uid)
+    return Client(
+        find_socket(socket_path),
+        timeout=timeout,
+        daemon_uid=daemon_uid,
+        reconnect=reconnect,
+        reconnect_timeout=reconnect_timeout,
+    )

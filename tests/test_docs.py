@@ -14,10 +14,13 @@ highlights by the first):
   their output is not checked, they must succeed.
 - ```` ```sh server ````: `reynd serve ...` lines, each started in the
   background; the block is done when the daemon says READY=1.
+- ```` ```python ````: a program, run with this checkout's Python in the
+  session (it finds the daemon as reynctl does); it must exit 0, so what it
+  claims is written as `assert`s. Its output is not checked.
 - ```` ```sh no-run: REASON ```` or ```` ```console no-run: REASON ````:
   shown, not run; the reason is required (needs systemd, runs for minutes...).
-- ```` ```python file=NAME ````: a program, written to NAME in the session's
-  directory when its turn comes; the blocks after it run it.
+- ```` ```python file=NAME ````: a program written to NAME in the session's
+  directory when its turn comes, not run: the blocks after it run it.
 - ```` ```text ````, ```` ```json ````, ```` ```toml ````, ```` ```ini ````: not commands (output,
   file layouts, formats, synopses). A `text` block holds no `$ ` line.
 
@@ -50,6 +53,7 @@ from tests.harness import Daemon, daemon_env, short_tempdir, start_daemon
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 NOT_COMMANDS = frozenset(("text", "json", "toml", "ini"))
+RUNNABLE = ("console", "sh", "python")
 TIMEOUT = 120
 
 
@@ -102,14 +106,10 @@ def _check_convention(block: Block) -> None:
             prompts = [line for line in block.body if line.startswith("$ ")]
             assert not prompts, f"{where}: a `$ ` line is a command: make the block console"
         return
-    if block.lang == "python":
-        assert block.mode.startswith("file=") or block.mode == "no-run", (
-            f"{where}: a python block is a program to write: python file=NAME (or no-run: REASON)"
-        )
-        if block.mode == "no-run":
-            assert block.reason, f"{where}: say why the block does not run (no-run: REASON)"
+    assert block.lang in RUNNABLE, f"{where}: unknown block language {block.lang!r}"
+    if block.lang == "python" and block.mode.startswith("file="):
+        assert block.mode != "file=", f"{where}: name the file (python file=NAME)"
         return
-    assert block.lang in ("console", "sh"), f"{where}: unknown block language {block.lang!r}"
     assert block.mode in ("", "server", "no-run"), f"{where}: unknown mode {block.mode!r}"
     if block.mode == "no-run":
         assert block.reason, f"{where}: say why the block does not run (no-run: REASON)"
@@ -230,6 +230,11 @@ def _run_sh(s: Session, block: Block) -> None:
     assert proc.returncode == 0, f"{block.where}: exit {proc.returncode}\n{proc.stdout}"
 
 
+def _run_python(s: Session, block: Block) -> None:
+    proc = s.run("exec python - <<'REYND_DOC_EOF'\n" + "\n".join(block.body) + "\nREYND_DOC_EOF")
+    assert proc.returncode == 0, f"{block.where}: exit {proc.returncode}\n{proc.stdout}"
+
+
 def _run_console(s: Session, block: Block) -> None:
     steps: list[tuple[str, list[str]]] = []
     lines = iter(block.body)
@@ -270,9 +275,7 @@ def test_doc(doc: Path, session: Session):
     doc_blocks = blocks(doc)
     for block in doc_blocks:
         _check_convention(block)
-    runnable = [
-        b for b in doc_blocks if b.lang in ("sh", "console", "python") and b.mode != "no-run"
-    ]
+    runnable = [b for b in doc_blocks if b.lang in RUNNABLE and b.mode != "no-run"]
     if not runnable:
         return
     _tools(runnable)
@@ -282,10 +285,12 @@ def test_doc(doc: Path, session: Session):
         if block.mode == "server":
             for line in _commands(block.body):
                 session.serve(line)
-        elif block.lang == "python":
+        elif block.lang == "python" and block.mode.startswith("file="):
             name = block.mode.removeprefix("file=")
             (session.cwd / name).write_text("\n".join(block.body) + "\n")
         elif block.lang == "sh":
             _run_sh(session, block)
+        elif block.lang == "python":
+            _run_python(session, block)
         else:
             _run_console(session, block)

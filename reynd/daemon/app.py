@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -21,7 +22,7 @@ from reynd.config_store import ConfigStore
 from reynd.core.diff import diff_values
 from reynd.core.reconstruct import ReplayPlan
 from reynd.core.retention import RetentionPolicy
-from reynd.daemon.appends import check_applies, event_of
+from reynd.daemon.appends import batch_events, check_applies, check_batch, event_of
 from reynd.daemon.audit_api import AuditApi
 from reynd.daemon.committer import Committer
 from reynd.daemon.context import CallContext
@@ -63,6 +64,7 @@ Publish = Callable[[str, int, dict[str, Any]], None]
 WRITES: Final = frozenset(
     (
         "wal.append",
+        "wal.append_batch",
         "rewind",
         "checkout",
         "act_turn.rewind",
@@ -308,6 +310,7 @@ class App:
             "state.get": self._state_get,
             "state.diff": self._state_diff,
             "wal.append": self._wal_append,
+            "wal.append_batch": self._wal_append_batch,
         }
 
     # -- hooks -------------------------------------------------------------------------
@@ -541,30 +544,53 @@ class App:
 
     async def _wal_append(self, p: m.WalAppendParams, ctx: CallContext) -> m.WalAppendResult:
         event = event_of(p)
-        lock = self._agent_locks.setdefault(p.agent, trio.Lock())
-        async with self.gate.shared(), lock:
-            store = self.store
-            if p.based_on is not None:
-                if p.based_on > store.head:
-                    raise errors.SeqOutOfRange(
-                        f"based_on {p.based_on} is above the tip {store.head}",
-                        {"based_on": p.based_on, "head": store.head},
-                    )
-                if not store.lineage.is_active(p.based_on):
-                    raise errors.StaleBranch(
-                        f"based_on seq {p.based_on} was abandoned by a rewind "
-                        f"(branch {store.lineage.branch_of(p.based_on)}); the tip is now "
-                        f"{store.head} on branch {store.lineage.branch_of(store.head)}: "
-                        "re-read the state and retry on the new branch",
-                        {
-                            "based_on": p.based_on,
-                            "head": store.head,
-                            "branch": store.lineage.branch_of(store.head),
-                        },
-                    )
+        async with self._fenced(p.agent, p.based_on) as store:
             check_applies(store.state, event)
             (durable,) = await self.committer.append([event])
         return m.WalAppendResult(seq=durable.seq, branch=store.lineage.branch_of(durable.seq))
+
+    async def _wal_append_batch(
+        self, p: m.WalAppendBatchParams, ctx: CallContext
+    ) -> m.WalAppendBatchResult:
+        events = batch_events(p)
+        async with self._fenced(p.agent, p.based_on) as store:
+            check_batch(store.state, events)
+            # One staging, so consecutive seqs (no await between them), one
+            # fsync; `atomic` lets recovery drop a batch the crash cut short.
+            durable = await self.committer.append(events, atomic=True)
+        seqs = [e.seq for e in durable]
+        return m.WalAppendBatchResult(seqs=seqs, branch=store.lineage.branch_of(seqs[-1]))
+
+    @asynccontextmanager
+    async def _fenced(self, agent: str, based_on: int | None) -> AsyncIterator[Store]:
+        """Hold the write gate and `agent`'s lock, once `based_on` passed the fence."""
+        lock = self._agent_locks.setdefault(agent, trio.Lock())
+        async with self.gate.shared(), lock:
+            self._fence(based_on)
+            yield self.store
+
+    def _fence(self, based_on: int | None) -> None:
+        """Refuse a write based on a seq a rewind abandoned (stale_branch), or above the tip."""
+        if based_on is None:
+            return
+        store = self.store
+        if based_on > store.head:
+            raise errors.SeqOutOfRange(
+                f"based_on {based_on} is above the tip {store.head}",
+                {"based_on": based_on, "head": store.head},
+            )
+        if not store.lineage.is_active(based_on):
+            raise errors.StaleBranch(
+                f"based_on seq {based_on} was abandoned by a rewind "
+                f"(branch {store.lineage.branch_of(based_on)}); the tip is now "
+                f"{store.head} on branch {store.lineage.branch_of(store.head)}: "
+                "re-read the state and retry on the new branch",
+                {
+                    "based_on": based_on,
+                    "head": store.head,
+                    "branch": store.lineage.branch_of(store.head),
+                },
+            )
 
 
 _CHEAP_REPLAY = 128  # records

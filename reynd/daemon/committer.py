@@ -103,15 +103,18 @@ class Committer:
         # now will ever be written. Its appenders learn it instead of waiting.
         self._fail_queued(_stopping)
 
-    async def append(self, events: Sequence[Event], rebuilt: Rebuilt | None = None) -> list[Event]:
+    async def append(
+        self, events: Sequence[Event], rebuilt: Rebuilt | None = None, *, atomic: bool = False
+    ) -> list[Event]:
         """Append durably; returns the events with their seqs once fsync covered them.
 
         `rebuilt`: the state a reset record among `events` leads to (Store.stage).
+        `atomic`: after a crash, recovery keeps all of `events` or none.
         Not cancellable once queued: a cancelled caller could not tell whether
         its events were written, so it waits the few milliseconds to know.
         """
         self._check()
-        return await self._submit(self._store.stage(events, rebuilt))
+        return await self._submit(self._store.stage(events, rebuilt, atomic=atomic))
 
     async def append_replicated(
         self, frames: Sequence[bytes], rebuilt: Rebuilt | None
@@ -159,8 +162,9 @@ class Committer:
             if not batch:
                 continue
             frames = [f for p in batch for f in p.staged.frames]
+            glued = frozenset(s for p in batch for s in p.staged.glued)
             try:
-                placements = wal.write_batch(frames)
+                placements = wal.write_batch(frames, glued)
                 wal.sync()
             except BaseException as exc:
                 self._token.run_sync_soon(self._fail, batch, exc)

@@ -54,7 +54,7 @@ _NAMING: Final = frozenset(("AgentCreated",))
 _COUNTS: Final = frozenset(("step", "index", "tokens_in", "tokens_out"))
 # Bounded here, not in `events`: a record an older version wrote must still decode.
 _COUNT = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
-_ASSIGNED: Final = frozenset(("seq", "ts"))  # by the daemon, never by the writer
+_ASSIGNED: Final = frozenset(("seq", "ts", "more"))  # by the daemon, never by the writer
 
 
 def _constrain(tp: Any, field: str, owner: str) -> Any:

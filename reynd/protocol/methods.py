@@ -71,6 +71,9 @@ __all__ = [
     "RetentionInfo",
     "RetentionPolicyInfo",
     "RetentionSetParams",
+    "BatchEvent",
+    "WalAppendBatchParams",
+    "WalAppendBatchResult",
     "WalAppendParams",
     "WalAppendResult",
 ]
@@ -355,6 +358,36 @@ class WalAppendResult(Result, kw_only=True):
     branch: int
 
 
+class BatchEvent(Params, kw_only=True):
+    """One event of `wal.append_batch`: `kind` and `data` exactly as for wal.append."""
+
+    kind: Ident
+    data: dict[str, Any] = {}
+
+
+class WalAppendBatchParams(Params, kw_only=True):
+    """Several events for one agent, appended all or nothing (`wal.append_batch`).
+
+    Every event is checked, in order and each against the state the ones
+    before it leave, before anything is written: one bad event refuses the
+    whole batch, naming it in `data.field` (`events[2].data.text`). One fence
+    check (`based_on`, as for wal.append), one fsync for the whole batch; the
+    records are consecutive, and after a crash either all of them or none are
+    in the log. At most MAX_APPEND_EVENTS events (limit_exceeded).
+    """
+
+    agent: AgentRef
+    events: list[BatchEvent]
+    based_on: NonNegative | None = None
+
+
+class WalAppendBatchResult(Result, kw_only=True):
+    """The seqs of the events, in order (consecutive), and the branch they are on."""
+
+    seqs: list[Seq]
+    branch: int
+
+
 # -- the table --------------------------------------------------------------
 
 
@@ -418,6 +451,14 @@ METHODS: Final[dict[str, MethodDef]] = {
             WalAppendResult,
             "Append one typed event for an agent, fenced on the branch the writer saw.",
             (errors.StaleBranch, errors.InvalidEvent, errors.UnknownAgent),
+            mutating=True,
+        ),
+        MethodDef(
+            "wal.append_batch",
+            WalAppendBatchParams,
+            WalAppendBatchResult,
+            "Append several events for an agent all or nothing: one fsync, one fence check.",
+            (errors.StaleBranch, errors.InvalidEvent, errors.UnknownAgent, errors.LimitExceeded),
             mutating=True,
         ),
         *agent_methods.DEFS,

@@ -78,6 +78,11 @@ class Staged:
     frames: tuple[tuple[int, bytes], ...]
     rebuilt: Rebuilt | None = None
 
+    @property
+    def glued(self) -> frozenset[int]:
+        """Seqs that continue an atomic batch: the WAL keeps them in their batch's segment."""
+        return frozenset(e.seq + 1 for e in self.events if e.more)
+
 
 @dataclass(frozen=True, slots=True)
 class PendingIndex:
@@ -236,11 +241,15 @@ class Store:
 
     # -- appending -----------------------------------------------------------------
 
-    def stage(self, events: Sequence[Event], rebuilt: Rebuilt | None = None) -> Staged:
+    def stage(
+        self, events: Sequence[Event], rebuilt: Rebuilt | None = None, *, atomic: bool = False
+    ) -> Staged:
         """Assign seqs and timestamps and encode; nothing is visible or durable yet.
 
         `rebuilt` is the state a reset record among `events` leads to (see
-        `rebuild`); without it, `commit` rebuilds that state itself. Raises
+        `rebuild`); without it, `commit` rebuilds that state itself. `atomic`:
+        the events form one batch that recovery keeps whole or drops whole
+        (each record says how many of the batch follow it, `more`). Raises
         LimitExceeded, with nothing staged and no seq used, for a record that
         nests deeper than MAX_DEPTH: once acknowledged, a record must stay
         readable by every component, at every start.
@@ -248,8 +257,10 @@ class Store:
         now = time.time() if self._clock is None else self._clock()
         out: list[Event] = []
         frames: list[tuple[int, bytes]] = []
+        last = self._next_seq + len(events) - 1
         for seq, event in enumerate(events, start=self._next_seq):
-            stamped = msgspec.structs.replace(event, seq=seq, ts=now)
+            more = last - seq if atomic else 0
+            stamped = msgspec.structs.replace(event, seq=seq, ts=now, more=more)
             record = _encoder.encode(stamped)
             if nesting_exceeds(record):
                 raise errors.LimitExceeded(
@@ -302,10 +313,12 @@ class Store:
                 apply(self.state, event)
                 self._since_snapshot += len(frame)
 
-    def append(self, events: Sequence[Event], rebuilt: Rebuilt | None = None) -> list[Event]:
-        """Append durably (returns after fsync) and apply: the one-shot path."""
-        staged = self.stage(events, rebuilt)
-        placements = self.wal.write_batch(list(staged.frames))
+    def append(
+        self, events: Sequence[Event], rebuilt: Rebuilt | None = None, *, atomic: bool = False
+    ) -> list[Event]:
+        """Append durably (returns after fsync) and apply: the one-shot path (see `stage`)."""
+        staged = self.stage(events, rebuilt, atomic=atomic)
+        placements = self.wal.write_batch(list(staged.frames), staged.glued)
         self.wal.sync()
         self.commit(staged, placements)
         return list(staged.events)
