@@ -23,6 +23,7 @@ pytest.importorskip("langgraph.prebuilt")
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -228,3 +229,18 @@ def test_retention_keeps_a_live_thread_and_frees_a_deleted_one(short_tmp: Path) 
             assert d.call("retention.gc")["floor"] > live_from
     finally:
         d.stop()
+
+
+def test_a_value_larger_than_a_request_is_split_and_read_back(daemon: Daemon) -> None:
+    big = "".join(chr(32 + i % 200) for i in range(3_000_000))  # 3 MB, past 1 MiB requests
+    config: RunnableConfig = {"configurable": {"thread_id": "big", "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"doc": big}
+    checkpoint["channel_versions"] = {"doc": "000000000001.00000000"}
+    with ReyndSaver(str(daemon.socket)) as saver:
+        saved = saver.put(
+            config, checkpoint, {"source": "input", "step": -1}, {"doc": "000000000001.00000000"}
+        )
+    with ReyndSaver(str(daemon.socket)) as fresh:
+        got = fresh.get_tuple(saved)
+    assert got is not None and got.checkpoint["channel_values"]["doc"] == big

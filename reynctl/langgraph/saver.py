@@ -4,7 +4,8 @@ One LangGraph thread is one external reynd agent (`names.agent_name`); what
 its records hold is described in `view`. Reads go through `wal.read`, which
 answers on the active lineage: after `reynctl rewind` or `checkout`, the
 next `get_state` of a graph sees the thread as of the target seq, and every
-append is fenced (`based_on`) on the tip the saver last read, so a run that
+append (one wal.append_batch per operation: one round trip, one fsync) is
+fenced (`based_on`) on the tip the saver last read, so a run that
 a rewind abandoned cannot write on past it (StaleBranch).
 """
 
@@ -18,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final, cast
 
+import msgspec
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -46,6 +48,8 @@ __all__ = ["ReyndSaver"]
 # request may not exceed the daemon's max_message_bytes (1 MiB by default).
 PART: Final = 256 * 1024
 Event = tuple[str, dict[str, Any]]
+MAX_BATCH: Final = 1000  # events per wal.append_batch (the daemon's max_append_events)
+BATCH_BYTES: Final = 3 * PART  # per request, within the daemon's max_message_bytes (1 MiB)
 RECENT: Final = 8  # list values kept decoded after a read (a chain of deltas can start there)
 # Refusals that mean our view of the thread is out of date: read it again and retry once.
 _RETRY = (errors.AgentExists, errors.UnknownAgent, errors.InvalidEvent)
@@ -145,25 +149,27 @@ class ReyndSaver(BaseCheckpointSaver[str]):
     # -- writing -------------------------------------------------------------------------
 
     def _append(self, name: str, events: Sequence[Event]) -> None:
-        """Append `events` to the thread's agent, fenced on the tip the view was read at.
-
-        One wal.append per event today; wal.append_batch (one request, one
-        fsync, all-or-nothing) replaces this loop once the daemon has it.
-        """
+        """Append `events` to the thread's agent: one wal.append_batch (all or nothing, one
+        fsync), fenced on the tip the view was read at."""
         view = self._views[name]
-        for kind, data in events:
-            params = m.WalAppendParams(
-                agent=name, kind=kind, data=data, based_on=self._synced.get(name, 0)
+        synced = self._synced.get(name, 0)
+        for chunk in _batches(events):
+            params = m.WalAppendBatchParams(
+                agent=name,
+                events=[m.BatchEvent(kind=kind, data=data) for kind, data in chunk],
+                based_on=synced,
             )
             try:
-                seq = self._conn().append(params).seq
+                seqs = self._conn().append_batch(params).seqs
             except errors.ReyndError:
                 self._dirty.add(name)
                 raise
-            if seq == self._synced.get(name, 0) + 1 and name not in self._dirty:
-                # Nothing else was appended in between: the view stays exact.
-                view.apply({"kind": kind, "seq": seq, "agent": name, **data})
-                self._synced[name] = seq
+            # A batch's seqs are consecutive: right after the view's tip, nothing
+            # else was appended in between and the view stays exact.
+            if seqs[0] == synced + 1 and name not in self._dirty:
+                for seq, (kind, data) in zip(seqs, chunk, strict=True):
+                    view.apply({"kind": kind, "seq": seq, "agent": name, **data})
+                self._synced[name] = synced = seqs[-1]
             else:
                 self._dirty.add(name)
 
@@ -564,6 +570,23 @@ class ReyndSaver(BaseCheckpointSaver[str]):
 
 def _config(tid: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+
+
+def _batches(events: Sequence[Event]) -> Iterator[Sequence[Event]]:
+    """`events` in requests the daemon takes: at most MAX_BATCH events and BATCH_BYTES.
+
+    Only a put with values split in `part` records needs more than one; its
+    parts then go first, and a crash between the two leaves only unused parts.
+    """
+    start, size = 0, 0
+    for i, (_, data) in enumerate(events):
+        n = len(msgspec.json.encode(data))
+        if i > start and (i - start >= MAX_BATCH or size + n > BATCH_BYTES):
+            yield events[start:i]
+            start, size = i, 0
+        size += n
+    if start < len(events):
+        yield events[start:]
 
 
 def _copied(checkpoint: dict[str, Any]) -> dict[str, Any]:
