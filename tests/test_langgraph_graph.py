@@ -151,6 +151,29 @@ def test_reynctl_rewind_moves_the_thread_back(daemon: Daemon) -> None:
         assert texts(graph, config)[-1] == "the sum is 6"
 
 
+def test_checkpoints_are_generations_to_rewind_to(daemon: Daemon) -> None:
+    with ReyndSaver(str(daemon.socket)) as saver:
+        graph = build(saver)
+        config: RunnableConfig = {"configurable": {"thread_id": "chat-4"}}
+        ask(graph, config, "1+1")
+        ask(graph, config, "2+2")
+        listed = reynctl(daemon.socket, "generations", "--agent", agent_name("chat-4"))
+        gens = listed["generations"]
+        assert [g["label"] for g in gens] == [
+            *(f"loop step {i}" for i in range(8, 4, -1)),
+            "input step 4",
+            *(f"loop step {i}" for i in range(3, -1, -1)),
+            "input step -1",
+        ]
+        assert {g["kind"] for g in gens} == {"phase"}
+
+        # `reynctl rewind` to the checkpoint that ended the first turn.
+        end_of_first = next(g["seq"] for g in gens if g["label"] == "loop step 3")
+        reynctl(daemon.socket, "rewind", str(end_of_first), "--yes")
+        assert texts(graph, config) == ["1+1", "2", "the sum is 2"]
+        assert not graph.get_state(config).next
+
+
 def test_a_writer_the_rewind_left_behind_is_fenced(daemon: Daemon) -> None:
     with ReyndSaver(str(daemon.socket)) as saver:
         graph = build(saver)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import random
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -40,6 +41,7 @@ from reynctl.langgraph.values import Previous, decode, empty, encode, previous_o
 from reynctl.langgraph.view import TURN, Saved, ThreadView, pack, unpack
 from reynd.protocol import errors
 from reynd.protocol import methods as m
+from reynd.protocol.names import CONTROL_CHARS, IDENT_MAX
 from reynd.protocol.read_methods import WalReadParams, WalReadResult
 
 __all__ = ["ReyndSaver"]
@@ -51,6 +53,7 @@ Event = tuple[str, dict[str, Any]]
 MAX_BATCH: Final = 1000  # events per wal.append_batch (the daemon's max_append_events)
 BATCH_BYTES: Final = 3 * PART  # per request, within the daemon's max_message_bytes (1 MiB)
 RECENT: Final = 8  # list values kept decoded after a read (a chain of deltas can start there)
+CONTROL: Final = re.compile(f"[{CONTROL_CHARS}]")  # refused in an identifier
 # Refusals that mean our view of the thread is out of date: read it again and retry once.
 _RETRY = (errors.AgentExists, errors.UnknownAgent, errors.InvalidEvent)
 
@@ -62,6 +65,9 @@ class ReyndSaver(BaseCheckpointSaver[str]):
     (--socket, $REYN_SOCKET, reynd.toml, the user path, the system path).
     Sync and async methods; the async ones run the blocking client in a
     worker thread. One connection, one call at a time (a lock).
+    `generations`: mark each checkpoint as a reynd generation (a `phase`:
+    `reynctl generations`, `rewind` to it, the TUI's timeline); one more
+    small record per checkpoint, in the same request.
     """
 
     def __init__(
@@ -70,8 +76,10 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         *,
         serde: SerializerProtocol | None = None,
         timeout: float | None = 30.0,
+        generations: bool = True,
     ) -> None:
         super().__init__(serde=serde)
+        self._phases = generations
         self._socket = socket
         self._timeout = timeout
         self._client: Client | None = None
@@ -181,7 +189,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         """
         for attempt in (0, 1):
             name, view = self._fresh(tid) if attempt == 0 else self._sync(tid)
-            events = [*_opening(tid, view), *build(name, view)]
+            events = [*_opening(tid, view, phases=self._phases), *build(name, view)]
             try:
                 self._append(name, events)
                 return
@@ -254,7 +262,10 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             payload["cp"] = [cp_type, pack(cp_data)]
             depth = 0
         self._cps[(name, ns)] = Decoded(c["id"], _copied(c), depth)
-        return [*parts, self._step(payload)]
+        events = [*parts, self._step(payload)]
+        if self._phases:
+            events.append(("skill.phase", {"run_id": TURN, "phase": _phase(ns, metadata)}))
+        return events
 
     # -- the sync API ----------------------------------------------------------------------
 
@@ -439,7 +450,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
     def _close_thread(self, tid: str, label: str) -> None:
         name, view = self._sync(tid)
         if view.open:
-            self._append(name, [_ending(label)])
+            self._append(name, _ending(view, label))
         self._forget(name)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -599,7 +610,15 @@ def _copied(checkpoint: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _opening(tid: str, view: ThreadView) -> list[Event]:
+def _phase(ns: str, metadata: CheckpointMetadata) -> str:
+    """The generation label of a checkpoint: `loop step 3` (and its namespace, if any)."""
+    text = f"{metadata.get('source', 'checkpoint')} step {metadata.get('step', '?')}"
+    if ns:
+        text += f" in {ns}"
+    return re.sub(CONTROL, "?", text)[:IDENT_MAX]
+
+
+def _opening(tid: str, view: ThreadView, *, phases: bool) -> list[Event]:
     """The records that make the thread writable: its agent, then its open turn."""
     events: list[Event] = []
     if not view.exists:
@@ -608,11 +627,18 @@ def _opening(tid: str, view: ThreadView) -> list[Event]:
         text = f"LangGraph thread {tid}"
         events.append(("message.received", {"message_id": TURN, "text": text}))
         events.append(("turn.started", {"turn_id": TURN, "message_id": TURN}))
+    if phases and not (view.open and view.phases):
+        events.append(("skill.started", {"run_id": TURN, "skill": "langgraph"}))
     return events
 
 
-def _ending(label: str) -> Event:
-    return ("turn.ended", {"turn_id": TURN, "outcome": "aborted", "label": label})
+def _ending(view: ThreadView, label: str) -> list[Event]:
+    """The records that close the thread: its skill run (which also holds the floor), its turn."""
+    events: list[Event] = []
+    if view.phases:
+        events.append(("skill.ended", {"run_id": TURN, "outcome": label}))
+    events.append(("turn.ended", {"turn_id": TURN, "outcome": "aborted", "label": label}))
+    return events
 
 
 def _since_opened(view: ThreadView) -> list[dict[str, Any]]:

@@ -12,6 +12,10 @@ lineage, in order:
   that changed: `blobs`); `{"lg": "writes", ...}` pending writes of a task;
   `{"lg": "drop_runs", "runs": [...]}` a tombstone for delete_for_runs;
   `{"lg": "part", ...}` a piece of a value too large for one request.
+- `skill.started` (run `lg`, skill `langgraph`) with the turn, then after each
+  put a `skill.phase` naming the checkpoint (`loop step 3`): a `phase`
+  generation, so `reynctl generations`, `rewind` to it and the TUI's
+  timeline show LangGraph checkpoints. `skill.ended` before the turn ends.
 - `turn.ended` of turn `lg`: delete_thread (everything before it is gone;
   once the WAL floor passes it, retention GC deletes the bytes). A later put
   opens the thread again with a new `turn.started`.
@@ -88,6 +92,7 @@ class ThreadView:
     events: list[dict[str, Any]] = field(default_factory=list)
     exists: bool = False  # the agent exists on this lineage
     open: bool = False  # its turn `lg` is in flight
+    phases: bool = False  # its skill run `lg` is active (a generation per checkpoint)
     thread_id: str | None = None
     checkpoints: dict[str, dict[str, Saved]] = field(default_factory=dict)  # ns -> id -> saved
     # Every checkpoint put since the thread opened, dropped runs too: the base of a diff.
@@ -123,6 +128,8 @@ class ThreadView:
             self.exists = True
             options = event.get("options") or {}
             self.thread_id = options.get("thread_id")
+        elif kind in ("skill.started", "skill.ended") and event.get("run_id") == TURN:
+            self.phases = kind == "skill.started"
         elif kind == "turn.started" and event.get("turn_id") == TURN:
             self.open = True
         elif kind == "turn.ended" and event.get("turn_id") == TURN:
