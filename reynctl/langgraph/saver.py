@@ -52,6 +52,7 @@ PART: Final = 256 * 1024
 Event = tuple[str, dict[str, Any]]
 MAX_BATCH: Final = 1000  # events per wal.append_batch (the daemon's max_append_events)
 BATCH_BYTES: Final = 3 * PART  # per request, within the daemon's max_message_bytes (1 MiB)
+READ_PAGE: Final = 10_000  # records per wal.read (its most): a cold read is a few round trips
 RECENT: Final = 8  # list values kept decoded after a read (a chain of deltas can start there)
 CONTROL: Final = re.compile(f"[{CONTROL_CHARS}]")  # refused in an identifier
 # Refusals that mean our view of the thread is out of date: read it again and retry once.
@@ -121,7 +122,11 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             since = self._synced.get(name, 0)
             page = (
                 self._conn()
-                .call("wal.read", WalReadParams(agent=name, since=since), WalReadResult)
+                .call(
+                    "wal.read",
+                    WalReadParams(agent=name, since=since, limit=READ_PAGE),
+                    WalReadResult,
+                )
                 .value
             )
             if page.common < since:
