@@ -14,7 +14,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
@@ -267,3 +267,35 @@ def test_a_value_larger_than_a_request_is_split_and_read_back(daemon: Daemon) ->
     with ReyndSaver(str(daemon.socket)) as fresh:
         got = fresh.get_tuple(saved)
     assert got is not None and got.checkpoint["channel_values"]["doc"] == big
+
+
+def test_a_graph_with_a_delta_channel_reads_back(daemon: Daemon) -> None:
+    """LangGraph's DeltaChannel keeps only a marker per checkpoint and replays writes."""
+    delta = pytest.importorskip("langgraph.channels.delta")
+    from langgraph.graph.message import _messages_delta_reducer
+
+    # The functional form: the annotation is evaluated here, where `delta` is bound.
+    channel = delta.DeltaChannel(_messages_delta_reducer)
+    State = TypedDict("State", {"messages": Annotated[list[AnyMessage], channel]})  # noqa: UP013
+
+    def graph_of(saver: ReyndSaver) -> CompiledStateGraph[Any, Any, Any, Any]:
+        g = StateGraph(State)
+        # Untyped: `model`'s MessagesState hint would declare an add_messages channel.
+        g.add_node("model", lambda state: model(state))  # noqa: PLW0108
+        g.add_node("tools", ToolNode([add]))
+        g.add_edge(START, "model")
+        g.add_conditional_edges("model", tools_condition)
+        g.add_edge("tools", "model")
+        return g.compile(checkpointer=saver)
+
+    config: RunnableConfig = {"configurable": {"thread_id": "delta"}}
+    with ReyndSaver(str(daemon.socket)) as saver:
+        graph = graph_of(saver)
+        for q in ("1+2", "3+4", "5+6"):
+            graph.invoke({"messages": [HumanMessage(content=q)]}, config)
+        first = [h for h in graph.get_state_history(config) if len(h.values["messages"]) == 4]
+        assert first
+    with ReyndSaver(str(daemon.socket)) as fresh:
+        state = graph_of(fresh).get_state(config)
+        assert [m.content for m in state.values["messages"]][-1] == "the sum is 11"
+        assert len(state.values["messages"]) == 12
