@@ -13,6 +13,7 @@ import itertools
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -299,3 +300,33 @@ def test_a_graph_with_a_delta_channel_reads_back(daemon: Daemon) -> None:
         state = graph_of(fresh).get_state(config)
         assert [m.content for m in state.values["messages"]][-1] == "the sum is 11"
         assert len(state.values["messages"]) == 12
+
+
+def test_concurrent_writes_share_batches_and_all_land(daemon: Daemon) -> None:
+    """LangGraph writes from background threads: writes submitted meanwhile share a batch."""
+    config: RunnableConfig = {"configurable": {"thread_id": "many", "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+    with ReyndSaver(str(daemon.socket)) as saver:
+        saved = saver.put(config, checkpoint, {"source": "input", "step": -1}, {})
+        errors: list[BaseException] = []
+
+        def writer(k: int) -> None:
+            for i in range(10):
+                try:
+                    value: Any = object() if (k, i) == (3, 5) else f"{k}-{i}"  # one unserializable
+                    saver.put_writes(saved, [("ch", value)], f"task-{k}-{i}")
+                except Exception as exc:
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(errors) == 1  # only the writer of the unserializable value failed
+    with ReyndSaver(str(daemon.socket)) as fresh:
+        got = fresh.get_tuple(saved)
+    assert got is not None and got.pending_writes is not None
+    assert sorted(v for _, _, v in got.pending_writes) == sorted(
+        f"{k}-{i}" for k in range(6) for i in range(10) if (k, i) != (3, 5)
+    )

@@ -17,7 +17,8 @@ import random
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, cast
 
 import msgspec
@@ -50,6 +51,7 @@ __all__ = ["ReyndSaver"]
 # request may not exceed the daemon's max_message_bytes (1 MiB by default).
 PART: Final = 256 * 1024
 Event = tuple[str, dict[str, Any]]
+Build = Callable[[str, ThreadView], "list[Event]"]
 MAX_BATCH: Final = 1000  # events per wal.append_batch (the daemon's max_append_events)
 BATCH_BYTES: Final = 3 * PART  # per request, within the daemon's max_message_bytes (1 MiB)
 READ_PAGE: Final = 10_000  # records per wal.read (its most): a cold read is a few round trips
@@ -57,6 +59,16 @@ RECENT: Final = 8  # list values kept decoded after a read (a chain of deltas ca
 CONTROL: Final = re.compile(f"[{CONTROL_CHARS}]")  # refused in an identifier
 # Refusals that mean our view of the thread is out of date: read it again and retry once.
 _RETRY = (errors.AgentExists, errors.UnknownAgent, errors.InvalidEvent)
+
+
+@dataclass(slots=True)
+class _Op:
+    """A write waiting for a batch."""
+
+    tid: str
+    build: Build
+    done: bool = False
+    error: BaseException | None = None
 
 
 class ReyndSaver(BaseCheckpointSaver[str]):
@@ -90,6 +102,8 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         self._dirty: set[str] = set()  # views that missed records: read before writing
         self._prev: dict[tuple[str, str, str], Previous] = {}  # delta bases per channel
         self._cps: dict[tuple[str, str], Decoded] = {}  # diff bases: the last checkpoint per ns
+        self._queued: builtins.list[_Op] = []  # writes waiting for the next batch
+        self._queued_lock = threading.Lock()
         self._recent: OrderedDict[tuple[str, str, str, Any], builtins.list[Any]] = OrderedDict()
 
     # -- connection ----------------------------------------------------------------------
@@ -186,7 +200,56 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             else:
                 self._dirty.add(name)
 
-    def _write(self, tid: str, build: Any) -> None:
+    def _submit(self, tid: str, build: Build) -> None:
+        """Write what `build(name, view)` returns, sharing one batch with the writes that
+        other threads submitted meanwhile (LangGraph writes in the background: a task's
+        put_writes and the step's put often wait on each other). Returns once durable."""
+        op = _Op(tid, build)
+        with self._queued_lock:
+            self._queued.append(op)
+        with self._lock:
+            if not op.done:
+                with self._queued_lock:
+                    ops, self._queued = self._queued, []
+                try:
+                    for thread in dict.fromkeys(o.tid for o in ops):
+                        self._flush(thread, [o for o in ops if o.tid == thread])
+                finally:
+                    for o in ops:  # interrupted (KeyboardInterrupt...): none may pass for written
+                        if not o.done:
+                            o.error, o.done = RuntimeError("the write was interrupted"), True
+        if op.error is not None:
+            raise op.error
+
+    def _flush(self, tid: str, ops: builtins.list[_Op]) -> None:
+        """One batch for the operations `ops` on thread `tid`: each is marked done, with
+        the error that failed it if any (never raised here: every caller raises its own)."""
+        try:
+            for attempt in (0, 1):
+                name, view = self._fresh(tid) if attempt == 0 else self._sync(tid)
+                events = _opening(tid, view, phases=self._phases)
+                for op in ops:
+                    op.error = None
+                    try:
+                        events.extend(op.build(name, view))
+                    except Exception as exc:  # its own fault (a value serde refuses): its alone
+                        op.error = exc
+                try:
+                    self._append(name, events)
+                    break
+                except _RETRY:
+                    if attempt:
+                        raise
+        except BaseException as exc:
+            for op in ops:
+                op.error = op.error or exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for op in ops:
+                op.done = True
+
+    def _write(self, tid: str, build: Build) -> None:
         """Append what `build(name, view)` returns, opening the thread first if need be.
 
         A refusal that says the view was out of date (another writer, a
@@ -407,19 +470,18 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         tid, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
         parent = conf.get("checkpoint_id")
         md = get_checkpoint_metadata(config, metadata)
-        with self._lock:
-            self._write(
-                tid,
-                lambda name, view: self._put_events(
-                    name,
-                    view,
-                    ns=ns,
-                    checkpoint=checkpoint,
-                    metadata=md,
-                    parent=parent,
-                    new_versions=new_versions,
-                ),
-            )
+        self._submit(
+            tid,
+            lambda name, view: self._put_events(
+                name,
+                view,
+                ns=ns,
+                checkpoint=checkpoint,
+                metadata=md,
+                parent=parent,
+                new_versions=new_versions,
+            ),
+        )
         return _config(tid, ns, checkpoint["id"])
 
     def put_writes(
@@ -444,8 +506,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             "path": task_path,
             "w": encoded,
         }
-        with self._lock:
-            self._write(tid, lambda name, view: [self._step(payload)])
+        self._submit(tid, lambda name, view: [self._step(payload)])
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread: an appended tombstone (turn.ended); retention GC frees its bytes."""
@@ -496,7 +557,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
                 fresh = [self._rewrite(name, tid, view, saved) for saved in kept]
                 self._close_thread(tid, "pruned")
                 for events in fresh:
-                    self._write(tid, lambda n, v, events=events: events)
+                    self._write(tid, _constant(events))
 
     def _rewrite(self, name: str, tid: str, view: ThreadView, saved: Saved) -> builtins.list[Event]:
         """The records that put `saved` again, every value whole, with its pending writes."""
@@ -586,6 +647,10 @@ class ReyndSaver(BaseCheckpointSaver[str]):
 
 def _config(tid: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+
+
+def _constant(events: list[Event]) -> Build:
+    return lambda name, view: events
 
 
 def _batches(events: Sequence[Event]) -> Iterator[Sequence[Event]]:
