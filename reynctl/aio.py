@@ -108,7 +108,7 @@ class Subscription:
                 return Resync("lagged", self.head)
             if self._closed:
                 raise StopAsyncIteration
-            await self._client._wait(lambda: bool(self._queue) or self._closed, retry=True)
+            await self._client._wait(lambda: bool(self._queue) or self._closed, None, retry=True)
 
     async def aclose(self) -> None:
         """Unsubscribe (idempotent; nothing is sent when the connection is gone)."""
@@ -223,7 +223,7 @@ class AsyncClient:
                 raw = await self._roundtrip(gen, method, params)
             except (ConnectionClosed, ShuttingDown) as exc:
                 if isinstance(exc, ShuttingDown):  # stopping: for a read, as a drop
-                    self._break(ConnectionClosed(self.path, "the daemon is stopping"))
+                    self._break(ConnectionClosed(self.path, "the daemon is stopping"), gen)
                 if retry and self.reconnect and self._closed is None:
                     continue
                 raise
@@ -235,7 +235,7 @@ class AsyncClient:
         try:
             with anyio.fail_after(self.timeout):
                 await self._send(gen, data)
-                await self._wait(lambda: rid in self._answers, gen=gen)
+                await self._wait(lambda: rid in self._answers, gen)
         except TimeoutError:
             raise DaemonTimeout(self.path, method, self.timeout or 0) from None
         finally:
@@ -253,7 +253,7 @@ class AsyncClient:
             try:
                 await stream.send(data)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                raise self._break(ConnectionClosed(self.path, "while sending")) from None
+                raise self._break(ConnectionClosed(self.path, "while sending"), gen) from None
 
     async def _connected(self) -> int:
         """The current connection's generation, dialling again when it broke (`reconnect`)."""
@@ -281,7 +281,7 @@ class AsyncClient:
                     await self._dial()
                     for sub in list(self._subs.values()):
                         await self._resubscribe(sub, reason="reconnected")
-                except (DaemonUnreachable, ConnectionClosed, DaemonTimeout):
+                except (DaemonUnreachable, ConnectionClosed, DaemonTimeout, ShuttingDown):
                     await anyio.sleep(delay)
                     delay = min(delay * 2, longest)
                     continue
@@ -295,12 +295,13 @@ class AsyncClient:
             raise self._closed
 
     async def _wait(
-        self, ready: Callable[[], bool], *, gen: int | None = None, retry: bool = False
+        self, ready: Callable[[], bool], gen: int | None, *, retry: bool = False
     ) -> None:
         """Read the socket (one reader at a time) until `ready()`.
 
-        `gen`: fail once that connection is gone. `retry`: a subscriber's
-        wait, which rides over a reconnect instead (when reconnecting).
+        `gen`: the connection waited on; fail once it is gone. `retry`: a
+        subscriber's wait, which rides over a reconnect instead (when
+        reconnecting) and waits on whichever connection is current.
         """
         while not ready():
             if retry:
@@ -312,24 +313,27 @@ class AsyncClient:
                     if retry and self.reconnect:
                         continue
                     raise self._broken or ConnectionClosed(self.path)
-                await self._receive_once()
+                await self._receive_once(self._gen)
 
-    async def _receive_once(self) -> None:
-        stream = self._stream
+    async def _receive_once(self, gen: int) -> None:
+        # What a reader of an older connection gets (it was replaced under
+        # it) must neither break the new one nor reach its session.
+        stream, session = self._stream, self._session
         assert stream is not None
         try:
             data = await stream.receive(_RECV)
         except anyio.EndOfStream:
-            detail = "in the middle of a message" if self._session.partial else ""
-            raise self._break(ConnectionClosed(self.path, detail)) from None
+            detail = "in the middle of a message" if session.partial else ""
+            raise self._break(ConnectionClosed(self.path, detail), gen) from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            raise self._break(ConnectionClosed(self.path, "reset")) from None
+            raise self._break(ConnectionClosed(self.path, "reset"), gen) from None
+        if gen != self._gen:
+            raise ConnectionClosed(self.path, "replaced by a new connection")
         try:
-            events = self._session.receive(data)
+            for event in session.receive(data):
+                self._dispatch(event)
         except ClientError as exc:  # a protocol violation: nothing further can be trusted
-            raise self._break(exc) from None
-        for event in events:
-            self._dispatch(event)
+            raise self._break(exc, gen) from None
 
     def _dispatch(self, event: Response | ErrorResponse | ServerMessage) -> None:
         if isinstance(event, ServerMessage):
@@ -349,14 +353,17 @@ class AsyncClient:
             elif msg.method == "lagged":
                 item = _lagged.decode(msg.params)
         except msgspec.ValidationError as exc:
-            raise self._break(ProtocolViolation(f"a {msg.method} message: {exc}")) from None
+            raise ProtocolViolation(f"a {msg.method} message: {exc}") from None
         sub = self._subs.get(item.subscription) if item is not None else None
         if sub is None or item is None:
             self._pushed.append(msg)
         else:
             sub._queue.append(item)
 
-    def _break(self, exc: ClientError) -> ClientError:
+    def _break(self, exc: ClientError, gen: int) -> ClientError:
+        """Mark connection `gen` failed (if it is the current one); the error to raise."""
+        if gen != self._gen:
+            return exc
         if self._broken is None:
             self._broken = exc
         return self._broken
@@ -389,10 +396,11 @@ class AsyncClient:
         For a subscription made with `call("subscribe", ...)`. Raises
         ConnectionClosed when the connection ends (no reconnect here).
         """
+        gen = self._gen  # a reconnect would lose the subscription: this one ends with it
         while True:
             while self._pushed:
                 yield self._pushed.popleft()
-            await self._wait(lambda: bool(self._pushed), gen=self._gen)
+            await self._wait(lambda: bool(self._pushed), gen)
 
     # -- typed helpers ------------------------------------------------------------------
 

@@ -207,8 +207,9 @@ class LimitExceeded(ReyndError):
     """A limit was passed (nesting depth, batch members, subscriptions, integer range).
 
     `data.limit_name` names the limit (`max_depth`, `max_batch_members`,
-    `max_subscriptions_per_connection`, `integer_range`) and `data.limit` its
-    value (for `integer_range` the largest integer; `data.min` the smallest).
+    `max_subscriptions_per_connection`, `integer_range`, `max_append_events`)
+    and `data.limit` its value (for `integer_range` the largest integer;
+    `data.min` the smallest).
     """
 
     code = -32019
