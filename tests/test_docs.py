@@ -19,6 +19,8 @@ highlights by the first):
   claims is written as `assert`s. Its output is not checked.
 - ```` ```sh no-run: REASON ```` or ```` ```console no-run: REASON ````:
   shown, not run; the reason is required (needs systemd, runs for minutes...).
+- ```` ```python file=NAME ````: a program written to NAME in the session's
+  directory when its turn comes, not run: the blocks after it run it.
 - ```` ```text ````, ```` ```json ````, ```` ```toml ````, ```` ```ini ````: not commands (output,
   file layouts, formats, synopses). A `text` block holds no `$ ` line.
 
@@ -105,6 +107,9 @@ def _check_convention(block: Block) -> None:
             assert not prompts, f"{where}: a `$ ` line is a command: make the block console"
         return
     assert block.lang in RUNNABLE, f"{where}: unknown block language {block.lang!r}"
+    if block.lang == "python" and block.mode.startswith("file="):
+        assert block.mode != "file=", f"{where}: name the file (python file=NAME)"
+        return
     assert block.mode in ("", "server", "no-run"), f"{where}: unknown mode {block.mode!r}"
     if block.mode == "no-run":
         assert block.reason, f"{where}: say why the block does not run (no-run: REASON)"
@@ -280,6 +285,9 @@ def test_doc(doc: Path, session: Session):
         if block.mode == "server":
             for line in _commands(block.body):
                 session.serve(line)
+        elif block.lang == "python" and block.mode.startswith("file="):
+            name = block.mode.removeprefix("file=")
+            (session.cwd / name).write_text("\n".join(block.body) + "\n")
         elif block.lang == "sh":
             _run_sh(session, block)
         elif block.lang == "python":

@@ -204,6 +204,21 @@ class Lineage:
                 return True
         return False
 
+    def common(self, a: int, b: int) -> int:
+        """The highest seq on both lineage(a) and lineage(b) (their nearest common ancestor)."""
+        if self.on_lineage(b, a):
+            return b
+        if self.on_lineage(a, b):
+            return a
+        best = 0
+        ours = self.intervals(a)
+        for lo, hi in self.iter_intervals(b):
+            for lo2, hi2 in ours:
+                top = min(hi, hi2)
+                if top >= max(lo, lo2):
+                    best = max(best, top)
+        return best
+
     def branches(self) -> list[Branch]:
         """The branch tree, root first, in the order the branches were made."""
         current = self.branch_of(self.head)

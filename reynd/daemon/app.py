@@ -32,6 +32,7 @@ from reynd.daemon.rpc import Handler
 from reynd.daemon.runtime_api import RuntimeApi
 from reynd.daemon.scrub import Scrub
 from reynd.daemon.tipreply import TipReply
+from reynd.daemon.wal_read import WalReadApi
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.events import (
@@ -323,6 +324,7 @@ class App:
             **RuntimeApi(self).handlers(),
             **RetentionApi(self).handlers(),
             **AuditApi(self).handlers(),
+            **WalReadApi(self).handlers(),
             "daemon.status": self._status,
             "generations.list": self._generations,
             "rewind": self._rewind,

@@ -11,7 +11,13 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
-from reynd.protocol import agent_methods, audit_methods, errors, retention_methods
+from reynd.protocol import (
+    agent_methods,
+    audit_methods,
+    errors,
+    read_methods,
+    retention_methods,
+)
 from reynd.protocol.appendable import DATA_SCHEMA, KINDS
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
 from reynd.protocol.events import GenerationKind
@@ -457,6 +463,7 @@ METHODS: Final[dict[str, MethodDef]] = {
             mutating=True,
         ),
         *agent_methods.DEFS,
+        *read_methods.DEFS,
         *retention_methods.DEFS,
         *audit_methods.DEFS,
         MethodDef(

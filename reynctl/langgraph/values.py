@@ -1,0 +1,141 @@
+"""Channel values: each version stored once, a growing list as the items it appends.
+
+LangGraph gives a new version of a channel at each super-step that writes
+it; for a message list (`add_messages`) the new value is the old list plus a
+few messages. Storing each version whole makes a thread's bytes grow with
+the square of its length, so a list that extends the previous version of its
+channel (the same item objects first) is stored as the new items plus the
+version it extends. A whole value is written again once the deltas since the
+last one add up to its size: the whole copies then add at most the size of
+the deltas themselves, and the bytes a thread takes stay linear in its
+length (a fixed number of deltas between whole values would make them grow
+with its square again). A read of an old version decodes the deltas since
+the whole value before it; the saver starts from versions it holds decoded
+(the last written or read, and a few recent reads) when the chain passes
+through one.
+
+The prefix test is by identity (`is`), which is what LangGraph's reducers
+keep (they copy the list, not the items). State mutated in place by a node
+breaks that assumption for LangGraph itself as well; such an item then
+differs by identity only if it was replaced, so do not mutate state in place.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from reynctl.langgraph.view import Blob, pack, unpack
+
+__all__ = ["MAX_DEPTH", "Encoded", "Previous", "decode", "empty", "encode", "previous_of"]
+
+MAX_DEPTH: Final = 1 << 20  # a bound for safety: the size rule decides
+EMPTY: Final = "empty"
+
+
+@dataclass(slots=True)
+class Previous:
+    """The last version of a channel this saver wrote or read: the base for the next delta."""
+
+    version: Any
+    items: list[Any]  # a copy: the caller's list may grow in place afterwards
+    depth: int
+    acc: int
+    whole: int
+
+
+@dataclass(slots=True)
+class Encoded:
+    """A value ready for a `put` record's `blobs`."""
+
+    record: dict[str, Any]
+    previous: Previous | None
+
+
+def encode(
+    serde: SerializerProtocol, version: Any, value: Any, prev: Previous | None, has_base: bool
+) -> Encoded:
+    """The stored form of `value` at `version`; `prev` is the channel's previous version.
+
+    `has_base`: `prev.version` is still stored on the thread's lineage (a
+    rewind or a delete may have taken it away).
+    """
+    if (
+        isinstance(value, list)
+        and prev is not None
+        and has_base
+        and prev.depth < MAX_DEPTH
+        and len(value) >= len(prev.items)
+        and all(map(operator.is_, prev.items, value))
+    ):
+        type_, data = serde.dumps_typed(value[len(prev.items) :])
+        if prev.acc + len(data) < prev.whole:
+            record = {"v": version, "t": type_, "b": pack(data), "base": prev.version}
+            record.update(depth=prev.depth + 1, acc=prev.acc + len(data), whole=prev.whole)
+            nxt = Previous(version, list(value), prev.depth + 1, prev.acc + len(data), prev.whole)
+            return Encoded(record, nxt)
+    type_, data = serde.dumps_typed(value)
+    record = {"v": version, "t": type_, "b": pack(data)}
+    if isinstance(value, list):
+        record["whole"] = len(data)
+        return Encoded(record, Previous(version, list(value), 0, 0, len(data)))
+    return Encoded(record, None)
+
+
+def empty(version: Any) -> dict[str, Any]:
+    """A version whose channel holds no value (LangGraph's "empty")."""
+    return {"v": version, "t": EMPTY, "b": ""}
+
+
+def decode(
+    serde: SerializerProtocol,
+    blobs: dict[tuple[str, str, Any], Blob],
+    key: tuple[str, str, Any],
+    known: dict[Any, list[Any]] | None = None,
+) -> tuple[bool, Any]:
+    """(present, value) of the version at `key` = (ns, channel, version).
+
+    `known`: versions of this channel the saver holds decoded, by version; a
+    chain of deltas that reaches one starts from its items instead of
+    decoding the whole value again.
+    """
+    blob = blobs.get(key)
+    if blob is None or blob.type == EMPTY:
+        return False, None
+    chain: list[Blob] = []
+    ns, ch, version = key
+    start: list[Any] | None = None
+    while blob is not None:
+        if known and version in known:
+            start = list(known[version])
+            break
+        if blob.base is None:
+            break
+        chain.append(blob)
+        version = blob.base
+        blob = blobs.get((ns, ch, version))
+    if start is None:
+        if blob is None:  # the whole value it extends is gone (cannot happen on one lineage)
+            return False, None
+        value = serde.loads_typed((blob.type, unpack(blob.data)))
+        if not chain:
+            return True, value
+        start = list(value)
+    for piece in reversed(chain):
+        start.extend(serde.loads_typed((piece.type, unpack(piece.data))))
+    return True, start
+
+
+def previous_of(
+    blobs: dict[tuple[str, str, Any], Blob], key: tuple[str, str, Any], value: Any
+) -> Previous | None:
+    """The delta base a value just read gives (so a saver that reads first writes deltas)."""
+    blob = blobs.get(key)
+    if blob is None or not isinstance(value, list):
+        return None
+    if blob.base is None:
+        return Previous(key[2], list(value), 0, 0, blob.whole or len(unpack(blob.data)))
+    return Previous(key[2], list(value), blob.depth, blob.acc, blob.whole)

@@ -1,0 +1,94 @@
+"""ReyndSaver's storage forms (pure): list deltas and checkpoint diffs give values back exactly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.serde.jsonplus")
+
+from hypothesis import given
+from hypothesis import strategies as st
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from reynctl.langgraph.checkpoints import apply_diff, diff
+from reynctl.langgraph.values import MAX_DEPTH, Previous, decode, encode
+from reynctl.langgraph.view import Blob, pack, unpack
+
+SERDE = JsonPlusSerializer()
+versions = st.dictionaries(st.sampled_from("abcdef"), st.text(max_size=5), max_size=6)
+checkpoints = st.fixed_dictionaries(
+    {
+        "v": st.integers(1, 2),
+        "id": st.text(max_size=8),
+        "ts": st.text(max_size=8),
+        "channel_versions": versions,
+        "versions_seen": st.dictionaries(st.sampled_from("xyz"), versions, max_size=3),
+        "updated_channels": st.none() | st.lists(st.text(max_size=3), max_size=3),
+    }
+)
+
+
+@given(checkpoints, checkpoints)
+def test_a_diff_applied_to_its_base_gives_the_checkpoint(old: Any, new: Any) -> None:
+    d = diff(old, new)
+    assert d is not None
+    assert apply_diff(old, d) == new
+
+
+def test_a_value_json_cannot_hold_is_stored_whole() -> None:
+    old = {"v": 1, "id": "a"}
+    assert diff(old, {"v": 1, "id": "a", "pending_sends": (1, 2)}) is None
+
+
+def _store(writes: list[list[int]]) -> tuple[dict[tuple[str, str, Any], Blob], int]:
+    """Write successive versions of one list channel; returns the blobs and the deltas used."""
+    blobs: dict[tuple[str, str, Any], Blob] = {}
+    prev: Previous | None = None
+    deltas = 0
+    for version, value in enumerate(writes):
+        has_base = prev is not None and ("", "m", prev.version) in blobs
+        enc = encode(SERDE, version, value, prev, has_base)
+        r = enc.record
+        blobs[("", "m", version)] = Blob(
+            r["t"], r["b"], r.get("base"), r.get("depth", 0), r.get("acc", 0), r.get("whole", 0)
+        )
+        deltas += r.get("base") is not None
+        prev = enc.previous
+    return blobs, deltas
+
+
+@given(st.lists(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=4), min_size=1, max_size=40))
+def test_every_version_of_a_growing_list_reads_back(appends: list[list[int]]) -> None:
+    value: list[int] = [7] * 50  # a first value large enough that deltas pay
+    writes = [value]
+    for extra in appends:
+        value = [*value, *extra]  # a new list of the same items, as add_messages makes
+        writes.append(value)
+    blobs, _ = _store(writes)
+    for version, expected in enumerate(writes):
+        assert decode(SERDE, blobs, ("", "m", version)) == (True, expected)
+
+
+def test_appends_are_deltas_and_whole_values_come_back_as_they_add_up() -> None:
+    value = list(range(20))
+    writes = [value]
+    for i in range(300):
+        value = [*value, i]
+        writes.append(value)
+    blobs, deltas = _store(writes)
+    wholes = len(writes) - deltas
+    assert 1 < wholes < deltas  # mostly deltas, and a whole value now and then
+    # Between two whole values, the deltas add up to less than the first one.
+    for b in blobs.values():
+        assert b.depth <= MAX_DEPTH and b.acc < b.whole
+    # A list that is not an extension (an item replaced) is written whole.
+    replaced = [-1, *value[1:]]
+    prev = Previous(99, value, 0, 0, 10_000)
+    assert "base" not in encode(SERDE, 100, replaced, prev, has_base=True).record
+
+
+def test_packed_bytes_round_trip() -> None:
+    data = bytes(range(256)) * 2
+    assert unpack(pack(data)) == data

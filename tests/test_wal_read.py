@@ -1,0 +1,113 @@
+"""wal.read: one agent's records on the active lineage, incremental across rewinds (real daemon)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reynd.core.lineage import Lineage
+from tests.harness import Daemon
+from tests.runtime_helpers import error_of, head
+
+
+def append(d: Daemon, agent: str, kind: str, **data: Any) -> int:
+    seq: int = d.call("wal.append", {"agent": agent, "kind": kind, "data": data})["seq"]
+    return seq
+
+
+def read(d: Daemon, agent: str, since: int = 0, limit: int = 1000) -> dict[str, Any]:
+    result: dict[str, Any] = d.call("wal.read", {"agent": agent, "since": since, "limit": limit})
+    return result
+
+
+def seqs(result: dict[str, Any]) -> list[int]:
+    return [e["seq"] for e in result["events"]]
+
+
+def test_reads_one_agents_records_and_follows_a_rewind(daemon: Daemon) -> None:
+    a0 = append(daemon, "a", "agent.created")
+    b0 = append(daemon, "b", "agent.created")
+    a1 = append(daemon, "a", "message.received", message_id="m1", text="one")
+    append(daemon, "b", "message.received", message_id="x", text="other agent")
+    a2 = append(daemon, "a", "message.received", message_id="m2", text="two")
+
+    full = read(daemon, "a")
+    assert seqs(full) == [a0, a1, a2]
+    assert full["common"] == 0 and full["upto"] == head(daemon) and not full["more"]
+    assert full["events"][1] == {
+        "kind": "message.received",
+        "seq": a1,
+        "ts": full["events"][1]["ts"],
+        "agent": "a",
+        "message_id": "m1",
+        "text": "one",
+    }
+    synced = full["upto"]
+    assert seqs(read(daemon, "a", since=synced)) == []  # nothing new
+
+    # A rewind below what the reader holds: `common` says what to drop.
+    daemon.call("rewind", {"seq": a1})
+    a3 = append(daemon, "a", "message.received", message_id="m3", text="three")
+    again = read(daemon, "a", since=synced)
+    assert again["common"] == a1
+    assert seqs(again) == [a3]
+    assert again["branch"] != 0
+
+    # Back to the abandoned branch: what the reader holds after a3 is abandoned in turn.
+    daemon.call("checkout", {"seq": a2})
+    back = read(daemon, "a", since=again["upto"])
+    assert back["common"] == a1 and seqs(back) == [a2]
+    assert b0 < a1  # b's records never show up in a's reads
+
+
+def test_pages_with_limit(daemon: Daemon) -> None:
+    created = append(daemon, "a", "agent.created")
+    sent = [append(daemon, "a", "message.received", message_id=f"m{i}", text="t") for i in range(5)]
+    first = read(daemon, "a", limit=2)
+    assert seqs(first) == [created, sent[0]] and first["more"]
+    second = read(daemon, "a", since=first["upto"], limit=2)
+    assert second["common"] == first["upto"] and seqs(second) == sent[1:3]
+    third = read(daemon, "a", since=second["upto"], limit=10)
+    assert seqs(third) == sent[3:] and not third["more"]
+
+
+def test_an_agent_rewound_out_of_existence_has_no_records(daemon: Daemon) -> None:
+    before = append(daemon, "b", "agent.created")
+    append(daemon, "a", "agent.created")
+    daemon.call("rewind", {"seq": before})
+    result = read(daemon, "a")
+    assert result["events"] == [] and result["upto"] == head(daemon)
+    assert read(daemon, "nobody")["events"] == []
+
+
+def test_since_above_the_tip_is_refused(daemon: Daemon) -> None:
+    append(daemon, "a", "agent.created")
+    err = error_of(daemon, "wal.read", {"agent": "a", "since": 99})
+    assert err["code"] == -32002 and "above the tip" in err["message"]
+
+
+def _lineage_of(ops: list[int]) -> tuple[Lineage, list[set[int]]]:
+    """A lineage built from ops (0: a plain record, k > 0: a reset to seq k-th back)."""
+    lineage = Lineage()
+    sets: list[set[int]] = [{0}]
+    for op in ops:
+        seq = lineage.head + 1
+        if op and seq > 1:
+            target = max(0, seq - 1 - op)
+            lineage.observe(seq, target)
+            sets.append(sets[target] | {seq})
+        else:
+            lineage.observe(seq)
+            sets.append(sets[seq - 1] | {seq})
+    return lineage, sets
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=30), st.data())
+def test_common_is_the_highest_shared_seq(ops: list[int], data: st.DataObject) -> None:
+    lineage, sets = _lineage_of(ops)
+    a = data.draw(st.integers(0, lineage.head))
+    b = data.draw(st.integers(0, lineage.head))
+    assert lineage.common(a, b) == max(sets[a] & sets[b])
