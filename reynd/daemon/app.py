@@ -31,7 +31,14 @@ from reynd.daemon.rpc import Handler
 from reynd.daemon.runtime_api import RuntimeApi
 from reynd.protocol import errors
 from reynd.protocol import methods as m
-from reynd.protocol.events import AgentCreated, AgentEvent, Event, boundary_kind, kind_of
+from reynd.protocol.events import (
+    AgentCreated,
+    AgentEvent,
+    Event,
+    StepCommitted,
+    boundary_kind,
+    kind_of,
+)
 from reynd.protocol.state import RuntimeState
 from reynd.replication.config import ReplicateConfig
 from reynd.replication.follower import Follower
@@ -174,7 +181,10 @@ class App:
             self.state_dir, store, self.retention, lambda p: use_retention(self, p)
         )
         self.coordinator.substrates.append(self.config)
-        if self._workspace_config.enabled:
+        if self._workspace_config.enabled and self._follow is not None:
+            # A replica runs no agent and restores nothing: its files are its own.
+            log.warning("workspace.ignored_on_replica", reason="a replica never rewinds files")
+        elif self._workspace_config.enabled:
             self.workspace = Workspace(self._workspace_config, self.state_dir, store)
             self.coordinator.substrates.append(self.workspace)
         location = self._replicate.location()
@@ -208,6 +218,8 @@ class App:
                         nursery.start_soon(gc_loop, self)
                     nursery.start_soon(self._capture_generations)
                     nursery.start_soon(self.config.run)
+                    if self.workspace is not None:
+                        nursery.start_soon(self.workspace.run)
                     if self.shipper is not None:
                         nursery.start_soon(self.shipper.run)
                     task_status.started()
@@ -234,6 +246,8 @@ class App:
                         await self._save_clean_stop()
                     await trio.to_thread.run_sync(store.close)
                 self.config.close()
+                if self.workspace is not None:
+                    self.workspace.close()
                 log.info("storage.closed", head=store.head)
 
     async def _task_died(self, exc: Exception) -> None:
@@ -269,7 +283,17 @@ class App:
     async def append(self, events: Sequence[Event]) -> list[Event]:
         """The runtime's path to the WAL: shares the write gate with wal.append."""
         async with self.gate.shared():
-            return await self.committer.append(events)
+            return await self._commit(events)
+
+    async def _commit(self, events: Sequence[Event]) -> list[Event]:
+        """Append `events` durably; with workspace rewind on, a step's commit or a boundary
+        takes the workspace's changes with it (a `workspace.files` record just before).
+
+        Returns `events` with their seqs.
+        """
+        if self.workspace is not None and any(records_files(e) for e in events):
+            return await self.workspace.record(self.committer, events)
+        return await self.committer.append(events)
 
     def handlers(self) -> dict[str, Handler]:
         """Handlers for every method of METHODS except the transport's own."""
@@ -324,6 +348,8 @@ class App:
                 self._publish("agents", event.seq, {"agent": event.agent, "status": "created"})
         self.audit.record(events, lineage)
         self.config.observe(events)
+        if self.workspace is not None:
+            self.workspace.committed(events)
         self.registry.on_commit(events)
         if self.store.snapshot_due():
             self._snapshot_due.set()
@@ -522,8 +548,13 @@ class App:
                         },
                     )
             check_applies(store.state, event)
-            (durable,) = await self.committer.append([event])
+            (durable,) = await self._commit([event])
         return m.WalAppendResult(seq=durable.seq, branch=store.lineage.branch_of(durable.seq))
+
+
+def records_files(event: Event) -> bool:
+    """True for the records the workspace's changes go with: a step's commit, a boundary."""
+    return isinstance(event, StepCommitted) or boundary_kind(event) is not None
 
 
 _CHEAP_REPLAY = 128  # records

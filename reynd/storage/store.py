@@ -32,8 +32,16 @@ from reynd.core.catalog import Catalog, Entry
 from reynd.core.lineage import Lineage
 from reynd.core.reconstruct import ReplayPlan, plan_reconstruct
 from reynd.core.reduce import apply
+from reynd.core.seqs import SeqList
 from reynd.protocol import errors
-from reynd.protocol.events import Event, GenerationKind, Rewind, boundary_kind, kind_of
+from reynd.protocol.events import (
+    Event,
+    GenerationKind,
+    Rewind,
+    WorkspaceFiles,
+    boundary_kind,
+    kind_of,
+)
 from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
 from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints
@@ -87,6 +95,7 @@ class Store:
         self.options = options
         self.lineage = Lineage()
         self.catalog = Catalog()
+        self.file_ops = SeqList()  # seqs of workspace.files records (workspace rewind)
         self.state = RuntimeState()
         self.recovery = RecoveryReport()
         self.wal: Wal
@@ -171,7 +180,7 @@ class Store:
                 f"{self.retained.next_seq - 1} were issued: newer segments are missing",
             )
         self._next_seq = self.wal.head + 1
-        self.catalog.drop_below(self.floor)
+        self.forget_below_floor()
         for seq in [s for s in self.snapshots.seqs if s > self.wal.head]:
             # Only possible when a torn tail was cut: a snapshot is written after
             # the records it covers are durable, but a later crash can still
@@ -207,12 +216,22 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def forget_below_floor(self) -> None:
+        """Drop the index entries of records below the floor (collected, or about to be)."""
+        self.catalog.drop_below(self.floor)
+        self.file_ops.drop_below(self.floor)
+
     # -- properties -----------------------------------------------------------------
 
     @property
     def head(self) -> int:
         """The tip: the highest durable seq."""
         return self.lineage.head
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next staged record gets (head + 1 when nothing is in flight)."""
+        return self._next_seq
 
     @property
     def floor(self) -> int:
@@ -302,6 +321,8 @@ class Store:
 
     def _index(self, event: Event) -> None:
         self.lineage.observe(event.seq, event.target_n if isinstance(event, Rewind) else None)
+        if isinstance(event, WorkspaceFiles):
+            self.file_ops.add(event.seq)
         kind = boundary_kind(event)
         if kind is not None:
             self.catalog.add(event.seq, kind, getattr(event, "agent", ""), event.ts, _label(event))

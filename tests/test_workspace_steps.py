@@ -1,0 +1,119 @@
+"""Workspace rewind tied to the runtime: the tree as of any seq, steps included (issue 11).
+
+Agents run in the real daemon (builtin and `command` executors); the
+`command` program (tests/runtime_program.py) writes and deletes files in
+the workspace as its steps say.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.harness import Daemon
+from tests.runtime_helpers import (
+    PROGRAM,
+    agent,
+    create_builtin,
+    records,
+    send,
+    wait_turn_end,
+)
+
+
+def files(ws: Path) -> dict[str, str]:
+    return {p.relative_to(ws).as_posix(): p.read_text() for p in ws.rglob("*") if p.is_file()}
+
+
+def create_writer(d: Daemon, name: str, ws: Path, prog_dir: Path) -> None:
+    """An agent whose command program writes in the workspace (its cwd)."""
+    prog_dir.mkdir(parents=True, exist_ok=True)
+    options: dict[str, Any] = {
+        "argv": [sys.executable, "-S", PROGRAM],
+        "env": {"PROG_DIR": str(prog_dir)},
+        "cwd": str(ws),
+        "timeout": 30,
+    }
+    d.call("agents.create", {"name": name, "executor": "command", "options": options})
+
+
+def test_a_write_right_after_the_turn_is_not_in_its_checkpoint(wd: Daemon, ws: Path) -> None:
+    """Issue 11, scenario 1: the tree of a checkpoint is the tree as of its seq."""
+    create_builtin(wd, "ada")
+    boundaries = []
+    for i in range(4):
+        (ws / "f.txt").write_text(f"v{i}")
+        done = send(wd, "ada", f"turn {i}")
+        assert done["outcome"] == "completed"
+        boundaries.append(done["boundary_seq"])
+        (ws / "f.txt").write_text(f"after {i}")  # at once: before any capture could run
+    send(wd, "ada", "last")  # records the last write
+    for i, seq in enumerate(boundaries):
+        with wd.connect() as c:
+            reply = c.request("checkout", {"seq": seq})
+        assert "result" in reply, reply
+        assert (ws / "f.txt").read_text() == f"v{i}", f"checkpoint {i} (seq {seq})"
+
+
+def test_act_turn_rewind_keeps_the_files_of_ghost_replayed_steps(
+    wd: Daemon, ws: Path, short_tmp: Path
+) -> None:
+    """Issue 11, scenario 2: steps 0 and 1 are replayed from memos, their files stay."""
+    create_writer(wd, "w", ws, short_tmp / "prog")
+    done = send(wd, "w", "write write write write")
+    turn = done["turn_id"]
+    everything = {f"step{k}.txt": f"{turn} step {k}\n" for k in range(4)}
+    assert files(ws) == everything
+    (commit1,) = records(wd, kind="step.committed", turn_id=turn, step=1)
+    calls = agent(wd, "w")["executor_calls"]
+
+    result = wd.call("act_turn.rewind", {"agent": "w", "seq": commit1["seq"]})
+    assert result["ghost_replayed"] == 2
+    wait_turn_end(wd, turn, after=result["reset_seq"])
+    assert files(ws) == everything
+    assert agent(wd, "w")["executor_calls"] == calls + 3  # steps 2, 3 and the reply
+
+    # A plain rewind to the same seq: the same tree, and the turn goes on from there.
+    with wd.connect() as c:
+        reply = c.request("rewind", {"seq": commit1["seq"]})
+    assert "result" in reply, reply
+    wait_turn_end(wd, turn, after=reply["result"]["reset_seq"])
+    assert files(ws) == everything
+
+
+def test_every_seq_of_a_turn_restores_exactly_the_files_of_its_steps(wd: Daemon, ws: Path) -> None:
+    """An external runtime's steps: each step.committed records what the step changed."""
+
+    def add(kind: str, **data: Any) -> int:
+        r = wd.call("wal.append", {"agent": "ext", "kind": kind, "data": data})
+        return int(r["seq"])
+
+    add("agent.created", executor="external")
+    add("message.received", message_id="m1", text="go")
+    add("turn.started", turn_id="t1", message_id="m1")
+    steps: list[tuple[int, dict[str, str]]] = []
+
+    def step(k: int) -> None:
+        add("step.started", turn_id="t1", step=k)
+        steps.append((add("step.committed", turn_id="t1", step=k), files(ws)))
+
+    (ws / "a.txt").write_text("a0")
+    (ws / "d").mkdir()
+    (ws / "d" / "b.txt").write_text("b0")
+    step(0)
+    (ws / "a.txt").write_text("a1")
+    (ws / "d" / "b.txt").unlink()
+    (ws / "d" / "c.txt").write_text("c1")
+    step(1)
+    (ws / "d" / "c.txt").unlink()
+    (ws / "d").rmdir()
+    (ws / "d").write_text("d is a file now")
+    step(2)
+    end = add("turn.ended", turn_id="t1")
+    steps.append((end, files(ws)))
+    for seq, expected in [*steps[::-1], *steps]:
+        with wd.connect() as c:
+            reply = c.request("checkout", {"seq": seq})
+        assert "result" in reply or seq == wd.call("daemon.status")["head"], reply
+        assert files(ws) == expected, seq
