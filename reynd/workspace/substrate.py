@@ -32,11 +32,11 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 import trio
 
-from reynd.daemon.committer import Committer
 from reynd.protocol import errors
 from reynd.protocol.events import Event, StepCommitted, WorkspaceFiles, boundary_kind
 from reynd.storage import crashpoints
@@ -58,6 +58,9 @@ from reynd.workspace.tree import (
     store_dir,
 )
 from reynd.workspace.watch import Dirty, Watcher, WatchUnavailable
+
+if TYPE_CHECKING:
+    from reynd.daemon.committer import Committer
 
 __all__ = ["GcStats", "RecordStats", "Workspace", "resolve_root"]
 
@@ -370,10 +373,15 @@ class Workspace:
                 await trio.to_thread.run_sync(self._write_intent, intent, goal, self._model)
                 pending = (intent, goal)
             intent, goal = pending
-            await trio.to_thread.run_sync(self._apply, intent, reset_seq)
-            if goal is not None:
-                self._model = goal
-            self._unindexed = False
+            try:
+                await trio.to_thread.run_sync(self._apply, intent, reset_seq)
+            finally:
+                # Failed part-way, the journal stays and the next start finishes the
+                # restore: the goal is the tree as of the tip meanwhile, whatever the
+                # files hold.
+                if goal is not None:
+                    self._model = goal
+                self._unindexed = False
 
     def _apply(self, intent: journal.Intent, reset_seq: int) -> None:
         """Restore intent.goal, then index the trees; idempotent (a restart redoes it)."""
