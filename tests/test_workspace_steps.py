@@ -2,16 +2,21 @@
 
 Agents run in the real daemon (builtin and `command` executors); the
 `command` program (tests/runtime_program.py) writes and deletes files in
-the workspace as its steps say.
+the workspace as its steps say. Each test runs with changes found by
+inotify (the default) and by a full scan at every record (`watch = false`).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.harness import Daemon
+import pytest
+
+from tests.conftest import workspace_config
+from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import (
     PROGRAM,
     agent,
@@ -20,6 +25,15 @@ from tests.runtime_helpers import (
     send,
     wait_turn_end,
 )
+
+
+@pytest.fixture(params=[True, False], ids=["inotify", "full-scan"])
+def wd(request: pytest.FixtureRequest, ws: Path, short_tmp: Path) -> Iterator[Daemon]:
+    """Workspace rewind on, changes found by inotify or by a full scan at every record."""
+    extra = f"watch = {'true' if request.param else 'false'}\n"
+    d = start_daemon(short_tmp, config=workspace_config(ws, extra))
+    yield d
+    d.stop()
 
 
 def files(ws: Path) -> dict[str, str]:

@@ -26,6 +26,12 @@ The points:
     gc.after_entry_snapshots  a collection wrote its entry snapshots, nothing else yet
     gc.after_retained       the retained file (new floor) is durable, no segment deleted
     gc.after_unlink         one more old segment is unlinked (hit once per segment)
+    workspace.recorded      a step's or boundary's changed files are read and their blobs
+                            (and a boundary's manifests) stored, nothing staged in the WAL
+    workspace.before_pointer  a boundary with changes is durable, its trees/<seq> not written
+    workspace.before_restore  a reset record is durable (journal written), no file restored
+    workspace.restore.file  before each file a restore writes or deletes
+    workspace.after_restore the files are restored, the journal not yet removed
 
 Unset (production), `hit` is one truthiness test.
 """

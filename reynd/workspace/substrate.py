@@ -52,6 +52,7 @@ from reynd.workspace.tree import (
     CacheEntry,
     Hasher,
     Ignore,
+    Scan,
     changed_paths,
     restore_tree,
     scan,
@@ -121,6 +122,7 @@ class Workspace:
         if with_state.is_relative_to(self.root) and with_state != self.root:
             excluded.append(with_state.relative_to(self.root).as_posix())
         self._ignore = Ignore(config.ignore, excluded)
+        self._watch = config.watch
         self._cache: dict[str, CacheEntry] = {}
         self._lock = trio.Lock()  # the model, the index, the dirty set: one user at a time
         self._settled = trio.Event()
@@ -169,10 +171,13 @@ class Workspace:
             else:
                 self._model = await trio.to_thread.run_sync(self.history.execute, plan)
                 self._unindexed = bool(plan.records)
-            try:
-                self._watcher = await trio.to_thread.run_sync(Watcher, self.root, self._ignore)
-            except WatchUnavailable as exc:
-                self._unwatch(exc)
+            if not self._watch:
+                self._dirty.full = True  # a full scan at every record
+            else:
+                try:
+                    self._watcher = await trio.to_thread.run_sync(Watcher, self.root, self._ignore)
+                except WatchUnavailable as exc:
+                    self._unwatch(exc)
         log.info(
             "workspace.open",
             root=str(self.root),
@@ -220,11 +225,15 @@ class Workspace:
 
         Returns `events` with their seqs (the file records are not among them).
         """
-        await self._settled.wait()
+        if not self._settled.is_set():
+            await self._settled.wait()
         started = time.perf_counter()
         boundary = any(boundary_kind(e) is not None for e in events)
         cause = "step" if any(isinstance(e, StepCommitted) for e in events) else "boundary"
-        await self._lock.acquire()
+        try:  # no trip through the scheduler when nobody holds it (the usual case)
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
         try:
             first = self._watcher.read_nowait() if self._watcher is not None else b""
             if first or self._dirty or (boundary and self._unindexed):
@@ -322,6 +331,7 @@ class Workspace:
             if plan is None:
                 return  # no tree as of target (rewind was off): the files stay as they are
             dirty = await trio.to_thread.run_sync(self._dirty_paths)
+            self._dirty.paths.update(dirty)  # for reset_records to record, if it comes to it
             head = self._store.head
             if dirty and not force:
                 raise errors.WorkspaceDirty(
@@ -344,17 +354,31 @@ class Workspace:
             return list(file_records(prepared.changes, "reset"))
 
     def _seal(self) -> _Prepared:
-        """Everything that differs from the model, stored (worker thread, locked)."""
-        if self._watcher is not None:
-            try:
-                self._watcher.drain(b"", Dirty())  # the full scan below covers it all
-            except WatchUnavailable as exc:
-                self._unwatch(exc)
-        now = scan(self.root, self._ignore, self._cache, self.blobs)
-        changes = changed(flat(self._model), now.tree)
+        """Everything that differs from the model, stored (worker thread, locked).
+
+        What before_reset's full scan found, and what the watcher saw since
+        (a cancelled step's last writes): each looked at and stored.
+        """
+        changes, hasher = self._look(self.blobs)
+        self.blobs.sync()
         if changes:
             log.warning("workspace.unrecorded_kept", paths=len(changes))
-        return _Prepared(apply(self._model, changes), changes, None, now.hashed, now.added_bytes)
+        return _Prepared(apply(self._model, changes), changes, None, hasher.hashed, hasher.added)
+
+    def _look(self, objects: ObjectStore | None) -> tuple[dict[str, Item | None], Hasher]:
+        """What differs from the model where the dirty set says (all of it without a watcher)."""
+        if self._watcher is not None:
+            try:
+                self._watcher.drain(b"", self._dirty)
+            except WatchUnavailable as exc:
+                self._unwatch(exc)
+        hasher = Hasher(self.root, self._cache, objects)
+        return observe(self.root, self._ignore, self._dirty, self._model, hasher), hasher
+
+    def _now(self) -> Scan:
+        """What the workspace holds now, for a restore: the model and what changed since."""
+        changes, _ = self._look(None)
+        return Scan(flat(apply(self._model, changes)))
 
     def _write_intent(self, intent: journal.Intent, goal: Dir | None, left: Dir) -> None:
         if goal is not None:
@@ -374,7 +398,8 @@ class Workspace:
                 pending = (intent, goal)
             intent, goal = pending
             try:
-                await trio.to_thread.run_sync(self._apply, intent, reset_seq)
+                now = await trio.to_thread.run_sync(self._now) if goal is not None else None
+                await trio.to_thread.run_sync(self._apply, intent, reset_seq, now)
             finally:
                 # Failed part-way, the journal stays and the next start finishes the
                 # restore: the goal is the tree as of the tip meanwhile, whatever the
@@ -382,14 +407,20 @@ class Workspace:
                 if goal is not None:
                     self._model = goal
                 self._unindexed = False
+                self._dirty.clear()  # looked at for the restore; later changes are queued
+                self._dirty.full = self._watcher is None
 
-    def _apply(self, intent: journal.Intent, reset_seq: int) -> None:
-        """Restore intent.goal, then index the trees; idempotent (a restart redoes it)."""
+    def _apply(self, intent: journal.Intent, reset_seq: int, current: Scan | None = None) -> None:
+        """Restore intent.goal, then index the trees; idempotent (a restart redoes it).
+
+        `current`: what the workspace holds (a full scan when not known, as at start).
+        """
         started = time.perf_counter()
         crashpoints.hit("workspace.before_restore")
         written = deleted = 0
         if intent.goal is not None:
-            current = scan(self.root, self._ignore, self._cache)
+            if current is None:
+                current = scan(self.root, self._ignore, self._cache)
             target = flat(self.history.load(intent.goal))
             written, deleted, skipped = restore_tree(
                 self.root, self._ignore, current, target, self.blobs
