@@ -337,3 +337,35 @@ def test_gc_collects_blobs_of_dropped_generations(short_tmp: Path, ws: Path) -> 
         assert (ws / "big.txt").read_text() == f"version {seqs.index(kept[0])}\n" * 100
     finally:
         d.stop()
+
+
+def test_gc_keeps_what_the_trees_above_the_floor_need(short_tmp: Path, ws: Path) -> None:
+    """Trees inside a turn whose file records fall below the new floor: pinned first."""
+    d = start_daemon(
+        short_tmp,
+        config=workspace_config(
+            ws,
+            "[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 0\n"
+            "[retention]\nsnapshot_keep = 1\nwal_keep_records = 50\n",
+        ),
+    )
+    try:
+        agent = Agent(d)
+        agent.add("message.received", message_id="m1", text="q")
+        agent.add("turn.started", turn_id="t1", message_id="m1")
+        commits: list[tuple[int, Tree]] = []
+        for k in range(40):  # one file rewritten by every step: its blobs are in records only
+            write(ws, "one.txt", f"step {k}\n" * 20)
+            write(ws, f"many/{k}.txt", f"{k}")
+            agent.add("step.started", turn_id="t1", step=k)
+            commits.append((agent.add("step.committed", turn_id="t1", step=k), snapshot(ws)))
+        agent.add("turn.ended", turn_id="t1")
+        gc = d.call("retention.gc")  # keeps the last 50 records: the floor lands in the turn
+        floor = gc["floor"]
+        kept = [(seq, tree) for seq, tree in commits if seq >= floor]
+        assert commits[0][0] < floor and kept, (floor, commits[0][0], commits[-1][0])
+        for seq, tree in [kept[0], kept[-1], kept[len(kept) // 2]]:
+            assert "result" in checkout(d, seq), seq
+            assert snapshot(ws) == tree, seq
+    finally:
+        d.stop()
