@@ -308,15 +308,15 @@ def test_storage_grows_with_changed_content_only(wd: Daemon, ws: Path) -> None:
     assert len(records(wd, kind="workspace.files")) == 2
 
 
+def gc_daemon(workdir: Path, ws: Path, retention: str = "") -> Daemon:
+    """Small segments and a snapshot per record: a collection drops history soon."""
+    storage = "[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 0\n"
+    extra = f"{storage}[retention]\nsnapshot_keep = 1\n{retention}"
+    return start_daemon(workdir, config=workspace_config(ws, extra))
+
+
 def test_gc_collects_blobs_of_dropped_generations(short_tmp: Path, ws: Path) -> None:
-    d = start_daemon(
-        short_tmp,
-        config=workspace_config(
-            ws,
-            "[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 0\n"
-            "[retention]\nsnapshot_keep = 1\n",
-        ),
-    )
+    d = gc_daemon(short_tmp, ws)
     try:
         agent = Agent(d)
         seqs = []
@@ -341,14 +341,7 @@ def test_gc_collects_blobs_of_dropped_generations(short_tmp: Path, ws: Path) -> 
 
 def test_gc_keeps_what_the_trees_above_the_floor_need(short_tmp: Path, ws: Path) -> None:
     """Trees inside a turn whose file records fall below the new floor: pinned first."""
-    d = start_daemon(
-        short_tmp,
-        config=workspace_config(
-            ws,
-            "[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 0\n"
-            "[retention]\nsnapshot_keep = 1\nwal_keep_records = 50\n",
-        ),
-    )
+    d = gc_daemon(short_tmp, ws, "wal_keep_records = 50\n")
     try:
         agent = Agent(d)
         agent.add("message.received", message_id="m1", text="q")
