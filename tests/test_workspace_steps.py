@@ -126,6 +126,13 @@ def test_every_seq_of_a_turn_restores_exactly_the_files_of_its_steps(wd: Daemon,
     step(2)
     end = add("turn.ended", turn_id="t1")
     steps.append((end, files(ws)))
+    # The audit log says what each file record holds.
+    audited = wd.call("events.list", {"kind": ["workspace.files"]})["events"]
+    assert [e["summary"] for e in audited] == [
+        "workspace (step): 2 written, 0 deleted: a.txt, d/b.txt",
+        "workspace (step): 2 written, 1 deleted: a.txt, d/b.txt, d/c.txt",
+        "workspace (step): 1 written, 1 deleted: d, d/c.txt",
+    ]
     for seq, expected in [*steps[::-1], *steps]:
         with wd.connect() as c:
             reply = c.request("checkout", {"seq": seq})
