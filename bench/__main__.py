@@ -14,8 +14,9 @@ Three parts, all in one run on the same file system:
 2. Physical limits (bench/storage.py): write + fdatasync per record and per
    batch, the daemon's own group-commit path in-process, and (in part 3)
    reading the WAL sequentially as the floor for recovery.
-3. Scaling (bench/scaling.py): restart, RSS, rewind, reconstruct and the first
-   page of generations at 10^4, 10^5, 10^6 WAL entries.
+3. Scaling (bench/scaling.py): restart (through the segment indexes, and by a
+   full scan), RSS, rewind, reconstruct and the first page of generations at
+   10^4, 10^5, 10^6 WAL entries.
 
 Writes bench.txt, bench.json and bench.png (latency and bytes per turn vs T)
 into --out. Needs the `bench` extra: pip install -e '.[bench]'.
@@ -248,14 +249,14 @@ def render(result: dict[str, Any]) -> str:
         "size (near the tip, in the middle), 'worst' just below one (longest replay)"
     )
     out.append(
-        f"   {'entries':>9} {'restart s':>9} {'read s':>7} {'x read':>6} {'RSS MiB':>7} "
+        f"   {'entries':>9} {'restart s':>9} {'scan s':>7} {'read s':>7} {'RSS MiB':>7} "
         f"{'rewind tip':>10} {'rewind mid':>10} {'worst':>6} {'reconstr.':>9} "
         f"{'1st page':>8}   (ms)"
     )
     for s in result["scaling"]:
         out.append(
-            f"   {s['entries']:>9,} {s['restart_s']:9.2f} {s['read_floor_s']:7.3f} "
-            f"{s['restart_vs_floor']:6.0f} {s['rss_kib'] / 1024:7.1f} "
+            f"   {s['entries']:>9,} {s['restart_s']:9.2f} {s['restart_scan_s']:7.2f} "
+            f"{s['read_floor_s']:7.3f} {s['rss_kib'] / 1024:7.1f} "
             f"{s['rewind_tip_s'] * 1e3:10.2f} {s['rewind_mid_s'] * 1e3:10.2f} "
             f"{s['rewind_worst_s'] * 1e3:6.2f} "
             f"{s['reconstruct_s'] * 1e3:9.2f} {s['page_s'] * 1e3:8.2f}"
@@ -315,13 +316,17 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
                 }
             )
         ratio = hi["restart_s"] / lo["restart_s"]
+        scan = hi["restart_scan_s"] / lo["restart_scan_s"]
         out.append(
             {
-                "what": f"restart linear in entries (scans the WAL), {span}",
-                "met": True,
-                "detail": f"{lo['restart_s']:.2f} -> {hi['restart_s']:.2f} s (x{ratio:.0f} for "
-                f"x{hi['entries'] / lo['entries']:.0f} entries); "
-                f"{hi['restart_vs_floor']:.0f}x a sequential read of the same "
+                "what": f"restart (start to READY=1) within 1.5x, {span}",
+                "met": ratio <= 1.5,
+                "detail": f"{lo['restart_s']:.2f} -> {hi['restart_s']:.2f} s (x{ratio:.2f} for "
+                f"x{hi['entries'] / lo['entries']:.0f} entries; storage open "
+                f"{lo['open_s'] * 1e3:.0f} -> {hi['open_s'] * 1e3:.0f} ms); by a full scan "
+                f"(segment indexes moved aside) {lo['restart_scan_s']:.2f} -> "
+                f"{hi['restart_scan_s']:.2f} s (x{scan:.1f}), "
+                f"{hi['restart_scan_vs_floor']:.0f}x a sequential read of the same "
                 f"{hi['wal_bytes'] / 2**20:.0f} MiB",
             }
         )

@@ -4,19 +4,31 @@ State directories of 10^4, 10^5, 10^6 WAL entries are built through the
 storage API (bench.storage.build_history: ten agents running skill runs with
 phases and answered questions, so the state stays the same size at every
 length and only the history varies; snapshots cut by the daemon's default
-policy). Then, in rounds that alternate the order of the sizes, the real daemon
-is started on each (start to READY=1: crash recovery, which verifies every
-record of the WAL and rebuilds the catalog), its RSS read from /proc, and over
-its socket: `rewind` near the tip and to the middle (each followed by a
-`checkout` back to the tip), `state.get` at past seqs in the middle of the
-history (reconstruct: nearest snapshot + replay), `generations.list` first page.
+policy; the segment indexes written with them). Then, in rounds that alternate
+the order of the sizes, the real daemon is started on each, twice: as it is
+(start to READY=1: crash recovery, which takes what the segment indexes
+describe and verifies every record after them) and with the indexes moved
+aside (the full scan every start made before them: every record verified and
+decoded); the indexes are put back as they were after each start, so every
+round restarts from the same files. Then, on a third start, its RSS is read
+from /proc, and over its socket: `rewind` near the tip and to the middle (each
+followed by a `checkout` back to the tip), `state.get` at past seqs in the
+middle of the history (reconstruct: nearest snapshot + replay),
+`generations.list` first page.
 
-The floor for recovery is reading the same WAL bytes sequentially.
+The floor for the full scan is reading the same WAL bytes sequentially.
+
+    python -m bench.scaling [--sizes 10000,1000000] [--rounds 3] [--json]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import shutil
 import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -94,6 +106,48 @@ def _worst_seq(snaps: list[int], head: int) -> int:
     return (above[0] if above else head) - 10
 
 
+def _open_line(stderr: Path) -> dict[str, Any]:
+    """The daemon's `storage.open` log line (JSON)."""
+    for line in reversed(stderr.read_text(errors="replace").splitlines()):
+        if '"storage.open"' in line:
+            return dict(json.loads(line))
+    raise RuntimeError(f"no storage.open line in {stderr}")
+
+
+def _timed_start(base: Path, root: Path, name: str) -> tuple[float, float]:
+    """Start to READY=1 and the storage open inside it (s), on a fresh log file."""
+    daemon = start_reynd(name, root, base)
+    try:
+        opened = _open_line(daemon.stderr)
+    finally:
+        daemon.stop()
+    daemon.stderr.unlink()
+    return daemon.ready_s, opened["duration_ms"] / 1e3
+
+
+def measure_restarts(base: Path, info: dict[str, Any]) -> dict[str, float]:
+    """A start through the segment indexes, then one by a full scan; the indexes restored."""
+    index = info["root"] / "state" / "index"
+    kept = base / "index-kept"
+    had = index.is_dir()  # a history too short for a snapshot has none
+    if had:
+        shutil.copytree(index, kept)
+    try:
+        ready, opened = _timed_start(base, info["root"], f"i{info['head']}")
+        shutil.rmtree(index, ignore_errors=True)
+        scan_ready, scan_opened = _timed_start(base, info["root"], f"f{info['head']}")
+    finally:
+        shutil.rmtree(index, ignore_errors=True)
+        if had:
+            kept.rename(index)
+    return {
+        "restart_s": ready,
+        "open_s": opened,
+        "restart_scan_s": scan_ready,
+        "open_scan_s": scan_opened,
+    }
+
+
 def measure_once(base: Path, info: dict[str, Any], reps: int) -> dict[str, Any]:
     root, head = info["root"], info["head"]
     daemon = start_reynd(f"s{head}", root, base)
@@ -104,7 +158,6 @@ def measure_once(base: Path, info: dict[str, Any], reps: int) -> dict[str, Any]:
             client.call("daemon.status")
         tip = int(client.call("daemon.status")["head"])
         out: dict[str, Any] = {
-            "restart_s": daemon.ready_s,
             "rss_kib": rss["VmRSS"],
             "hwm_kib": rss["VmHWM"],
         }
@@ -148,7 +201,9 @@ def run(
     rounds: int = 2,
     reps: int = 3,
     log: Callable[[str], None] = print,
+    measure: bool = True,
 ) -> list[dict[str, Any]]:
+    """Rows per size; `measure=False`: the restarts only (no RSS, rewinds, reads)."""
     built = build(base, sizes, log)
     samples: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
     floors: dict[int, list[float]] = {n: [] for n in sizes}
@@ -158,8 +213,14 @@ def run(
             nbytes, dt = read_floor(built[n]["root"])
             floors[n].append(dt)
             built[n]["wal_bytes"] = nbytes
-            samples[n].append(measure_once(base, built[n], reps))
-            log(f"    round {r + 1}: {n:.0e} entries, restart {samples[n][-1]['restart_s']:.2f} s")
+            sample = measure_restarts(base, built[n])
+            if measure:
+                sample.update(measure_once(base, built[n], reps))
+            samples[n].append(sample)
+            log(
+                f"    round {r + 1}: {n:.0e} entries, restart {sample['restart_s']:.3f} s, "
+                f"by a full scan {sample['restart_scan_s']:.3f} s"
+            )
     rows = []
     for n in sizes:
         ss = samples[n]
@@ -176,5 +237,69 @@ def run(
             row[key] = min(values) if key.endswith("_s") else values[-1]
             row[key + "_rounds"] = values
         row["restart_vs_floor"] = row["restart_s"] / row["read_floor_s"]
+        row["restart_scan_vs_floor"] = row["restart_scan_s"] / row["read_floor_s"]
         rows.append(row)
     return rows
+
+
+def restart_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Restart through the indexes and by a full scan, side by side, and both vs the smallest."""
+    lo = rows[0]
+    vs = f"x {lo['entries']:.0e}"
+    out = [
+        f"   {'entries':>9} {'WAL MiB':>7} {'restart s':>9} {vs:>7} {'open ms':>8} "
+        f"{'full scan s':>11} {vs:>7} {'open ms':>8} {'read ms':>8}",
+    ]
+    for s in rows:
+        out.append(
+            f"   {s['entries']:>9,} {s['wal_bytes'] / 2**20:7.1f} {s['restart_s']:9.3f} "
+            f"{s['restart_s'] / lo['restart_s']:7.2f} {s['open_s'] * 1e3:8.1f} "
+            f"{s['restart_scan_s']:11.3f} {s['restart_scan_s'] / lo['restart_scan_s']:7.2f} "
+            f"{s['open_scan_s'] * 1e3:8.1f} {s['read_floor_s'] * 1e3:8.1f}"
+        )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="10000,1000000", help="WAL entries, comma-separated")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dir", default=None, help="directory on the file system to measure")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    base = Path(tempfile.mkdtemp(prefix="reynd-scaling-", dir=args.dir))
+    try:
+        rows = run(
+            base,
+            sizes,
+            rounds=args.rounds,
+            log=lambda m: print(m, file=sys.stderr, flush=True),
+            measure=False,
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return
+    print(f"Restart (start to READY=1), best of {args.rounds} alternating rounds")
+    print("\n".join(restart_table(rows)))
+    lo, hi = rows[0], rows[-1]
+    ratio = hi["restart_s"] / lo["restart_s"]
+
+    def median_ratio(key: str) -> float:
+        return float(
+            statistics.median(hi[key + "_rounds"]) / statistics.median(lo[key + "_rounds"])
+        )
+
+    print(
+        f"restart {hi['entries']:.0e} vs {lo['entries']:.0e}: x{ratio:.2f} best, "
+        f"x{median_ratio('restart_s'):.2f} median (target <= 1.5: "
+        f"{'met' if ratio <= 1.5 else 'MISSED'}); by a full scan: "
+        f"x{hi['restart_scan_s'] / lo['restart_scan_s']:.2f} best, "
+        f"x{median_ratio('restart_scan_s'):.2f} median"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,6 +1,10 @@
-"""Storage-core benchmark: WAL appends vs the disk's limits, reconstruct vs history length.
+"""Storage-core benchmark: WAL appends vs the disk's limits; reconstruct and open vs history.
 
-    python -m bench.storage [--dir DIR] [--seconds S] [--json]
+    python -m bench.storage [--dir DIR] [--big N] [--json]
+
+`Store.open` (what a restart does before the daemon serves) is timed at 10^4
+entries and at --big entries, through the segment indexes and by a full scan
+(the indexes moved aside), in interleaved rounds.
 
 Everything is measured side by side in one run on the same file system, and
 reported as ratios (this machine is shared and noisy: absolute figures drift,
@@ -165,6 +169,35 @@ def build_history(root: Path, total: int, spacing_bytes: int) -> Store:
     return store
 
 
+def open_times(roots: dict[str, Path], rounds: int = 5) -> dict[str, dict[str, float]]:
+    """Best Store.open time of each root, through its indexes and by a full scan, interleaved.
+
+    Also what the open took from the indexes and how many records it scanned.
+    """
+    out: dict[str, dict[str, float]] = {k: {"indexed_s": 1e9, "scan_s": 1e9} for k in roots}
+    for r in range(rounds):
+        order = list(roots) if r % 2 == 0 else list(roots)[::-1]
+        for key in order:
+            root = roots[key]
+            index, aside = root / "state" / "index", root / "state" / "index-aside"
+            for mode in ("indexed_s", "scan_s"):
+                if mode == "scan_s":
+                    index.rename(aside)
+                try:
+                    t = time.perf_counter()
+                    store = Store.open(root)
+                    dt = time.perf_counter() - t
+                    out[key][mode] = min(out[key][mode], dt)
+                    if mode == "indexed_s":
+                        out[key]["records"] = store.recovery.records
+                        out[key]["scanned"] = store.recovery.scanned
+                    store.close()
+                finally:
+                    if mode == "scan_s":
+                        aside.rename(index)
+    return out
+
+
 def reconstruct_time(store: Store, targets: list[int], repeat: int = 5) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -228,6 +261,20 @@ def main() -> None:
         )
         small.close()
         big.close()
+        mid = build_history(base / "mid", 10_000, spacing)
+        mid.close()
+        opens = open_times({"1e4": base / "mid", "big": base / "big"})
+        lo, hi = opens["1e4"], opens["big"]
+        out.update(
+            open_1e4_ms=lo["indexed_s"] * 1e3,
+            open_big_ms=hi["indexed_s"] * 1e3,
+            open_scan_1e4_ms=lo["scan_s"] * 1e3,
+            open_scan_big_ms=hi["scan_s"] * 1e3,
+            open_big_scanned=hi["scanned"],
+            open_1e4_scanned=lo["scanned"],
+            ratio_open_big_vs_1e4=hi["indexed_s"] / lo["indexed_s"],
+            ratio_open_scan_big_vs_1e4=hi["scan_s"] / lo["scan_s"],
+        )
     finally:
         shutil.rmtree(base, ignore_errors=True)
     if args.json:
@@ -253,6 +300,17 @@ def main() -> None:
     print(
         f"reconstruct(N), {args.big:.0e} entries : {out['reconstruct_big_ms']:10.3f} ms   "
         f"ratio {out['ratio_reconstruct_big_vs_1e3']:.2f}  (target <= 1.5)"
+    )
+    print(
+        f"Store.open, 1e4 entries        : {out['open_1e4_ms']:10.1f} ms   "
+        f"(by a full scan {out['open_scan_1e4_ms']:.1f} ms; "
+        f"{out['open_1e4_scanned']:.0f} records after the indexes scanned)"
+    )
+    print(
+        f"Store.open, {args.big:.0e} entries : {out['open_big_ms']:10.1f} ms   "
+        f"ratio {out['ratio_open_big_vs_1e4']:.2f}  (by a full scan "
+        f"{out['open_scan_big_ms']:.1f} ms, ratio {out['ratio_open_scan_big_vs_1e4']:.1f}; "
+        f"{out['open_big_scanned']:.0f} records scanned)"
     )
 
 

@@ -344,3 +344,21 @@ async def test_cancellation_is_not_an_error() -> None:
             dispatcher, b'{"jsonrpc":"2.0","method":"daemon.status","id":3}', CallContext(1, None)
         )
     assert scope.cancelled_caught
+
+
+def test_an_integral_float_is_the_integer_json_schema_says_it_is(daemon: Daemon) -> None:
+    """The OpenRPC document types seqs and counts as integers; JSON Schema counts 5.0 as one."""
+    with daemon.connect() as c:
+        c.call("wal.append", {"agent": "ada", "kind": "agent.created"})
+        for i in range(3):
+            data = {"message_id": f"m{i}", "text": "x"}
+            c.call("wal.append", {"agent": "ada", "kind": "message.received", "data": data})
+        assert c.call("state.get", {"seq": 2.0})["seq"] == 2
+        assert c.call("state.get", [3.0])["seq"] == 3  # by position too
+        started = {"turn_id": "t", "message_id": "m0"}
+        c.call("wal.append", {"agent": "ada", "kind": "turn.started", "data": started})
+        step = {"turn_id": "t", "step": 0.0, "input": {"ratio": 1.0}}
+        c.call("wal.append", {"agent": "ada", "kind": "step.started", "data": step})
+        for bad, field in [({"seq": 2.5}, "seq"), ({"seq": 1e300}, "seq"), ({"seq": -1.0}, "seq")]:
+            err = c.request("state.get", bad)["error"]
+            assert err["code"] == -32602 and err["data"]["field"] == field, (bad, err)

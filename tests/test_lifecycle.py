@@ -31,6 +31,21 @@ def test_ready_then_sigterm_exits_0_and_removes_socket(short_tmp: Path) -> None:
     assert not d.socket.exists()
 
 
+def test_systemd_status_shows_the_head_and_follows_it(short_tmp: Path) -> None:
+    d = start_daemon(short_tmp)
+    try:
+        ready = d.wait_notification("READY=1")
+        assert f"STATUS=serving on {d.socket}; head 0 on branch 0, 0 agents" in ready, ready
+        d.call("wal.append", {"agent": "ada", "kind": "agent.created"})
+        later = d.wait_notification("STATUS=serving on")
+        while "head 1 " not in later:  # each new STATUS= comes as its own datagram
+            d.notifications.remove(later)
+            later = d.wait_notification("STATUS=serving on")
+        assert "head 1 on branch 0, 1 agents" in later, later
+    finally:
+        d.stop()
+
+
 def test_sigint_also_shuts_down_cleanly(short_tmp: Path) -> None:
     d = start_daemon(short_tmp)
     d.stop(signal.SIGINT)
@@ -100,9 +115,21 @@ def test_second_daemon_on_the_same_socket_is_refused(daemon: Daemon, short_tmp: 
     other.mkdir()
     result = run_daemon_to_exit(other, state_dir=other / "state", socket_path=daemon.socket)
     assert result.returncode == 1, result.stderr
-    assert f"another daemon (pid {daemon.pid}) listens on {daemon.socket}" in result.stderr
+    # Which project's daemon holds it, and how to run a second one.
+    held = f"another daemon (pid {daemon.pid}, state dir {daemon.state_dir}) listens on"
+    assert f"{held} {daemon.socket}" in result.stderr, result.stderr
+    assert "--socket PATH" in result.stderr and "REYN_SOCKET" in result.stderr
     assert daemon.socket.exists()  # the live daemon's socket is left alone
     assert daemon.call("daemon.status")["pid"] == daemon.pid
+
+
+def test_a_relative_state_dir_is_shown_absolute(short_tmp: Path) -> None:
+    """`state dir .reyn` in status says nothing about which project's daemon answers."""
+    d = start_daemon(short_tmp, state_dir=Path("project") / ".reyn")  # relative to its cwd
+    try:
+        assert d.call("daemon.status")["state_dir"] == str(short_tmp / "project" / ".reyn")
+    finally:
+        d.stop()
 
 
 def test_stale_socket_is_removed(short_tmp: Path) -> None:

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from reynd.protocol import errors
-from reynd.protocol.methods import METHODS
+from reynd.protocol.methods import METHODS, NOTIFICATIONS
 from reynd.protocol.openrpc import openrpc_document
 
 DOC = openrpc_document()
@@ -80,3 +80,15 @@ def test_params_validate_what_the_schema_describes() -> None:
     assert seq == {"name": "seq", "required": True, "schema": {"type": "integer", "minimum": 0}}
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"seq": -1}, METHODS["rewind"].params)
+
+
+def test_notifications_are_in_the_document() -> None:
+    """Server-to-client messages (no id) under x-notifications, from the same types."""
+    notices = {n["name"]: n for n in DOC["x-notifications"]}
+    assert set(notices) == set(NOTIFICATIONS) == {"notify", "lagged"}
+    for name, notice in notices.items():
+        params = {p["name"]: p for p in notice["params"]}
+        struct, _ = NOTIFICATIONS[name]
+        assert set(params) == {f.name for f in msgspec.structs.fields(struct)}, name
+        assert all(p["required"] for p in params.values()), name
+    assert notices["lagged"]["params"][1]["schema"]["anyOf"][1] == {"type": "null"}

@@ -59,6 +59,22 @@ def start(workdir: Path, url: str, endpoint: str, **kw: Any) -> Daemon:
     return start_daemon(workdir, config=cfg, env=CREDENTIALS)
 
 
+def refused_at_start(
+    workdir: Path, toml: str, env: dict[str, str] | None = CREDENTIALS
+) -> subprocess.CompletedProcess[str]:
+    """Start a daemon whose state dir holds `toml` as reynd.toml; it is expected to refuse."""
+    state = workdir / "state"
+    state.mkdir(exist_ok=True)
+    (state / "reynd.toml").write_text(toml)
+    return run_daemon_to_exit(
+        workdir,
+        state_dir=state,
+        socket_path=workdir / "refused.sock",
+        config_path=state / "reynd.toml",
+        env=env,
+    )
+
+
 def restore(url: str, endpoint: str, into: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
@@ -163,6 +179,7 @@ def test_restore_after_losing_the_state_dir_gives_back_everything(
     done = restore(url, s3.url, into)
     assert done.returncode == 0, done.stderr
     assert f"restored seqs 1..{before['head']}" in done.stdout
+    assert "must replicate to another prefix (or restore --adopt)" in done.stdout
     # Sealed segments went up as one object each, not as their tail chunks.
     wal_objects = [k for k in s3.keys(BUCKET, url.split("/", 3)[3] + "/") if "/wal/" in k]
     assert len(wal_objects) <= segments + 2, wal_objects
@@ -227,17 +244,7 @@ def test_a_second_state_dir_is_refused_the_prefix(
 
 
 def test_a_missing_bucket_is_a_clear_error_at_start(short_tmp: Path, s3: MotoServer) -> None:
-    state = short_tmp / "state"
-    state.mkdir()
-    cfg = state / "reynd.toml"
-    cfg.write_text(config("s3://no-such-bucket/x", s3.url))
-    done = run_daemon_to_exit(
-        short_tmp,
-        state_dir=state,
-        socket_path=short_tmp / "s.sock",
-        config_path=cfg,
-        env=CREDENTIALS,
-    )
+    done = refused_at_start(short_tmp, config("s3://no-such-bucket/x", s3.url))
     assert done.returncode == 2, done.stderr
     assert "s3://no-such-bucket/x/: no such bucket" in done.stderr
 
@@ -277,13 +284,7 @@ def test_credentials_that_do_not_work_are_a_clear_error_at_start(short_tmp: Path
 
 
 def test_a_bad_url_is_refused_with_the_key_named(short_tmp: Path) -> None:
-    state = short_tmp / "state"
-    state.mkdir()
-    cfg = state / "reynd.toml"
-    cfg.write_text('[replicate]\nurl = "https://bucket/x"\n')
-    done = run_daemon_to_exit(
-        short_tmp, state_dir=state, socket_path=short_tmp / "s.sock", config_path=cfg
-    )
+    done = refused_at_start(short_tmp, '[replicate]\nurl = "https://bucket/x"\n', env=None)
     assert done.returncode == 2
     assert "bad value for 'replicate.url'" in done.stderr and "s3://BUCKET/PREFIX" in done.stderr
 
@@ -429,9 +430,14 @@ def test_a_restored_dir_takes_over_and_the_old_writer_stands_down(
     try:
         history(a)
         wait_shipped(a)
-        done = restore(url, s3.url, b_dir / "state")
+        done = restore(url, s3.url, b_dir / "state", "--adopt")
         assert done.returncode == 0, done.stderr
         assert "continues the replica" in done.stdout
+        # The old writer goes on for a while, snapshots included, before B claims:
+        # none of that is B's history, and a restore must not mix it in.
+        append(a, "zed", "agent.created")
+        turns(a, "zed", 8, "stale")
+        wait_shipped(a)
         b = start(b_dir, url, s3.url)
         assert replication(b)["generation"] == 2
         turns(b, "ada", 2, "after")
@@ -503,7 +509,7 @@ def test_a_follower_serves_reads_subscriptions_and_refuses_writes(
         f = start_follower(f_dir, url, s3.url)  # empty: restored first, then follows
         assert head(f) == head(p)
         with f.connect() as sub:
-            sub.call("subscribe", {"topics": ["records"]})
+            sub.call("subscribe", {"topics": ["records", "rewinds"]})
             first_new = head(p) + 1
             append(p, "bo", "agent.created")
             turns(p, "bo", 3, "b")
@@ -514,8 +520,13 @@ def test_a_follower_serves_reads_subscriptions_and_refuses_writes(
             assert info["lag_records"] == 0 and info["remote_head"] == head(p), info
             shown = ok(reynctl("--color", "never", "status", sock=f.socket))
             assert f"follows      {url}/ (read-only): following, 0 records behind" in shown
-            seen = [sub.recv_json()["params"]["seq"] for _ in range(head(p) - first_new + 1)]
+            notes = [sub.recv_json()["params"] for _ in range(head(p) - first_new + 3)]
+            seen = [n["seq"] for n in notes if n["topic"] == "records"]
             assert seen == list(range(first_new, head(p) + 1))  # every record, in order
+            resets = [
+                (n["data"]["mode"], n["data"]["target"]) for n in notes if n["topic"] == "rewinds"
+            ]
+            assert resets == [("undo", first_new + 3), ("fork_switch", first_new + 6)]
         assert view(f) == view(p)
         assert f.call("state.diff", {"from_seq": 2, "to_seq": head(f)}) == p.call(
             "state.diff", {"from_seq": 2, "to_seq": head(p)}
@@ -536,8 +547,9 @@ def test_a_follower_serves_reads_subscriptions_and_refuses_writes(
             f.stop()
 
 
+@pytest.mark.parametrize("records", [1, 5])  # as long as the replica, and longer
 def test_a_follower_refuses_a_directory_with_another_history(
-    short_tmp: Path, s3: MotoServer, url: str
+    short_tmp: Path, s3: MotoServer, url: str, records: int
 ) -> None:
     p_dir, f_dir = short_tmp / "p", short_tmp / "f"
     p_dir.mkdir()
@@ -548,8 +560,10 @@ def test_a_follower_refuses_a_directory_with_another_history(
         wait_shipped(p)
     finally:
         p.stop()
-    other = start_daemon(f_dir)  # a history of its own at the same seq
+    other = start_daemon(f_dir)  # a history of its own
     append(other, "zed", "agent.created")
+    for i in range(records - 1):
+        append(other, "zed", "message.received", message_id=f"z{i}", text="z")
     other.stop()
     f = start_follower(f_dir, url, s3.url)
     try:
@@ -558,6 +572,35 @@ def test_a_follower_refuses_a_directory_with_another_history(
             "the follower to refuse",
         )
         assert "holds another history" in info["last_error"], info
+        assert head(f) == records  # nothing was appended to it
         assert f.call("agents.list")["agents"][0]["name"] == "zed"  # nothing was overwritten
     finally:
         f.stop()
+
+
+def test_a_clean_stop_ships_the_last_records(short_tmp: Path, s3: MotoServer, url: str) -> None:
+    """A planned move (SIGTERM, restore elsewhere) loses nothing, whatever the interval."""
+    d = start(short_tmp, url, s3.url, interval=3600)
+    # The first round ran at start; the next is an hour away: nothing below ships before the stop.
+    wait_until(lambda: replication(d)["state"] == "shipping" or None, "the claim")
+    append(d, "ada", "agent.created")
+    turns(d, "ada", 3, "a")
+    tip = head(d)
+    assert replication(d)["shipped"] < tip
+    d.stop()
+    assert '"replicate.flushed"' in d.stderr()
+    done = restore(url, s3.url, short_tmp / "moved")
+    assert done.returncode == 0, done.stderr
+    assert f"restored seqs 1..{tip} " in done.stdout
+
+
+def test_a_claim_reynd_did_not_write_is_a_clear_error(
+    short_tmp: Path, s3: MotoServer, url: str
+) -> None:
+    prefix = url.split("/", 3)[3]
+    s3.client().put_object(Bucket=BUCKET, Key=f"{prefix}/generations/00000001.json", Body=b"")
+    done = restore(url, s3.url, short_tmp / "r")
+    assert done.returncode == 2, done.stderr
+    assert "generations/00000001.json is not a generation claim reynd wrote" in done.stderr
+    started = refused_at_start(short_tmp, config(url, s3.url))
+    assert started.returncode == 2 and "is not a generation claim" in started.stderr

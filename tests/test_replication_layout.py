@@ -158,3 +158,17 @@ def test_to_seq_outside_the_replica_is_refused_with_its_range() -> None:
         plan_restore(claims, objs, [], [(1, 5)], 3)
     with pytest.raises(GapError, match="no generation"):
         plan_restore({}, objs, [], [])
+
+
+def test_a_superseded_writer_past_its_successor_base_is_not_mixed_in() -> None:
+    """Generation 1 went on after generation 2 took over from seq 6: its snapshot at 19
+    and its retained file at 20 describe another history than generation 2's."""
+    claims = {
+        1: Claim(generation=1, store_id="a", host="h", pid=1, created=0, base_seq=1),
+        2: Claim(generation=2, store_id="b", host="h", pid=2, created=0, base_seq=6, continues=1),
+    }
+    objs = [WalObject(1, 1, 5), WalObject(1, 6, 25), WalObject(2, 6, 22)]
+    plan = plan_restore(claims, objs, [(1, 3), (1, 19), (2, 10)], [(1, 20)])
+    assert plan.snapshots == ((1, 3), (2, 10))
+    assert plan.floor == 1 and plan.retained is None
+    assert [(p.obj.generation, p.lo, p.hi) for p in plan.wal] == [(1, 1, 5), (2, 6, 22)]

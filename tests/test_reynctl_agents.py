@@ -298,15 +298,17 @@ def test_act_turn_rewind(daemon: Daemon):
     )
     calls = info(daemon, "ada")["executor_calls"]
 
-    # Off a terminal and without --yes, like `rewind`: no prompt, no refusal.
-    out = ok(reynctl("--color", "never", "act-turn-rewind", "ada", str(steps[1]), sock=sock))
+    # Off a terminal, like `rewind` and `checkout`: --yes (test_reynctl_usage.py has the rest).
+    out = ok(
+        reynctl("--color", "never", "act-turn-rewind", "ada", str(steps[1]), "--yes", sock=sock)
+    )
     assert f"rewound ada to seq {steps[1]}, inside turn t" in out
     assert "ghost-replayed  3 steps" in out and "re-run          2 steps" in out
     reset = int(out.split("reset record ")[1].split(",")[0])
     wait_for("the re-run", lambda: turn_ended_after(daemon, reset))
     assert info(daemon, "ada")["executor_calls"] == calls + 2
 
-    raw = ok(reynctl("--json", "act-turn-rewind", "ada", str(steps[0]), sock=sock))
+    raw = ok(reynctl("--json", "act-turn-rewind", "ada", str(steps[0]), "-y", sock=sock))
     res = msgspec.json.decode(raw, type=a.ActTurnRewindResult)
     assert res.target == steps[0] and res.ghost_replayed == 2 and res.rerun == 3
     assert daemon.call("daemon.status")["branch"] == res.branch
@@ -314,12 +316,16 @@ def test_act_turn_rewind(daemon: Daemon):
 
     # Refusals: a boundary outside any turn, an abandoned seq, an unknown agent.
     refused(
-        reynctl("act-turn-rewind", "ada", str(first["boundary_seq"]), sock=sock),
+        reynctl("act-turn-rewind", "ada", str(first["boundary_seq"]), "-y", sock=sock),
         "invalid_event",
         -32012,
     )
-    refused(reynctl("act-turn-rewind", "ada", str(steps[2]), sock=sock), "not_active", -32001)
-    refused(reynctl("act-turn-rewind", "nobody", str(steps[0]), sock=sock), "unknown_agent", -32006)
+    refused(reynctl("act-turn-rewind", "ada", str(steps[2]), "-y", sock=sock), "not_active", -32001)
+    refused(
+        reynctl("act-turn-rewind", "nobody", str(steps[0]), "-y", sock=sock),
+        "unknown_agent",
+        -32006,
+    )
 
 
 # -- crash: ambiguous steps --------------------------------------------------------------------

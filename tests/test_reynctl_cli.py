@@ -262,11 +262,11 @@ def test_generations_table_and_paging(daemon: Daemon):
 
 def test_rewind_checkout_branches_show(daemon: Daemon):
     ends = seed(daemon.socket)
-    rewound = json.loads(ok(reynctl("--json", "rewind", str(ends[1]), sock=daemon.socket)))
+    rewound = json.loads(ok(reynctl("--json", "rewind", str(ends[1]), "-y", sock=daemon.socket)))
     assert rewound["mode"] == "undo" and rewound["target"] == ends[1]
 
     # ends[2] now lies on an abandoned branch: rewind refuses and names checkout.
-    proc = reynctl("rewind", str(ends[2]), sock=daemon.socket)
+    proc = reynctl("rewind", str(ends[2]), "--yes", sock=daemon.socket)
     assert proc.returncode == 1, proc.stderr
     assert "not_active" in proc.stderr and "-32001" in proc.stderr and proc.stdout == ""
 
@@ -312,7 +312,7 @@ def test_append_and_fencing(daemon: Daemon):
         )
     )
     assert res == {"seq": 2, "branch": 0}
-    ok(reynctl("rewind", "1", sock=daemon.socket))
+    ok(reynctl("rewind", "1", "--yes", sock=daemon.socket))
     proc = reynctl(
         "append",
         "bo",

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC
 
+import msgspec
+
 from reynctl import render
 from reynctl.render import Cell, Style
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 from reynd.protocol.events import Message
-from reynd.protocol.state import AgentState, Chain
+from reynd.protocol.state import AgentState, Chain, InboxItem
 
 PLAIN = Style(False)
 COLOR = Style(True)
@@ -141,6 +143,30 @@ def test_rewind_text_names_mode_and_cancelled_turns():
     ]
     fork = m.RewindResult(mode="fork_switch", reset_seq=16, target=8, branch=16)
     assert render.rewind_text(fork, PLAIN).startswith("switched to the abandoned branch at seq 8")
+
+
+def test_runs_again_lists_pending_work_of_the_agents_the_daemon_runs():
+    ran = AgentState(
+        name="ada",
+        session="default",
+        executor="builtin",
+        options={},
+        created_seq=1,
+        applied_seq=16,
+        inbox=[InboxItem(message_id="m20", text="next\x1b[2J", sender="user", seq=20)],
+        pending_chains=[Chain(turn_id="t11", message_id="m11", started_seq=12)],
+    )
+    external = msgspec.structs.replace(ran, name="scribe", executor="external")
+    state = m.StateResult(seq=21, active=True, branch=0, agents={"ada": ran, "scribe": external})
+    assert render.runs_again(state, 100) == [
+        "  ada runs again now: turn t11 was in flight at seq 21 "
+        "(its committed steps replay from their memos)",
+        "  ada runs again now: its message at seq 20 was not taken yet: next\\x1b[2J",
+    ]
+    # The agent of an act-turn rewind: its resumed turn is told already.
+    assert len(render.runs_again(state, 100, skip="ada")) == 1
+    idle = msgspec.structs.replace(ran, inbox=[], pending_chains=[])
+    assert render.runs_again(msgspec.structs.replace(state, agents={"ada": idle}), 100) == []
 
 
 def _agent() -> AgentState:

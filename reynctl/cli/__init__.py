@@ -12,7 +12,15 @@ other module adds the subcommands of one area to the group when imported.
 from __future__ import annotations
 
 # Imported for their subcommands, which register on `cli` as they are defined.
-from reynctl.cli import agents, audit, daemon, frontends, retention, timeline  # noqa: F401
+from reynctl.cli import (  # noqa: F401
+    agents,
+    audit,
+    completion,
+    daemon,
+    frontends,
+    retention,
+    timeline,
+)
 from reynctl.cli.group import cli
 from reynctl.cli.options import (
     EXIT_DAEMON,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -11,13 +14,47 @@ from reynctl import render
 from reynctl.cli.arguments import options_decorators, parse_options
 from reynctl.cli.completion import _complete_agent, _complete_seq
 from reynctl.cli.group import cli
-from reynctl.cli.options import SEQ, Options, json_option, pass_opts
+from reynctl.cli.options import (
+    SEQ,
+    F,
+    Options,
+    confirm_move,
+    examples,
+    fail_here,
+    json_option,
+    pass_opts,
+)
+from reynctl.cli.timeline import move
+from reynctl.errors import DaemonTimeout
+from reynctl.render.timeline import RUN_BY_THE_DAEMON
 from reynd.protocol import agent_methods as a
+from reynd.protocol import methods as m
+from reynd.protocol.state import AgentState
 
 EXECUTORS = click.Choice(["builtin", "command", "openai"])
 
 
-@cli.group(invoke_without_command=True)
+def _wait_timeout(help_text: str) -> Callable[[F], F]:
+    """--timeout of a command that waits in the daemon (not reynctl's per-answer --timeout)."""
+    return click.option(
+        "--timeout",
+        "wait_timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=300.0,
+        show_default=True,
+        help=help_text,
+    )
+
+
+@cli.group(
+    invoke_without_command=True,
+    epilog=examples(
+        "reynctl agents                          # the table",
+        "reynctl agents create ada",
+        "reynctl agents show ada",
+        "reynctl agents configure ada -o delay=0.5",
+    ),
+)
 @click.option("--session", help="Only this session's agents.")
 @json_option
 @click.pass_context
@@ -47,7 +84,15 @@ def agents_list(opts: Options, session: str | None) -> None:
     _list_agents(opts, session)
 
 
-@agents.command("create")
+@agents.command(
+    "create",
+    epilog=examples(
+        "reynctl agents create ada",
+        "reynctl agents create bo --executor openai -o base_url=http://127.0.0.1:11434/v1 "
+        "-o model=llama3",
+        'reynctl agents create cy --executor command --options \'{"argv": ["./my-step"]}\'',
+    ),
+)
 @click.argument("name")
 @click.option(
     "--executor",
@@ -90,6 +135,64 @@ def agents_create(
     opts.emit(reply, lambda: render.agent_text(reply.value, opts.style))
 
 
+def _settled(info: a.AgentInfo, agent: AgentState | None) -> bool:
+    """Nothing left that the agent does on its own (it may wait for the operator)."""
+    if info.status in ("waiting", "ambiguous", "failed"):
+        return True  # a question, an ambiguous step, a failed runner: the operator's move
+    pending = agent is not None and bool(agent.inbox or agent.pending_chains)
+    return info.status == "idle" and info.turn_id is None and not pending
+
+
+@agents.command(
+    "wait",
+    epilog=examples(
+        "reynctl rewind 11 --yes && reynctl agents wait   # until the re-run turn is done",
+        "reynctl send ada hello --no-wait && reynctl agents wait ada --timeout 60",
+    ),
+)
+@click.argument("names", metavar="[NAME]...", nargs=-1, shell_complete=_complete_agent)
+@_wait_timeout("Give up after this many seconds (exit 1).")
+@json_option
+@pass_opts
+def agents_wait(opts: Options, names: tuple[str, ...], wait_timeout: float) -> None:
+    """Wait until agents have nothing left to do on their own; then list them.
+
+    An agent is done when it is idle with no turn in flight and an empty
+    inbox, or when it waits for the operator (a question, an ambiguous step)
+    or failed. Default: every agent the daemon runs (not those an external
+    runtime drives). For scripts: after a rewind, checkout or act-turn rewind
+    (work pending at the target runs again at once), or `send --no-wait`.
+    """
+    deadline = time.monotonic() + wait_timeout
+    with opts.client() as c:
+        for name in names:
+            c.call("agents.get", a.AgentsGetParams(agent=name), a.AgentInfo)  # unknown_agent
+        c.call("subscribe", m.SubscribeParams(topics=["agents"]), m.SubscribeResult)
+        while True:
+            # Subscribed first: a change after these reads is a notification below.
+            state = c.call("state.get", m.StateParams(), m.StateResult).value
+            reply = c.call("agents.list", a.AgentsListParams(), a.AgentsListResult)
+            busy = [
+                info.name
+                for info in reply.value.agents
+                if (info.name in names if names else info.executor in RUN_BY_THE_DAEMON)
+                and not _settled(info, state.agents.get(info.name))
+            ]
+            remaining = deadline - time.monotonic()
+            if not busy or remaining <= 0:
+                break
+            # Woken by a status change; a second at most, should a notification be lost.
+            with contextlib.suppress(DaemonTimeout):
+                next(c.notifications(timeout=min(1.0, remaining)))
+    if busy:
+        fail_here(
+            opts,
+            "wait_timeout",
+            f"still busy after {wait_timeout:g}s: {', '.join(busy)} (reynctl agents)",
+        )
+    opts.emit(reply, lambda: render.agents_table(reply.value, opts.style))
+
+
 @agents.command("show")
 @click.argument("name", shell_complete=_complete_agent)
 @json_option
@@ -129,7 +232,14 @@ def agents_configure(
     opts.emit(reply, lambda: render.agent_text(reply.value, opts.style))
 
 
-@cli.command()
+@cli.command(
+    epilog=examples(
+        'reynctl send ada "Plan a weekend in Kyoto."     # waits for the turn',
+        'reynctl send ada "/plan book; visit; rest" --no-wait',
+        "git diff | reynctl send ada -                  # the text from stdin",
+        "reynctl --json send ada hello | jq .boundary_seq",
+    )
+)
 @click.argument("agent", shell_complete=_complete_agent)
 @click.argument("text")
 @click.option(
@@ -138,14 +248,7 @@ def agents_configure(
     show_default=True,
     help="Wait for the turn to end and print its reply, or return once it is queued.",
 )
-@click.option(
-    "--timeout",
-    "wait_timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=300.0,
-    show_default=True,
-    help="With --wait, seconds to wait for the turn to end (it keeps running after).",
-)
+@_wait_timeout("With --wait, seconds to wait for the turn to end (it keeps running after).")
 @json_option
 @pass_opts
 def send(opts: Options, agent: str, text: str, wait: bool, wait_timeout: float) -> None:
@@ -179,7 +282,7 @@ def send(opts: Options, agent: str, text: str, wait: bool, wait_timeout: float) 
         )
 
 
-@cli.command()
+@cli.command(epilog=examples("reynctl cancel ada"))
 @click.argument("agent", shell_complete=_complete_agent)
 @json_option
 @pass_opts
@@ -195,7 +298,12 @@ def cancel(opts: Options, agent: str) -> None:
     opts.emit(reply, lambda: render.cancel_text(reply.value, agent, opts.style))
 
 
-@cli.command()
+@cli.command(
+    epilog=examples(
+        "reynctl status              # lists ambiguous steps and the command for each",
+        "reynctl resolve ada skip",
+    )
+)
 @click.argument("agent", shell_complete=_complete_agent)
 @click.argument("action", type=click.Choice(["retry", "skip", "abort"]))
 @json_option
@@ -215,7 +323,7 @@ def resolve(opts: Options, agent: str, action: Any) -> None:
     opts.emit(reply, lambda: render.resolve_text(reply.value, action, opts.style))
 
 
-@cli.command()
+@cli.command(epilog=examples("reynctl interventions", "reynctl interventions --agent ada"))
 @click.option("--agent", shell_complete=_complete_agent, help="Only this agent's questions.")
 @json_option
 @pass_opts
@@ -229,7 +337,12 @@ def interventions(opts: Options, agent: str | None) -> None:
         opts.note("answer with: reynctl answer AGENT ID TEXT")
 
 
-@cli.command()
+@cli.command(
+    epilog=examples(
+        "reynctl interventions             # the questions, with their IDs",
+        'reynctl answer ada t32.s0 "Kyoto"',
+    )
+)
 @click.argument("agent", shell_complete=_complete_agent)
 @click.argument("intervention_id", metavar="ID")
 @click.argument("text")
@@ -247,20 +360,38 @@ def answer(opts: Options, agent: str, intervention_id: str, text: str) -> None:
     opts.emit(reply, lambda: render.answer_text(reply.value, agent, intervention_id, opts.style))
 
 
-@cli.command("act-turn-rewind")
+@cli.command(
+    "act-turn-rewind",
+    epilog=examples(
+        "reynctl generations --agent ada --kind plan_step   # the seqs between act-steps",
+        "reynctl act-turn-rewind ada 21                     # asks, then rewinds into the turn",
+        "reynctl act-turn-rewind ada 21 --yes               # in a script",
+    ),
+)
 @click.argument("agent", shell_complete=_complete_agent)
 @click.argument("seq", type=SEQ, shell_complete=_complete_seq)
+@click.option(
+    "--yes", "-y", is_flag=True, help="Do not ask for confirmation (required off a terminal)."
+)
 @json_option
 @pass_opts
-def act_turn_rewind(opts: Options, agent: str, seq: int) -> None:
+def act_turn_rewind(opts: Options, agent: str, seq: int, yes: bool) -> None:
     """Rewind to SEQ inside one of AGENT's turns, between two act-steps.
 
-    Like `rewind`, the tip moves back to SEQ (an active seq) and later seqs
-    become an abandoned branch; then the turn resumes: steps up to SEQ are
-    ghost-replayed from their memos (0 executor calls), later ones run again.
-    `reynctl checkout` of the previous head comes back.
+    Like `rewind`, every agent moves to SEQ (an active seq), turns in flight
+    are cancelled and later seqs become an abandoned branch; then the turn
+    resumes: steps up to SEQ are ghost-replayed from their memos (0 executor
+    calls), later ones run again. `reynctl checkout` of the previous head
+    comes back. Asks first on a terminal; elsewhere pass --yes.
     """
-    with opts.client() as c:
-        params = a.ActTurnRewindParams(agent=agent, seq=seq)
-        reply = c.call("act_turn.rewind", params, a.ActTurnRewindResult)
-    opts.emit(reply, lambda: render.act_turn_text(reply.value, agent, opts.style))
+    confirm_move(yes, "act-turn-rewind")
+    move(
+        opts,
+        yes=yes,
+        what=f"act-turn rewind of {agent} to seq {seq}",
+        call=lambda c: c.call(
+            "act_turn.rewind", a.ActTurnRewindParams(agent=agent, seq=seq), a.ActTurnRewindResult
+        ),
+        human=lambda res: render.act_turn_text(res, agent, opts.style),
+        agent=agent,
+    )

@@ -6,7 +6,7 @@ import click
 
 from reynctl import render
 from reynctl.cli.group import cli
-from reynctl.cli.options import SEQ, Options, json_option, pass_opts, width
+from reynctl.cli.options import SEQ, Options, examples, json_option, pass_opts, width
 from reynd.protocol import audit_methods as am
 
 __all__ = ["parse_event_point", "parse_point"]
@@ -34,7 +34,14 @@ def parse_event_point(text: str) -> am.Point:
     return point
 
 
-@cli.group(invoke_without_command=True)
+@cli.group(
+    invoke_without_command=True,
+    epilog=examples(
+        "reynctl events --agent ada --kind turn.ended",
+        "reynctl events runs                  # the daemon runs on disk",
+        "reynctl events show 42",
+    ),
+)
 @click.option("--run", help="Only this run (`reynctl events runs` lists them).")
 @click.option("--agent", help="Only this agent's events.")
 @click.option("--kind", "kinds", multiple=True, help="Only this kind (repeatable).")
@@ -107,14 +114,22 @@ def events_show(opts: Options, where: str) -> None:
     opts.emit(reply, lambda: render.audit_event_text(reply.value, opts.style))
 
 
-@cli.group()
+@cli.group(
+    epilog=examples(
+        "reynctl replay walk --limit 10",
+        "reynctl replay seek 42 --agent ada",
+        "reynctl replay compare 19 29         # two histories, step by step",
+    )
+)
 def replay() -> None:
     """Walk, seek and compare past runs from the audit log (never moves the tip)."""
 
 
 @replay.command("walk")
 @click.option("--run", help="The run to walk (default: the current one).")
-@click.option("--index", type=SEQ, default=0, show_default=True, help="Start at this index.")
+@click.option(
+    "--index", type=click.IntRange(min=0), default=0, show_default=True, help="Start at this index."
+)
 @click.option("--limit", type=click.IntRange(1, 500), default=20, show_default=True)
 @click.option("--agent", help="Only this agent's events.")
 @json_option
@@ -159,7 +174,7 @@ def replay_seek(opts: Options, where: str, agent: str | None) -> None:
     help="A field not to compare (repeatable; default: message_id and turn_id).",
 )
 @click.option("--all", "include_same", is_flag=True, help="Show the steps that are the same too.")
-@click.option("--from-step", type=SEQ, default=0, show_default=True)
+@click.option("--from-step", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
 @json_option
 @pass_opts

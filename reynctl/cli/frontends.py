@@ -7,11 +7,17 @@ import sys
 import click
 
 from reynctl.cli.group import cli
-from reynctl.cli.options import Options, json_option, pass_opts
+from reynctl.cli.options import Options, examples, json_option, pass_opts
 from reynctl.client import find_socket
 
 
-@cli.command()
+@cli.command(
+    epilog=examples(
+        "reynctl watch                                  # until Ctrl-C",
+        "reynctl watch --topic rewinds --topic agents",
+        "reynctl --json watch | jq -c 'select(.type == \"notify\")'",
+    )
+)
 @click.option(
     "--topic",
     "topics",
@@ -34,7 +40,13 @@ def watch(opts: Options, topics: tuple[str, ...]) -> None:
         sys.exit(130)
 
 
-@cli.command()
+@cli.command(
+    epilog=examples(
+        "reynctl demo",
+        "reynctl demo --keep          # keep the state directory to look at it",
+        "reynctl --json demo | jq -c .method",
+    )
+)
 @click.option("--keep", is_flag=True, help="Keep the temporary state directory and print it.")
 @click.option(
     "--ready-timeout",
@@ -56,7 +68,7 @@ def demo(opts: Options, keep: bool, ready_timeout: float) -> None:
     run_demo(opts, keep=keep, ready_timeout=ready_timeout)
 
 
-@cli.command()
+@cli.command(epilog=examples("reynctl tui", "reynctl tui --agent ada"))
 @click.option("--agent", help="The agent of the chat pane (default: the first one).")
 @pass_opts
 def tui(opts: Options, agent: str | None) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 import click
 
 from reynctl import __version__
-from reynctl.cli.options import Options, fail
+from reynctl.cli.options import Options, fail, usage_error_json
 from reynctl.errors import ClientError
 from reynctl.trust import DAEMON_UID_ENV
 from reynd.protocol.errors import ReyndError
@@ -32,14 +34,67 @@ class _Uid(click.ParamType[int, str | int]):
             self.fail(str(exc), param, ctx)
 
 
+_NEGATIVE = re.compile(r"-[0-9]+")
+_JSON = "reynctl.json"  # ctx.meta: --json given anywhere on the command line
+
+
+def _json_requested(args: Sequence[str]) -> bool:
+    """--json anywhere before `--`: known even when parsing stops before reaching it."""
+    words = list(args)
+    return "--json" in (words[: words.index("--")] if "--" in words else words)
+
+
+class _Command(click.Command):
+    """A negative number is an argument's value (`rewind -5` is a bad SEQ, not an option)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, list(args))
+        except click.NoSuchOption as exc:
+            if not _NEGATIVE.fullmatch(exc.option_name):
+                raise
+        # No option looks like a number: parse again with the number as an argument,
+        # so that its parameter's type says what it expects.
+        ctx.ignore_unknown_options = True
+        return super().parse_args(ctx, args)
+
+
 class _Group(click.Group):
-    """Maps daemon and client errors to exit codes 1, 3 and 4."""
+    """Maps daemon and client errors to exit codes 1, 3 and 4; usage errors under --json."""
+
+    command_class = _Command
+    group_class = type  # subgroups are _Groups too
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        as_json = _json_requested(args) or bool(parent and parent.meta.get(_JSON))
+        try:
+            ctx = super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as exc:
+            _usage_error(exc, as_json=as_json)
+        ctx.meta[_JSON] = as_json
+        return ctx
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (ReyndError, ClientError) as exc:
             fail(ctx.obj if isinstance(ctx.obj, Options) else None, exc)
+        except click.ClickException as exc:
+            _usage_error(exc, as_json=bool(ctx.meta.get(_JSON)))
+
+
+def _usage_error(exc: click.ClickException, *, as_json: bool) -> NoReturn:
+    """Re-raise for click to print, or print it as JSON and exit with its code."""
+    if not as_json:
+        raise exc
+    usage_error_json(exc)
+    raise click.exceptions.Exit(exc.exit_code) from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

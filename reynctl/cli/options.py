@@ -27,9 +27,16 @@ __all__ = [
     "REFUSALS",
     "SEQ",
     "Options",
+    "ask_move",
+    "columns",
+    "confirm_move",
+    "decline",
+    "examples",
     "fail",
+    "fail_here",
     "json_option",
     "pass_opts",
+    "usage_error_json",
     "use_color",
     "width",
 ]
@@ -100,9 +107,14 @@ class Options:
         click.echo(text, err=True, color=self.err_style.color)
 
 
+def columns() -> int:
+    """The terminal's width (100 when it is not a terminal and $COLUMNS is unset)."""
+    return shutil.get_terminal_size((100, 24)).columns
+
+
 def width() -> int:
     """Room for one truncated value on a line of the terminal."""
-    return max(40, shutil.get_terminal_size((100, 24)).columns - 20)
+    return max(40, columns() - 20)
 
 
 def fail(opts: Options | None, exc: ClientError | ReyndError) -> NoReturn:
@@ -115,8 +127,7 @@ def fail(opts: Options | None, exc: ClientError | ReyndError) -> NoReturn:
         status = EXIT_UNTRUSTED if isinstance(exc, UntrustedDaemon) else EXIT_UNREACHABLE
     if opts is not None and opts.json:
         data = exc.data if isinstance(exc, ReyndError) else {}
-        body = {"error": {"code": code, "name": name, "message": exc.message, "data": data}}
-        click.echo(json.dumps(body, ensure_ascii=False), err=True)
+        _json_error(code, name, exc.message, data)
     else:
         style = opts.err_style if opts else render.Style()
         where = f" ({name}, {code})" if code is not None else f" ({name})"
@@ -124,6 +135,74 @@ def fail(opts: Options | None, exc: ClientError | ReyndError) -> NoReturn:
             f"{style('error:', 'red', 'bold')} {exc.message}{where}", err=True, color=style.color
         )
     sys.exit(status)
+
+
+def _json_error(code: int | None, name: str, message: str, data: dict[str, Any]) -> None:
+    """The one JSON line on stderr of a failure under --json."""
+    body = {"error": {"code": code, "name": name, "message": message, "data": data}}
+    click.echo(json.dumps(body, ensure_ascii=False), err=True)
+
+
+def usage_error_json(exc: click.ClickException) -> None:
+    """A usage error (exit 2) under --json: its message, the usage line and where help is."""
+    data: dict[str, Any] = {}
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(ctx, click.Context):
+        data["usage"] = ctx.get_usage().removeprefix("Usage:").strip()
+        data["help"] = f"{ctx.command_path} --help"
+    name = "usage_error" if isinstance(exc, click.UsageError) else "error"
+    _json_error(None, name, exc.format_message(), data)
+
+
+def fail_here(opts: Options, name: str, message: str, status: int = EXIT_DAEMON) -> NoReturn:
+    """A failure reynctl itself finds (not the daemon's refusal), reported as the others."""
+    if opts.json:
+        _json_error(None, name, message, {})
+    else:
+        style = opts.err_style
+        click.echo(
+            f"{style('error:', 'red', 'bold')} {message} ({name})", err=True, color=style.color
+        )
+    sys.exit(status)
+
+
+def decline(opts: Options) -> NoReturn:
+    """The user said no at a prompt: nothing changed, exit 1."""
+    message = "cancelled at the prompt: nothing changed"
+    if opts.json:
+        _json_error(None, "declined", message, {})
+    else:
+        opts.note(message)
+    sys.exit(EXIT_DECLINED)
+
+
+def confirm_move(yes: bool, command: str) -> None:
+    """The rule of every command that moves the tip: `--yes`, else ask, and only on a terminal.
+
+    Called before connecting: off a terminal without --yes it is a usage
+    error (exit 2), since nobody can answer.
+    """
+    if not yes and not sys.stdin.isatty():
+        raise click.UsageError(
+            f"{command} moves every agent's state: pass --yes to confirm "
+            "(stdin is not a terminal, so reynctl cannot ask)"
+        )
+
+
+def ask_move(opts: Options, head: int, what: str) -> None:
+    """Ask on the terminal whether to go on; exit 1 (nothing changed) unless yes."""
+    if not click.confirm(
+        f"{what}: every agent moves to its state as of that seq, later seqs become an "
+        f"abandoned branch and turns in flight are cancelled (`reynctl checkout {head}` "
+        "comes back). Continue?",
+        err=True,
+    ):
+        decline(opts)
+
+
+def examples(*lines: str) -> str:
+    """An `Examples:` epilog for --help, kept as written (click rewraps other paragraphs)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -142,5 +221,29 @@ def json_option(f: F) -> F:
     )(f)
 
 
-SEQ = click.IntRange(min=0)
+class _Seq(click.ParamType[int, str | int]):
+    """A seq: a whole number, 0 or above (the global record number), never relative."""
+
+    name = "seq"
+
+    def convert(
+        self, value: str | int, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int) and value >= 0:
+            return value
+        try:
+            seq = int(str(value), 10)
+        except ValueError:
+            seq = -1
+        if seq < 0:
+            self.fail(
+                f"{value!r} is not a seq: a seq is a record's number, a whole number 0 or above "
+                "(there is no relative form; `reynctl generations` lists the checkpoints)",
+                param,
+                ctx,
+            )
+        return seq
+
+
+SEQ = _Seq()
 pass_opts = click.make_pass_decorator(Options)

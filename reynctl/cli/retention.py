@@ -5,18 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 import click
-import msgspec
 
 from reynctl import render
 from reynctl.cli.arguments import key_value
 from reynctl.cli.group import cli
-from reynctl.cli.options import Options, json_option, pass_opts
+from reynctl.cli.options import Options, examples, json_option, pass_opts
 from reynd.protocol import methods as m
 
 __all__ = ["RETENTION_KEYS", "parse_retention"]
 
 
-@cli.group(invoke_without_command=True)
+@cli.group(
+    invoke_without_command=True,
+    epilog=examples(
+        "reynctl retention                               # policy, floor, WAL size",
+        "reynctl retention set wal_keep_records=1000",
+        "reynctl retention gc                            # collect now",
+    ),
+)
 @json_option
 @click.pass_context
 def retention(ctx: click.Context) -> None:
@@ -45,6 +51,31 @@ def retention_show(opts: Options) -> None:
 
 RETENTION_KEYS = tuple(f for f in m.RetentionSetParams.__struct_fields__)
 
+# What each key counts, in the words of `retention set --help`; a key counted in
+# seconds takes any number, the others a whole number.
+_UNITS = {
+    "wal_keep_records": "records",
+    "wal_keep_age_s": "seconds",
+    "wal_keep_bytes": "bytes",
+    "snapshot_keep": "snapshots",
+    "snapshot_keep_age_s": "seconds",
+    "gc_interval_s": "seconds",
+}
+assert set(_UNITS) == set(RETENTION_KEYS), "a new retention key needs its unit here"
+
+
+def _setting(key: str, value: Any, text: str) -> int | float:
+    """One retention value, checked here so that the message names the key and its type."""
+    seconds = _UNITS[key] == "seconds"
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and value >= 0 and (seconds or isinstance(value, int)):
+        return value  # type: ignore[no-any-return]
+    kind = "a number of seconds" if seconds else f"a whole number of {_UNITS[key]}"
+    raise click.BadParameter(
+        f"{key} must be {kind}, 0 or above; got {text!r}",
+        param_hint="KEY=VALUE",
+    )
+
 
 def parse_retention(pairs: tuple[str, ...]) -> m.RetentionSetParams:
     """KEY=VALUE pairs as retention.set params; a usage error names a bad key or value."""
@@ -56,14 +87,18 @@ def parse_retention(pairs: tuple[str, ...]) -> m.RetentionSetParams:
                 f"unknown key {key!r} (one of: {', '.join(RETENTION_KEYS)})",
                 param_hint="KEY=VALUE",
             )
-        fields[key] = value
-    try:
-        return msgspec.convert(fields, m.RetentionSetParams)
-    except msgspec.ValidationError as exc:
-        raise click.BadParameter(str(exc), param_hint="KEY=VALUE") from None
+        fields[key] = _setting(key, value, pair.partition("=")[2])
+    return m.RetentionSetParams(**fields)
 
 
-@retention.command("set")
+@retention.command(
+    "set",
+    epilog=examples(
+        "reynctl retention set wal_keep_records=1000",
+        "reynctl retention set wal_keep_age_s=86400 snapshot_keep=8",
+        "reynctl retention set wal_keep_bytes=0        # turn that horizon off",
+    ),
+)
 @click.argument("pairs", metavar="KEY=VALUE...", nargs=-1, required=True)
 @json_option
 @pass_opts

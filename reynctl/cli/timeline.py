@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
-import sys
-from typing import Any
+import contextlib
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from reynctl import render
 from reynctl.cli.completion import _complete_seq
 from reynctl.cli.group import cli
-from reynctl.cli.options import EXIT_DECLINED, SEQ, Options, json_option, pass_opts, width
+from reynctl.cli.options import (
+    SEQ,
+    Options,
+    ask_move,
+    columns,
+    confirm_move,
+    examples,
+    json_option,
+    pass_opts,
+    width,
+)
+from reynctl.client import Client, Reply
+from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
+from reynd.protocol.errors import ReyndError
 
 
-@cli.command()
+@cli.command(
+    epilog=examples(
+        "reynctl generations                       # checkpoints on the active branch",
+        "reynctl generations --agent ada --kind plan_step",
+        "reynctl generations --all-branches --limit 10",
+    )
+)
 @click.option("--agent", help="Only this agent's generations.")
 @click.option("--kind", type=click.Choice(["turn", "plan_step", "phase"]), help="Only this kind.")
 @click.option("--all-branches", is_flag=True, help="Include abandoned branches.")
@@ -46,25 +66,84 @@ def generations(
         opts.note(f"more: reynctl generations --cursor {reply.value.next_cursor}")
 
 
-@cli.command()
-@click.argument("seq", type=SEQ, shell_complete=_complete_seq)
-@json_option
-@pass_opts
-def rewind(opts: Options, seq: int) -> None:
-    """Move the tip back to SEQ, an active seq below it.
+_YES = click.option(
+    "--yes", "-y", is_flag=True, help="Do not ask for confirmation (required off a terminal)."
+)
 
-    Nothing is deleted: the seqs after SEQ become an abandoned branch that
-    `reynctl checkout` can bring back. For a seq on an abandoned branch, use
-    checkout.
+R = TypeVar("R", m.RewindResult, a.ActTurnRewindResult)
+
+
+def move(
+    opts: Options,
+    *,
+    yes: bool,
+    what: str,
+    call: Callable[[Client], Reply[R]],
+    human: Callable[[R], str],
+    agent: str | None = None,
+) -> None:
+    """A rewind, checkout or act-turn rewind: ask (unless --yes), move, say what runs again.
+
+    The caller checked `confirm_move` before connecting. After the move, the
+    human output adds the agents that take work up at once (the state as of
+    the target, one more read) and, on stderr, the checkout that undoes it.
     """
     with opts.client() as c:
-        reply = c.call("rewind", m.RewindParams(seq=seq), m.RewindResult)
-    opts.emit(reply, lambda: render.rewind_text(reply.value, opts.style))
+        if not yes:
+            ask_move(opts, c.status().head, what)
+        reply = call(c)
+        res = reply.value
+        state: m.StateResult | None = None
+        # The move is done: a failed read only leaves out the note of what runs again.
+        with contextlib.suppress(ReyndError):
+            if not opts.json:
+                state = c.call("state.get", m.StateParams(seq=res.target), m.StateResult).value
+    again: list[str] = render.runs_again(state, columns(), skip=agent) if state else []
+    opts.emit(reply, lambda: "\n".join([human(res), *again]))
+    if not opts.json:
+        opts.note(f"undo: reynctl checkout {res.reset_seq - 1}")
+        if again:
+            opts.note("wait for it: reynctl agents wait")
 
 
-@cli.command()
+@cli.command(
+    epilog=examples(
+        "reynctl rewind 42           # asks, then moves every agent back to seq 42",
+        "reynctl rewind 42 --yes     # in a script: no question",
+        "reynctl checkout 57         # undo: back to the seq the tip was at",
+    )
+)
 @click.argument("seq", type=SEQ, shell_complete=_complete_seq)
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@_YES
+@json_option
+@pass_opts
+def rewind(opts: Options, seq: int, yes: bool) -> None:
+    """Move the tip back to SEQ, an active seq below it.
+
+    Every agent's state moves to SEQ and turns in flight are cancelled; work
+    pending at SEQ (a turn in flight, a message not taken yet) runs again at
+    once. Nothing is deleted: the seqs after SEQ become an abandoned branch
+    that `reynctl checkout` brings back. For a seq on an abandoned branch,
+    use checkout. Asks first on a terminal; elsewhere pass --yes.
+    """
+    confirm_move(yes, "rewind")
+    move(
+        opts,
+        yes=yes,
+        what=f"rewind to seq {seq}",
+        call=lambda c: c.call("rewind", m.RewindParams(seq=seq), m.RewindResult),
+        human=lambda res: render.rewind_text(res, opts.style),
+    )
+
+
+@cli.command(
+    epilog=examples(
+        "reynctl checkout 57         # back to the tip before a rewind (undo)",
+        "reynctl checkout 23 --yes   # switch to the abandoned branch holding seq 23",
+    )
+)
+@click.argument("seq", type=SEQ, shell_complete=_complete_seq)
+@_YES
 @click.option(
     "--force",
     is_flag=True,
@@ -77,29 +156,21 @@ def rewind(opts: Options, seq: int) -> None:
 def checkout(opts: Options, seq: int, yes: bool, force: bool) -> None:
     """Undo to SEQ, or switch to the abandoned branch that holds it.
 
-    Every agent's state moves to SEQ and turns in flight are cancelled.
-    Asks first on a terminal; elsewhere pass --yes.
+    Every agent's state moves to SEQ and turns in flight are cancelled; work
+    pending at SEQ runs again at once. Asks first on a terminal; elsewhere
+    pass --yes.
     """
-    if not yes and not sys.stdin.isatty():
-        raise click.UsageError(
-            "checkout moves every agent's state: pass --yes to confirm "
-            "(stdin is not a terminal, so reynctl cannot ask)"
-        )
-    with opts.client() as c:
-        if not yes:
-            head = c.status().head
-            if not click.confirm(
-                f"checkout seq {seq}: every agent moves to its state as of seq {seq} and turns "
-                f"in flight are cancelled (`reynctl checkout {head}` comes back). Continue?",
-                err=True,
-            ):
-                opts.note("cancelled: nothing changed")
-                sys.exit(EXIT_DECLINED)
-        reply = c.call("checkout", m.CheckoutParams(seq=seq, force=force), m.RewindResult)
-    opts.emit(reply, lambda: render.rewind_text(reply.value, opts.style))
+    confirm_move(yes, "checkout")
+    move(
+        opts,
+        yes=yes,
+        what=f"checkout seq {seq}",
+        call=lambda c: c.call("checkout", m.CheckoutParams(seq=seq, force=force), m.RewindResult),
+        human=lambda res: render.rewind_text(res, opts.style),
+    )
 
 
-@cli.command()
+@cli.command(epilog=examples("reynctl branches", "reynctl branches --json | jq .head"))
 @json_option
 @pass_opts
 def branches(opts: Options) -> None:
@@ -109,7 +180,12 @@ def branches(opts: Options) -> None:
     opts.emit(reply, lambda: render.branch_tree(reply.value, opts.style))
 
 
-@cli.command()
+@cli.command(
+    epilog=examples(
+        "reynctl show                # the state at the tip",
+        "reynctl show 11 --agent ada   # ada as of seq 11, on any branch",
+    )
+)
 @click.argument("seq", type=SEQ, required=False, shell_complete=_complete_seq)
 @click.option("--agent", help="Only this agent.")
 @json_option
@@ -125,7 +201,12 @@ def show(opts: Options, seq: int | None, agent: str | None) -> None:
     opts.emit(reply, lambda: render.state_text(reply.value, opts.style, width()))
 
 
-@cli.command()
+@cli.command(
+    epilog=examples(
+        "reynctl diff 11 27              # what changed from seq 11 to seq 27",
+        "reynctl diff 27 57 --agent ada  # two futures of one agent",
+    )
+)
 @click.argument("from_seq", metavar="FROM", type=SEQ, shell_complete=_complete_seq)
 @click.argument("to_seq", metavar="TO", type=SEQ, shell_complete=_complete_seq)
 @click.option("--agent", help="Only this agent.")

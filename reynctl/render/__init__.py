@@ -39,7 +39,7 @@ from reynctl.render.retention import gc_text, retention_text
 from reynctl.render.state import diff_text, state_text
 from reynctl.render.status import status_text
 from reynctl.render.table import Cell, Style, table
-from reynctl.render.timeline import branch_tree, generations_table, rewind_text
+from reynctl.render.timeline import branch_tree, generations_table, rewind_text, runs_again
 from reynctl.render.watch import notification_line
 
 __all__ = [
@@ -68,6 +68,7 @@ __all__ = [
     "resolve_text",
     "retention_text",
     "rewind_text",
+    "runs_again",
     "runs_table",
     "seek_text",
     "send_text",

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from datetime import tzinfo
+from typing import get_args
 
-from reynctl.render.formats import format_time
+from reynctl.render.formats import format_time, printable, truncate
 from reynctl.render.table import Cell, Style, table
 from reynd.protocol import methods as m
+from reynd.protocol.agent_methods import ExecutorName
 
-__all__ = ["branch_tree", "generations_table", "rewind_text"]
+__all__ = ["RUN_BY_THE_DAEMON", "branch_tree", "generations_table", "rewind_text", "runs_again"]
+
+# The executors the daemon runs itself; an agent an external runtime drives is not restarted.
+RUN_BY_THE_DAEMON = frozenset(get_args(ExecutorName))
 
 
 def generations_table(res: m.GenerationsResult, style: Style, tz: tzinfo | None = None) -> str:
@@ -43,6 +48,30 @@ def rewind_text(res: m.RewindResult, style: Style) -> str:
     ]
     lines += [f"  cancelled turn {c.turn_id} of {c.agent}" for c in res.cancelled]
     return "\n".join(lines)
+
+
+def runs_again(state: m.StateResult, columns: int, skip: str | None = None) -> list[str]:
+    """What the daemon's agents take up at once after a move to `state.seq`.
+
+    After a rewind, checkout or act-turn rewind the daemon starts its agents
+    from the state as of the target: a turn in flight there resumes (its
+    committed steps replay from their memos), and messages not taken yet
+    start turns. `skip` is the agent whose resumed turn is already told.
+    """
+    lines = []
+    for name, agent in sorted(state.agents.items()):
+        if agent.executor not in RUN_BY_THE_DAEMON:
+            continue
+        who = printable(name)
+        for chain in agent.pending_chains if name != skip else ():
+            lines.append(
+                f"  {who} runs again now: turn {printable(chain.turn_id)} was in flight at seq "
+                f"{state.seq} (its committed steps replay from their memos)"
+            )
+        for item in agent.inbox:
+            head = f"  {who} runs again now: its message at seq {item.seq} was not taken yet: "
+            lines.append(head + truncate(item.text, max(20, columns - len(head))))
+    return lines
 
 
 def _seq_range(b: m.BranchInfo) -> str:

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
+from reynd.core.labels import Labels, Packed
 from reynd.protocol.events import GenerationKind
 
-__all__ = ["Catalog", "Entry"]
+__all__ = ["KINDS", "Catalog", "Columns", "Entry"]
 
 KINDS: Final[tuple[GenerationKind, ...]] = ("turn", "plan_step", "phase")
 _KIND_CODE: Final = {k: i for i, k in enumerate(KINDS)}
@@ -30,6 +31,21 @@ class Entry:
     label: str
 
 
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """A run of consecutive catalog entries, column by column (for the segment index).
+
+    `agents` index `names`, which is local to the run.
+    """
+
+    seqs: array[int]  # "Q", ascending
+    kinds: array[int]  # "B": index into KINDS
+    agents: array[int]  # "I": index into names
+    times: array[float]  # "d"
+    names: tuple[str, ...]
+    labels: Packed
+
+
 class Catalog:
     """Append-only in seq order; `drop_below` forgets entries collected by retention."""
 
@@ -38,7 +54,7 @@ class Catalog:
         self._kinds: array[int] = array("B")
         self._agents: array[int] = array("I")
         self._times: array[float] = array("d")
-        self._labels: list[str] = []
+        self._labels = Labels()
         self._names: list[str] = []
         self._name_ids: dict[str, int] = {}
         self._start = 0  # entries before this index were dropped
@@ -52,15 +68,51 @@ class Catalog:
         """Record a generation; seqs must arrive in ascending order."""
         if self._seqs and seq <= self._seqs[-1]:
             raise ValueError(f"generation {seq} is not above {self._seqs[-1]}")
-        agent_id = self._name_ids.get(agent)
-        if agent_id is None:
-            agent_id = self._name_ids[agent] = len(self._names)
-            self._names.append(agent)
+        agent_id = self._intern(agent)
         self._seqs.append(seq)
         self._kinds.append(_KIND_CODE[kind])
         self._agents.append(agent_id)
         self._times.append(created_at)
         self._labels.append(label)
+
+    def extend(self, cols: Columns) -> None:
+        """Add a run of entries at once; the caller checked them (ascending, known kinds)."""
+        if not cols.seqs:
+            return
+        if self._seqs and cols.seqs[0] <= self._seqs[-1]:
+            raise ValueError(f"generation {cols.seqs[0]} is not above {self._seqs[-1]}")
+        ids = [self._intern(name) for name in cols.names]
+        if ids == list(range(len(ids))):
+            self._agents.extend(cols.agents)
+        else:
+            self._agents.extend(array("I", map(ids.__getitem__, cols.agents)))
+        self._seqs.extend(cols.seqs)
+        self._kinds.extend(cols.kinds)
+        self._times.extend(cols.times)
+        self._labels.extend_packed(cols.labels)
+
+    def columns(self, lo: int, hi: int) -> Columns:
+        """The entries with lo <= seq <= hi, dropped ones included (what a scan would add)."""
+        a = bisect_left(self._seqs, lo)
+        b = bisect_right(self._seqs, hi)
+        agents = self._agents[a:b]
+        used = sorted(set(agents))
+        local = {g: i for i, g in enumerate(used)}
+        return Columns(
+            self._seqs[a:b],
+            self._kinds[a:b],
+            array("I", map(local.__getitem__, agents)),
+            self._times[a:b],
+            tuple(self._names[g] for g in used),
+            self._labels.packed(a, b),
+        )
+
+    def _intern(self, agent: str) -> int:
+        agent_id = self._name_ids.get(agent)
+        if agent_id is None:
+            agent_id = self._name_ids[agent] = len(self._names)
+            self._names.append(agent)
+        return agent_id
 
     def knows_agent(self, agent: str) -> bool:
         return agent in self._name_ids

@@ -13,7 +13,7 @@ def _escape(key: str) -> str:
 
 def path_order(path: str) -> tuple[tuple[int, int | str], ...]:
     """Sort key of a JSON pointer: segment by segment, indices as numbers (/4 before /10)."""
-    return tuple((0, int(s)) if s.isdigit() else (1, s) for s in path.split("/"))
+    return tuple((0, int(s)) if s.isascii() and s.isdigit() else (1, s) for s in path.split("/"))
 
 
 def diff_values(before: Any, after: Any, path: str = "") -> list[tuple[str, str, Any, Any]]:

@@ -12,7 +12,7 @@ kept as sorted intervals, which makes `is_active` a bisect.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -126,6 +126,12 @@ class Lineage:
     def resets(self) -> list[tuple[int, int]]:
         """All reset records as (seq, target), ascending."""
         return list(zip(self._reset_seqs, self._targets, strict=True))
+
+    def resets_between(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The reset records with lo <= seq <= hi, as (seq, target), ascending."""
+        a = bisect_left(self._reset_seqs, lo)
+        b = bisect_right(self._reset_seqs, hi)
+        return list(zip(self._reset_seqs[a:b], self._targets[a:b], strict=True))
 
     def is_reset(self, seq: int) -> bool:
         i = bisect_right(self._reset_seqs, seq) - 1

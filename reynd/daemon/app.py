@@ -35,6 +35,7 @@ from reynd.protocol.events import (
     AgentCreated,
     AgentEvent,
     Event,
+    Rewind,
     StepCommitted,
     boundary_kind,
     kind_of,
@@ -149,6 +150,8 @@ class App:
             state_dir=str(self.state_dir),
             head=store.head,
             records=rec.records,
+            indexed=rec.indexed,  # taken from segment indexes (state/index/)
+            scanned=rec.scanned,  # read and verified one by one
             segments=rec.segments,
             snapshots=len(store.snapshots.seqs),
             torn_bytes=rec.torn_bytes,
@@ -189,7 +192,9 @@ class App:
             self.coordinator.substrates.append(self.workspace)
         location = self._replicate.location()
         if self._follow is not None:
-            self.follower = Follower(self._replicate, self._follow, store, self.committer)
+            self.follower = Follower(
+                self._replicate, self._follow, store, self.committer, self._replicated_reset
+            )
         elif location is not None:
             self.shipper = Shipper(self._replicate, location, store)
             await self.shipper.open()  # ReplicaRefused: the operator must act
@@ -237,6 +242,9 @@ class App:
         finally:
             with trio.CancelScope(shield=True):
                 await self.committer.stop()
+                if self.shipper is not None and self.committer.failure is None:
+                    # Every append is durable now: ship the last of them.
+                    await self.shipper.flush(self._replicate.timeout_s)
                 await self.audit.aclose(store.head, store.lineage.branch_of(store.head))
                 if self.committer.failure is None:
                     if self.failure is None:
@@ -351,7 +359,7 @@ class App:
         if self.workspace is not None:
             self.workspace.committed(events)
         self.registry.on_commit(events)
-        if self.store.snapshot_due():
+        if self.store.snapshot_due() or self.store.index_due():
             self._snapshot_due.set()
         if self.shipper is not None:
             self.shipper.poke()
@@ -361,6 +369,18 @@ class App:
         self.registry.restart()
         self._publish("rewinds", result.reset_seq, msgspec.to_builtins(result))
 
+    def _replicated_reset(self, record: Rewind, target_was_active: bool) -> None:
+        """A follower applied a reset record: tell `rewinds` subscribers, as the primary did."""
+        result = m.RewindResult(
+            mode="undo" if target_was_active else "fork_switch",
+            reset_seq=record.seq,
+            target=record.target_n,
+            branch=self.store.lineage.branch_of(record.seq),
+            cancelled=[],
+            duration_ms=0.0,
+        )
+        self._publish("rewinds", record.seq, msgspec.to_builtins(result))
+
     async def _capture_generations(self) -> None:
         """Let every substrate capture each new generation, in seq order."""
         async for seq in self._boundaries_out:
@@ -368,26 +388,39 @@ class App:
                 await substrate.on_generation(seq)
 
     async def _snapshotter(self) -> None:
-        """Cut full snapshots when the replay distance says so (Store.snapshot_due).
+        """Cut full snapshots when the replay distance says so (Store.snapshot_due),
+        then write the segment index of what it covers (Store.index_due).
 
         A state no snapshot can hold (from a record an older version
         acknowledged) is logged and skipped: the WAL still covers it.
         """
         store = self.store
+        if store.index_due():  # a start that scanned much: do not wait for a write
+            self._snapshot_due.set()
         while True:
             await self._snapshot_due.wait()
             self._snapshot_due = trio.Event()
-            if not store.snapshot_due():
-                continue
-            try:
-                seq, data, covered = store.encode_snapshot()
-            except UnencodableState as exc:
-                store.snapshot_failed()
-                log.error("snapshot.skipped", seq=store.state.seq, error=str(exc))  # noqa: TRY400
-                continue
-            await trio.to_thread.run_sync(store.snapshots.write, data, seq)
-            store.snapshot_written(seq, len(data), covered)
-            log.debug("snapshot.written", seq=seq, bytes=len(data))
+            if store.snapshot_due():
+                await self._snapshot()
+            if store.index_due():
+                # GC never deletes a segment while its index is being written.
+                async with self.reads.shared():
+                    pending = store.capture_index()
+                    done = await trio.to_thread.run_sync(store.write_index, pending)
+                    store.index_written(pending, done)
+                log.debug("index.written", segments=done, records=pending.records)
+
+    async def _snapshot(self) -> None:
+        store = self.store
+        try:
+            seq, data, covered = store.encode_snapshot()
+        except UnencodableState as exc:
+            store.snapshot_failed()
+            log.error("snapshot.skipped", seq=store.state.seq, error=str(exc))  # noqa: TRY400
+            return
+        await trio.to_thread.run_sync(store.snapshots.write, data, seq)
+        store.snapshot_written(seq, len(data), covered)
+        log.debug("snapshot.written", seq=seq, bytes=len(data))
 
     # -- reads ---------------------------------------------------------------------------
 

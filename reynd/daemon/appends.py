@@ -14,7 +14,7 @@ import msgspec
 
 from reynd.core.reduce import check
 from reynd.daemon.rpc import validation_details
-from reynd.protocol import appendable, errors
+from reynd.protocol import appendable, errors, integers
 from reynd.protocol import methods as m
 from reynd.protocol.agent_methods import ExecutorName
 from reynd.protocol.events import AgentConfigured, AgentCreated, AnyEvent, Event
@@ -59,7 +59,7 @@ def event_of(p: m.WalAppendParams) -> Event:
         # An agent created by an outside runtime is driven by it, not by reynd.
         fields.setdefault("executor", EXTERNAL)
     try:
-        msgspec.convert(fields, appendable.STRICT_EVENT)
+        integers.convert(fields, appendable.STRICT_EVENT)  # also makes 5.0 a 5 where due
         event: Event = msgspec.convert(fields, AnyEvent)
     except msgspec.ValidationError as exc:
         field, reason = validation_details(exc)

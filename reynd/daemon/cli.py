@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Literal
 
 import click
 
@@ -131,7 +132,7 @@ def _follow_source(url: str, state: Path, replicate: ReplicateConfig) -> Locatio
         location = parse_url(url)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--follow") from None
-    if state.exists() and any(state.iterdir()):
+    if state.exists() and any(p.name != "reynd.toml" for p in state.iterdir()):
         return location
     try:
         bucket = Bucket(
@@ -140,7 +141,8 @@ def _follow_source(url: str, state: Path, replicate: ReplicateConfig) -> Locatio
             region=replicate.region,
             timeout_s=replicate.timeout_s,
         )
-        restore(bucket, state, say=lambda s: click.echo(s, err=True))
+        # Adopted: promoting the follower (serve without --follow) continues the prefix.
+        restore(bucket, state, adopt=True, say=lambda s: click.echo(s, err=True))
     except (RestoreError, Refused) as exc:
         click.echo(f"reynd: cannot follow {location}: {exc}", err=True)
         sys.exit(EXIT_USAGE)
@@ -154,18 +156,68 @@ def _follow_source(url: str, state: Path, replicate: ReplicateConfig) -> Locatio
 @state_dir_option
 @click.option(
     "--truncate-at",
-    required=True,
     metavar="SEGMENT:OFFSET",
     help="Where to cut, as named by the corruption error (e.g. 00000000000000000001.jsonl:4096).",
 )
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Read every record and snapshot back and check the segment indexes; change nothing.",
+)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def repair_command(state_dir: str | None, truncate_at: str, yes: bool) -> None:
-    """Cut a damaged WAL at a bad record, giving up every record from there on.
+def repair_command(state_dir: str | None, truncate_at: str | None, verify: bool, yes: bool) -> None:
+    """Cut a damaged WAL at a bad record, or (--verify) check a state directory.
 
-    The cut bytes are kept under state/wal/torn/; each cut seq is replaced by
-    a `lost` record so that no seq is ever issued twice. Run it only with the
-    daemon stopped, after reading the corruption error.
+    --truncate-at gives up every record from the bad one on. The cut bytes are
+    kept under state/wal/torn/; each cut seq is replaced by a `lost` record so
+    that no seq is ever issued twice. Run it only with the daemon stopped,
+    after reading the corruption error.
+
+    --verify is the full check a start no longer makes (it trusts the segment
+    indexes): exit 0 when everything is intact, 3 with the damage found.
+
+    Exit codes: 0 done (or intact), 1 the daemon is running, 2 usage error,
+    3 damage found or the repair failed.
     """
+    if verify == (truncate_at is not None):
+        raise click.UsageError("give exactly one of --truncate-at and --verify")
+    state = resolve_state_dir(state_dir)
+    if verify:
+        _verify(state)
+        return
+    assert truncate_at is not None
+    _truncate(state, truncate_at, yes)
+
+
+def _verify(state: Path) -> None:
+    from reynd.storage.errors import StorageError
+    from reynd.storage.lock import StateLocked
+    from reynd.storage.verify import verify
+
+    try:
+        report = verify(state)
+    except StateLocked as exc:
+        click.echo(f"reynd: {exc}: stop the daemon first", err=True)
+        sys.exit(1)
+    except (OSError, StorageError) as exc:
+        click.echo(f"reynd: verify failed: {exc}", err=True)
+        sys.exit(3)
+    for note in report.notes:
+        click.echo(f"note: {note}")
+    for problem in report.problems:
+        click.echo(f"reynd: {problem}", err=True)
+    summary = (
+        f"{report.records} records in {report.segments} segments (head {report.head}), "
+        f"{report.snapshots} snapshots, {report.index_chunks} index chunks"
+    )
+    if report.problems:
+        click.echo(f"reynd: {len(report.problems)} problems found; read {summary}", err=True)
+        sys.exit(3)
+    click.echo(f"ok: {summary} verified")
+
+
+def _truncate(state: Path, truncate_at: str, yes: bool) -> None:
+    from reynd.replication.identity import forget_progress
     from reynd.storage.errors import StorageError
     from reynd.storage.lock import StateLocked
     from reynd.storage.repair import truncate_at as cut
@@ -173,7 +225,6 @@ def repair_command(state_dir: str | None, truncate_at: str, yes: bool) -> None:
     segment, sep, offset_text = truncate_at.rpartition(":")
     if not sep or not segment or not offset_text.isdigit():
         raise click.BadParameter("expected SEGMENT:OFFSET", param_hint="--truncate-at")
-    state = resolve_state_dir(state_dir)
     if not yes:
         if not sys.stdin.isatty():
             click.echo("reynd: repair gives up records; pass --yes to confirm", err=True)
@@ -183,6 +234,9 @@ def repair_command(state_dir: str | None, truncate_at: str, yes: bool) -> None:
         )
     try:
         report = cut(state, segment, int(offset_text))
+        # Cut seqs are `lost` records now: a replica holding the originals must
+        # not be continued (the next start ships from the floor, a new root).
+        forget_progress(state / "state")
     except StateLocked as exc:
         click.echo(f"reynd: {exc}: stop the daemon first", err=True)
         sys.exit(1)
@@ -211,22 +265,35 @@ def repair_command(state_dir: str | None, truncate_at: str, yes: bool) -> None:
     "--endpoint", metavar="URL", help="S3-compatible endpoint [default: $AWS_ENDPOINT_URL]."
 )
 @click.option("--region", help="Region [default: the AWS chain's].")
-def restore_command(
-    url: str, state_dir: str | None, to_seq: int | None, endpoint: str | None, region: str | None
+@click.option(
+    "--adopt",
+    is_flag=True,
+    help="Let a daemon on the restored directory continue the replica (a failover: the "
+    "daemon that writes it now stands down). Not with --to-seq short of the end.",
+)
+def restore_command(  # noqa: PLR0917
+    url: str,
+    state_dir: str | None,
+    to_seq: int | None,
+    endpoint: str | None,
+    region: str | None,
+    adopt: bool,
 ) -> None:
     """Rebuild a state directory from a replica that `[replicate]` shipped.
 
-    The directory must be absent or empty. Without --to-seq it gets the same
-    head, branches and generations as the source had when it last shipped,
-    and a daemon started on it may continue replicating to URL (unless a newer
-    daemon claimed it). Credentials come from the environment or the
-    standard AWS chain.
+    The directory must be absent or empty (a reynd.toml in it is kept).
+    Without --to-seq it gets the same head, branches and generations as the
+    source had when it last shipped. A daemon started on it is refused the
+    prefix (two writers must never share one) unless --adopt: then it
+    continues the replica and the daemon writing there now stands down.
+    Credentials come from the environment or the standard AWS chain.
 
     \b
     Example:
       reynd restore --from s3://backups/reynd/laptop --state-dir ~/reyn-restored
     """
-    from reynd.replication.objects import Bucket, Refused, Unavailable, parse_url
+    from reynd.protocol.errors import ReyndError
+    from reynd.replication.objects import Bucket, Missing, Refused, Unavailable, parse_url
     from reynd.replication.restore import RestoreError, restore
     from reynd.storage.errors import StorageError
 
@@ -234,14 +301,25 @@ def restore_command(
         location = parse_url(url)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--from") from None
+    if adopt and to_seq is not None:
+        raise click.UsageError("--adopt restores everything: leave out --to-seq")
     state = resolve_state_dir(state_dir)
     try:
         bucket = Bucket(location, endpoint=endpoint, region=region, timeout_s=60)
-        report = restore(bucket, state, to_seq=to_seq, say=lambda s: click.echo(s, err=True))
+        report = restore(
+            bucket, state, to_seq=to_seq, adopt=adopt, say=lambda s: click.echo(s, err=True)
+        )
     except (RestoreError, Refused) as exc:
         click.echo(f"reynd: restore failed: {exc}", err=True)
         sys.exit(EXIT_USAGE)
-    except (Unavailable, StorageError, OSError) as exc:
+    except Missing as exc:
+        click.echo(
+            f"reynd: restore failed: {exc} vanished while restoring (the source's retention "
+            "removed it): try again",
+            err=True,
+        )
+        sys.exit(3)
+    except (Unavailable, StorageError, ReyndError, OSError) as exc:
         click.echo(f"reynd: restore failed: {exc}", err=True)
         sys.exit(3)
     click.echo(
@@ -251,6 +329,54 @@ def restore_command(
     )
     if report.adopted:
         click.echo(f"a daemon on {state} with [replicate] url = {url!r} continues the replica")
+    else:
+        click.echo(f"a daemon on {state} must replicate to another prefix (or restore --adopt)")
+
+
+@main.command(name="install-units")
+@click.option(
+    "--user/--system",
+    "user",
+    default=True,
+    help="A per-user daemon (default) or the system daemon.",
+)
+@click.option(
+    "--dir",
+    "target",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to write them [default: ~/.config/systemd/user, or /etc/systemd/system].",
+)
+@click.option("--force", is_flag=True, help="Replace unit files that are already there.")
+def install_units_command(user: bool, target: Path | None, force: bool) -> None:
+    """Install the systemd units, running this installation's reynd.
+
+    Writes reynd.service and reynd.socket with ExecStart naming the reynd
+    you are running now (a virtual environment, pipx, /usr/bin...), then says
+    what to run next. Exit codes: 0 written, 1 they exist (use --force),
+    2 cannot write there.
+
+    \b
+    Examples:
+      reynd install-units                      # per user
+      sudo /opt/reynd/bin/reynd install-units --system
+    """
+    from reynd.daemon.units import UnitsExist, install_units, unit_dir
+
+    scope: Literal["user", "system"] = "user" if user else "system"
+    where = target or unit_dir(scope)
+    try:
+        written = install_units(scope, where, force=force)
+    except UnitsExist as exc:
+        click.echo(f"reynd: {exc}", err=True)
+        sys.exit(1)
+    except OSError as exc:
+        hint = "" if user else " (run it as root, or pass --dir)"
+        click.echo(f"reynd: cannot write the units into {where}: {exc.strerror}{hint}", err=True)
+        sys.exit(EXIT_USAGE)
+    for w in written:
+        click.echo(f"{'replaced' if w.replaced else 'wrote'} {w.path}")
+    ctl = "systemctl --user" if user else "systemctl"
+    click.echo(f"next: {ctl} daemon-reload && {ctl} enable --now reynd.socket && reynctl status")
 
 
 if __name__ == "__main__":

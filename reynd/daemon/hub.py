@@ -17,6 +17,8 @@ from typing import Any
 import msgspec
 import trio
 
+from reynd.protocol.methods import Lagged
+
 __all__ = ["Hub", "Subscription"]
 
 _ENCODER = msgspec.json.Encoder()
@@ -32,11 +34,6 @@ class _NotifyParams(msgspec.Struct):
     data: msgspec.Raw
 
 
-class _LaggedParams(msgspec.Struct):
-    subscription: str
-    dropped_after_seq: int | None
-
-
 class _Notify(msgspec.Struct):
     """Wire shape of `notify`: params follow methods.Notification field for field."""
 
@@ -48,7 +45,7 @@ class _Notify(msgspec.Struct):
 class _Lagged(msgspec.Struct):
     jsonrpc: str
     method: str
-    params: _LaggedParams
+    params: Lagged
 
 
 class Subscription:
@@ -91,7 +88,7 @@ class Subscription:
                 params = _NotifyParams(self.id, topic, seq, data)
                 await write(_ENCODER.encode(_Notify("2.0", "notify", params)))
         if self.lagged:
-            lag = _LaggedParams(self.id, self.last_seq)
+            lag = Lagged(subscription=self.id, dropped_after_seq=self.last_seq)
             await write(_ENCODER.encode(_Lagged("2.0", "lagged", lag)))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import socket
 import stat
@@ -43,9 +44,15 @@ class ListenError(Exception):
 class AnotherDaemon(ListenError):
     """A live daemon answers on the socket path."""
 
-    def __init__(self, pid: int | None, path: Path) -> None:
+    def __init__(self, pid: int | None, path: Path, state_dir: str | None = None) -> None:
         holder = f"pid {pid}" if pid else "pid unknown"
-        super().__init__(f"another daemon ({holder}) listens on {path}")
+        if state_dir:
+            holder += f", state dir {state_dir}"
+        super().__init__(
+            f"another daemon ({holder}) listens on {path}: to run a second one, give it a "
+            "socket of its own (--socket PATH, or socket in its reynd.toml) and point "
+            "reynctl at it (--socket PATH or REYN_SOCKET)"
+        )
         self.pid = pid
         self.path = path
 
@@ -171,9 +178,25 @@ def _clear_stale(path: Path) -> None:
         ) from None
     else:
         pid = peer_credentials(probe)[0]
-        raise AnotherDaemon(pid or None, path)
+        raise AnotherDaemon(pid or None, path, _state_dir_of(probe))
     finally:
         probe.close()
+
+
+def _state_dir_of(probe: socket.socket) -> str | None:
+    """The state directory the daemon at the other end serves (daemon.status), if it says."""
+    try:
+        probe.sendall(b'{"jsonrpc":"2.0","id":1,"method":"daemon.status"}\n')
+        reply = b""
+        while not reply.endswith(b"\n") and len(reply) < 1 << 20:
+            chunk = probe.recv(65536)
+            if not chunk:
+                return None
+            reply += chunk
+        state_dir = json.loads(reply)["result"]["state_dir"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # an older or a busy daemon: the pid still names it
+    return state_dir if isinstance(state_dir, str) else None
 
 
 def is_addr_in_use(exc: OSError) -> bool:

@@ -148,8 +148,11 @@ async def _serve(opts: ServeOptions) -> int:
                 server = Server(app.handlers(), hub, info, shutdown, limits)
                 await root.start(server.serve, listener)
                 where = bound.path or "an inherited socket"
-                systemd.notify(f"READY=1\nSTATUS=serving on {where}\nMAINPID={os.getpid()}")
+                status = _status_line(app, where)
+                systemd.notify(f"READY=1\nSTATUS={status}\nMAINPID={os.getpid()}")
                 log.info("ready", socket=str(where), inherited=bound.inherited)
+                if systemd.notify_socket() is not None:
+                    root.start_soon(_report_status, app, where, status)
                 interval = systemd.watchdog_interval()
                 if interval is not None:
                     root.start_soon(systemd.run_watchdog, interval)
@@ -172,6 +175,35 @@ async def _serve(opts: ServeOptions) -> int:
         return EXIT_FAILURE
     log.info("stopped")
     return EXIT_OK
+
+
+STATUS_INTERVAL_S = 2.0  # how often `systemctl status` may see a new head
+
+
+def _status_line(app: App, where: object) -> str:
+    """One line for `systemctl status`: where it serves, the head, the agents, the replica."""
+    store = app.store
+    line = (
+        f"serving on {where}; head {store.head} on branch {store.lineage.branch_of(store.head)}, "
+        f"{len(store.state.agents)} agents"
+    )
+    if app.shipper is not None:
+        r = app.shipper.info()
+        line += f"; replication {r.state}, {r.backlog_records} records not shipped"
+    if app.follower is not None:
+        f = app.follower.info()
+        line += f"; following {f.url} ({f.state}, {f.lag_records} records behind)"
+    return line
+
+
+async def _report_status(app: App, where: object, sent: str) -> None:
+    """Keep systemd's STATUS= current (only what changed, at most every STATUS_INTERVAL_S)."""
+    while True:
+        await trio.sleep(STATUS_INTERVAL_S)
+        line = _status_line(app, where)
+        if line != sent:
+            systemd.notify(f"STATUS={line}")
+            sent = line
 
 
 async def _watch_signals(

@@ -26,7 +26,7 @@ import structlog
 import trio
 
 from reynd.daemon.context import CallContext
-from reynd.protocol import errors
+from reynd.protocol import errors, integers
 from reynd.protocol.limits import (
     INT_MAX,
     INT_MIN,
@@ -444,7 +444,12 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
         if isinstance(params, msgspec.Raw):
             first = memoryview(params)[:1].tobytes()
             if first == b"{":
-                return entry.decoder.decode(params)
+                try:
+                    return entry.decoder.decode(params)
+                except msgspec.ValidationError as exc:
+                    if integers.FLOAT_FOR_INT.match(str(exc)) is None:
+                        raise
+                    # 5.0 for an integer: the slower path below takes it.
             if first in (b"", b"n"):  # absent or null: an empty object
                 return msgspec.convert({}, params_type)
             params = _ANY_DECODER.decode(params)
@@ -459,7 +464,7 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
                     {"expected": list(entry.fields), "got": len(params)},
                 )
             params = dict(zip(entry.fields, params, strict=False))
-        return msgspec.convert(params, params_type)
+        return integers.convert(params, params_type)
     except msgspec.ValidationError as exc:
         field, reason = validation_details(exc)
         where = f" (field `{field}`)" if field else ""

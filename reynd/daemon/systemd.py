@@ -17,6 +17,7 @@ __all__ = [
     "LISTEN_FDS_START",
     "inherited_sockets",
     "notify",
+    "notify_socket",
     "run_watchdog",
     "watchdog_interval",
 ]
@@ -24,17 +25,24 @@ __all__ = [
 LISTEN_FDS_START = 3
 
 
+def notify_socket(env: MutableMapping[str, str] | None = None) -> str | None:
+    """The service manager's notification socket ($NOTIFY_SOCKET), None if not under one."""
+    env = os.environ if env is None else env
+    address = env.get("NOTIFY_SOCKET")
+    if not address or address[0] not in "/@":
+        return None
+    # A leading '@' names an abstract socket: the kernel wants a NUL byte there.
+    return "\0" + address[1:] if address[0] == "@" else address
+
+
 def notify(message: str, env: MutableMapping[str, str] | None = None) -> bool:
     """Send one sd_notify datagram ("READY=1\\nSTATUS=..."); False if not under systemd.
 
     Failures are swallowed: a lost notification must never take the daemon down.
     """
-    env = os.environ if env is None else env
-    address = env.get("NOTIFY_SOCKET")
-    if not address or address[0] not in "/@":
+    target = notify_socket(env)
+    if target is None:
         return False
-    # A leading '@' names an abstract socket: the kernel wants a NUL byte there.
-    target = "\0" + address[1:] if address[0] == "@" else address
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
             sock.setblocking(False)

@@ -42,6 +42,8 @@ __all__ = [
     "GenerationsParams",
     "GenerationsResult",
     "MethodDef",
+    "NOTIFICATIONS",
+    "Lagged",
     "Notification",
     "OkResult",
     "RewindParams",
@@ -299,6 +301,25 @@ class Notification(Result, kw_only=True):
     topic: Topic
     seq: Seq
     data: dict[str, Any]
+
+
+class Lagged(Result, kw_only=True):
+    """Params of a server-to-client `lagged` message: the subscriber fell behind.
+
+    Its queue filled (it read too slowly), so it was unsubscribed after
+    `dropped_after_seq`, the last seq it was sent (null: none). Resync with
+    state.get, then subscribe again.
+    """
+
+    subscription: str
+    dropped_after_seq: Seq | None
+
+
+NOTIFICATIONS: Final[dict[str, tuple[type[Result], str]]] = {
+    "notify": (Notification, "An event on a subscribed topic (see subscribe)."),
+    "lagged": (Lagged, "The subscription was dropped for falling behind: resync."),
+}
+"""Messages the daemon sends without an id, by method name: (params type, summary)."""
 
 
 class RpcDiscoverParams(Params, kw_only=True):

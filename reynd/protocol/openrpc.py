@@ -13,7 +13,7 @@ import msgspec
 
 from reynd import __version__
 from reynd.protocol import errors
-from reynd.protocol.methods import METHODS, PROTOCOL_VERSION, MethodDef
+from reynd.protocol.methods import METHODS, NOTIFICATIONS, PROTOCOL_VERSION, MethodDef
 
 __all__ = ["OPENRPC_VERSION", "openrpc_document"]
 
@@ -28,8 +28,29 @@ def openrpc_document() -> dict[str, Any]:
     """The whole API as an OpenRPC document (params by name, results, errors)."""
     defs = list(METHODS.values())
     types = [t for d in defs for t in (d.params, d.result)]
-    schemas, components = msgspec.json.schema_components(types, ref_template=_REF)
+    notices = list(NOTIFICATIONS.items())
+    schemas, components = msgspec.json.schema_components(
+        [*types, *(t for _, (t, _) in notices)], ref_template=_REF
+    )
     methods = [_method(d, components, schemas[2 * i + 1]) for i, d in enumerate(defs)]
+    # OpenRPC 1.3 has no server-to-client messages: an extension lists them,
+    # each shaped like a method without a result (params by name).
+    notifications = [
+        {
+            "name": name,
+            "summary": summary,
+            "paramStructure": "by-name",
+            "params": [
+                {
+                    "name": field,
+                    "required": field in components[t.__name__].get("required", ()),
+                    "schema": schema,
+                }
+                for field, schema in components[t.__name__]["properties"].items()
+            ],
+        }
+        for name, (t, summary) in notices
+    ]
     return {
         "openrpc": OPENRPC_VERSION,
         "info": {
@@ -39,6 +60,7 @@ def openrpc_document() -> dict[str, Any]:
             "x-protocol": PROTOCOL_VERSION,
         },
         "methods": methods,
+        "x-notifications": notifications,
         "components": {"schemas": components},
     }
 

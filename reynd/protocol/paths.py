@@ -80,10 +80,10 @@ def resolve_socket(
 def resolve_state_dir(
     explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
 ) -> Path:
-    """--state-dir, then $REYN_STATE_DIR, then ./.reyn."""
+    """--state-dir, then $REYN_STATE_DIR, then ./.reyn; absolute (status and logs show it)."""
     env = os.environ if env is None else env
     if explicit:
-        return Path(explicit)
+        return Path(explicit).absolute()
     if env.get(STATE_DIR_ENV):
-        return Path(env[STATE_DIR_ENV])
-    return Path(".reyn")
+        return Path(env[STATE_DIR_ENV]).absolute()
+    return Path(".reyn").absolute()

@@ -15,6 +15,7 @@ replica's: a directory that holds another history is not followed.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Final, Literal
 
 import structlog
@@ -25,9 +26,16 @@ from reynd.protocol import methods as m
 from reynd.protocol.events import Rewind
 from reynd.replication import layout
 from reynd.replication.config import ReplicateConfig
+from reynd.replication.identity import (
+    Identity,
+    Progress,
+    load_identity,
+    save_identity,
+    save_progress,
+)
 from reynd.replication.objects import Bucket, Location, Missing, Refused, Unavailable
 from reynd.replication.restore import RestoreError, read_listing, records_of
-from reynd.storage.errors import CorruptionError
+from reynd.storage.errors import CorruptionError, StorageError
 from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.recovery import decode_body
 from reynd.storage.store import Store
@@ -37,6 +45,7 @@ __all__ = ["Follower"]
 log = structlog.get_logger("reynd.follow")
 
 _BACKOFF_MAX: Final = 30.0
+_MISSES: Final = 3  # objects vanishing after a listing: list again this many times at once
 
 State = Literal["starting", "following", "retrying", "diverged"]
 
@@ -45,19 +54,26 @@ class Follower:
     """Keeps a local store a copy of a replica prefix; owned by the App in follow mode."""
 
     def __init__(
-        self, config: ReplicateConfig, location: Location, store: Store, committer: Committer
+        self,
+        config: ReplicateConfig,
+        location: Location,
+        store: Store,
+        committer: Committer,
+        on_reset: Callable[[Rewind, bool], None],
     ) -> None:
         self.config = config
         self.location = location
         self._store = store
         self._committer = committer
+        self._on_reset = on_reset  # (the reset record, whether its target was active)
         self._bucket: Bucket | None = None
         self.state: State = "starting"
         self.generation: int | None = None
         self.remote_head = 0
         self.last_pulled_at: float | None = None
         self.last_error: str | None = None
-        self._verified = store.head == 0
+        self._verified_in: int | None = None  # the generation the head was last compared in
+        self._misses = 0
 
     async def run(self) -> None:
         """Pull every interval until cancelled; failures back off, a diverged copy stops."""
@@ -66,18 +82,25 @@ class Follower:
             started = trio.current_time()
             try:
                 await self._pull()
-            except Missing:
-                continue  # compacted since the listing: list again
-            except (Unavailable, Refused, RestoreError, layout.GapError, CorruptionError) as exc:
-                self.state, self.last_error = "retrying", str(exc)
-                delay = min(max(delay * 2, 1.0), _BACKOFF_MAX)
-                log.warning(
-                    "follow.failed", url=str(self.location), error=str(exc), retry_in_s=delay
-                )
-                await trio.sleep(delay)
+            except Missing as exc:
+                # Compacted or collected since the listing: list again at once, a few times.
+                self._misses += 1
+                if self._misses <= _MISSES:
+                    continue
+                self._failed(Unavailable(f"{exc} keeps vanishing after the listing"))
+            except (Unavailable, Refused, RestoreError, layout.GapError, StorageError) as exc:
+                self._failed(exc)
+            else:
+                self._misses = 0
+                delay = self.config.interval_s
+                await trio.sleep_until(started + delay)
                 continue
-            delay = self.config.interval_s
-            await trio.sleep_until(started + delay)
+            delay = min(max(delay * 2, 1.0), _BACKOFF_MAX)
+            log.warning("follow.failed", url=str(self.location), error=self.last_error)
+            await trio.sleep(delay)
+
+    def _failed(self, exc: Exception) -> None:
+        self.state, self.last_error = "retrying", str(exc)
 
     async def _pull(self) -> None:
         if self._bucket is None:
@@ -87,27 +110,25 @@ class Follower:
         plan = listing.plan()
         self.generation, self.remote_head = plan.generation, plan.head
         store = self._store
-        if store.head and store.head < plan.floor - 1:
+        if store.head < plan.floor - 1:
             raise RestoreError(
                 f"{self.location} starts at seq {plan.floor}, past this copy's head "
-                f"{store.head}: follow into an empty directory"
+                f"{store.head}: follow into an empty directory (it is restored first)"
             )
+        if self._verified_in != plan.generation and not await self._same_history(plan):
+            return
         for piece in plan.wal:
             head = store.head
-            if piece.hi < head or (piece.hi == head and self._verified):
+            if piece.hi <= head:
                 continue
             key = piece.obj.key
             data = await trio.to_thread.run_sync(bucket.get, key)
             records = records_of(data, key, piece.obj.first)
-            if not self._verified and piece.lo <= head:
-                if not await self._same_at_head(data, records):
-                    return
-                self._verified = True
             frames = [
                 data[a:b] for seq, a, b in records if max(piece.lo, head + 1) <= seq <= piece.hi
             ]
             await self._apply(frames)
-        self._verified = True
+        await trio.to_thread.run_sync(self._remember, plan.generation)
         self.state, self.last_error = "following", None
         self.last_pulled_at = time.time()
 
@@ -115,20 +136,52 @@ class Follower:
         c = self.config
         return Bucket(self.location, endpoint=c.endpoint, region=c.region, timeout_s=c.timeout_s)
 
-    async def _same_at_head(self, data: bytes, records: list[tuple[int, int, int]]) -> bool:
-        head = self._store.head
-        (theirs,) = [data[a:b] for seq, a, b in records if seq == head]
-        (extent,) = self._store.wal.extents(head, head, 0)
-        ours = await trio.to_thread.run_sync(extent.read)
-        if ours == theirs:
-            return True
-        self.state = "diverged"
-        self.last_error = (
-            f"seq {head} here differs from seq {head} in {self.location}: this directory "
-            "holds another history; follow into an empty directory"
-        )
-        log.critical("follow.diverged", url=str(self.location), error=self.last_error)
-        return False
+    async def _same_history(self, plan: layout.RestorePlan) -> bool:
+        """Compare this copy with the replica where both have records; False: diverged.
+
+        Each time the replica's newest generation changes (a restart, a
+        takeover, a root generation after a repair): the record at this copy's
+        head, or at the replica's end if this copy is longer (then this copy
+        holds records the replica never had).
+        """
+        store = self._store
+        point = min(store.head, plan.head)
+        if point >= plan.floor:
+            (piece,) = [p for p in plan.wal if p.lo <= point <= p.hi]
+            assert self._bucket is not None
+            data = await trio.to_thread.run_sync(self._bucket.get, piece.obj.key)
+            theirs = [
+                data[a:b]
+                for seq, a, b in records_of(data, piece.obj.key, piece.obj.first)
+                if seq == point
+            ]
+            (extent,) = store.wal.extents(point, point, 0)
+            ours = await trio.to_thread.run_sync(extent.read)
+            if theirs != [ours] or store.head > plan.head:
+                self.state = "diverged"
+                self.last_error = (
+                    f"this directory holds another history than {self.location} "
+                    f"(compared at seq {point}; here head {store.head}, there {plan.head}): "
+                    "follow into an empty directory"
+                )
+                log.critical("follow.diverged", url=str(self.location), error=self.last_error)
+                return False
+        self._verified_in = plan.generation
+        return True
+
+    def _remember(self, generation: int) -> None:
+        """What promoting this copy needs: the generation it holds, and how far (see Shipper)."""
+        state_dir = self._store.root / "state"
+        url = str(self.location)
+        identity = load_identity(state_dir)
+        if (identity.adopted_url, identity.adopted_generation) != (url, generation):
+            save_identity(
+                state_dir,
+                Identity(
+                    store_id=identity.store_id, adopted_url=url, adopted_generation=generation
+                ),
+            )
+        save_progress(state_dir, Progress(url=url, generation=generation, shipped=self._store.head))
 
     async def _apply(self, frames: list[bytes]) -> None:
         """Append `frames` in order; each reset record alone, with its target's state rebuilt."""
@@ -143,7 +196,10 @@ class Follower:
                 await self._committer.append_replicated(run, None)
                 run = []
             rebuilt = await trio.to_thread.run_sync(store.rebuild, event.target_n)
-            await self._committer.append_replicated([frame], rebuilt)
+            active = store.lineage.is_active(event.target_n)
+            (applied,) = await self._committer.append_replicated([frame], rebuilt)
+            assert isinstance(applied, Rewind)
+            self._on_reset(applied, active)
         if run:
             await self._committer.append_replicated(run, None)
 

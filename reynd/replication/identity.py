@@ -21,6 +21,7 @@ from reynd.storage.fsutil import atomic_write, open_private, write_all
 __all__ = [
     "Identity",
     "Progress",
+    "forget_progress",
     "load_identity",
     "load_progress",
     "save_identity",
@@ -81,3 +82,8 @@ def save_progress(state_dir: Path, progress: Progress) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+def forget_progress(state_dir: Path) -> None:
+    """After `reynd repair`: records below the hint changed, so the next start ships anew."""
+    (state_dir / PROGRESS).unlink(missing_ok=True)

@@ -38,7 +38,6 @@ __all__ = [
     "WalObject",
     "claim_key",
     "cover",
-    "generation_dir",
     "parse_claim_key",
     "parse_retained_key",
     "parse_snapshot_key",
@@ -73,10 +72,6 @@ class Claim(msgspec.Struct, kw_only=True, frozen=True):
 
 def claim_key(generation: int) -> str:
     return f"{CLAIMS}{generation:08d}.json"
-
-
-def generation_dir(generation: int) -> str:
-    return f"{generation:08d}/"
 
 
 def wal_key(generation: int, first: int, last: int) -> str:
@@ -209,9 +204,16 @@ def plan_restore(
         upper = claim.base_seq - 1
         gen = claim.continues
     chain.reverse()
-    gens = {g for g, _, _ in chain}
+    # A generation's objects are trusted only within the seqs it owns: a
+    # superseded writer may have shipped past its successor's base.
+    owns = {g: upto for g, _, upto in chain}
+
+    def owned(gen: int, seq: int) -> bool:
+        upto = owns.get(gen, -1)
+        return gen in owns and (upto is None or seq <= upto)
+
     floor = chain[0][1]
-    kept = max(((f, g) for g, f in retained if g in gens and f >= floor), default=None)
+    kept = max(((f, g) for g, f in retained if owned(g, f - 1) and f >= floor), default=None)
     if kept is not None:
         floor = kept[0]
     end = _end(chain, by_gen, floor)
@@ -228,9 +230,7 @@ def plan_restore(
         for obj in cover(by_gen.get(gen, ()), lo, hi):
             pieces.append(Piece(obj, need, min(obj.last, hi)))
             need = obj.last + 1
-    snaps = tuple(
-        sorted((s for s in snapshots if s[0] in gens and s[1] <= head), key=lambda s: s[1])
-    )
+    snaps = tuple(sorted((s for s in snapshots if owned(*s) and s[1] <= head), key=lambda s: s[1]))
     return RestorePlan(
         generation=max(claims),
         head=head,

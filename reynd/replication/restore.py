@@ -21,7 +21,7 @@ import msgspec
 from reynd.replication import layout
 from reynd.replication.identity import Identity, Progress, new_store_id, save_identity
 from reynd.replication.identity import save_progress as save_progress_hint
-from reynd.replication.objects import Bucket, Missing
+from reynd.replication.objects import Bucket, Missing, Refused
 from reynd.storage.errors import CorruptionError, StorageError
 from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, write_durable
@@ -36,6 +36,7 @@ __all__ = ["Listing", "RestoreError", "RestoreReport", "read_listing", "records_
 
 
 _ATTEMPTS = 5
+_KEEP = frozenset(("reynd.toml",))  # files of the target directory a restore keeps
 
 
 class RestoreError(Exception):
@@ -60,7 +61,9 @@ def read_listing(bucket: Bucket) -> Listing:
     out = Listing()
     for key in bucket.list_keys():
         if (gen := layout.parse_claim_key(key)) is not None:
-            out.claims[gen] = msgspec.json.decode(bucket.get(key), type=layout.Claim)
+            claim = read_claim(bucket, gen)
+            if claim is not None:
+                out.claims[gen] = claim
         elif (obj := layout.parse_wal_key(key)) is not None:
             out.wal.append(obj)
         elif (snap := layout.parse_snapshot_key(key)) is not None:
@@ -68,6 +71,29 @@ def read_listing(bucket: Bucket) -> Listing:
         elif (kept := layout.parse_retained_key(key)) is not None:
             out.retained.append(kept)
     return out
+
+
+def read_claim(bucket: Bucket, generation: int) -> layout.Claim | None:
+    """The claim of `generation`; None if it is gone; Refused if it is not one reynd wrote."""
+    key = layout.claim_key(generation)
+    try:
+        data = bucket.get(key)
+    except Missing:
+        return None  # deleted by hand since the listing
+    try:
+        claim = msgspec.json.decode(data, type=layout.Claim)
+    except msgspec.DecodeError as exc:
+        raise Refused(
+            f"{bucket.location}{key} is not a generation claim reynd wrote ({exc}): "
+            "remove it, or use another prefix"
+        ) from None
+    if claim.format > layout.FORMAT or claim.generation != generation:
+        raise Refused(
+            f"{bucket.location}{key} has format {claim.format} and generation "
+            f"{claim.generation}: written by a newer reynd, or by hand; this reynd reads "
+            f"format {layout.FORMAT}"
+        )
+    return claim
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,25 +114,35 @@ def restore(
     state_dir: Path,
     *,
     to_seq: int | None = None,
+    adopt: bool = False,
     segment_bytes: int = StorageOptions().segment_bytes,
     say: Callable[[str], None] = lambda _: None,
 ) -> RestoreReport:
-    """Rebuild `state_dir` (absent or empty) from `bucket`'s prefix, up to `to_seq` or its end."""
-    if state_dir.exists() and (not state_dir.is_dir() or any(state_dir.iterdir())):
+    """Rebuild `state_dir` from `bucket`'s prefix, up to `to_seq` or its end.
+
+    `state_dir` must be absent, empty, or hold only a reynd.toml (kept).
+    `adopt`: a daemon started on it may continue the prefix (it claims the
+    next generation, and the daemon writing there now stands down); only
+    for a full restore (`to_seq` None or the end).
+    """
+    if state_dir.exists() and (
+        not state_dir.is_dir() or any(p.name not in _KEEP for p in state_dir.iterdir())
+    ):
         raise RestoreError(f"{state_dir} exists and is not empty: restore into a new directory")
     bucket.check()
     for _ in range(_ATTEMPTS - 1):
         # Missing: the source compacted tail objects into a segment object
         # since the listing; list again.
         with contextlib.suppress(Missing):
-            return _restore(bucket, state_dir, to_seq, segment_bytes, say)
-    return _restore(bucket, state_dir, to_seq, segment_bytes, say)
+            return _restore(bucket, state_dir, to_seq, adopt, segment_bytes, say)
+    return _restore(bucket, state_dir, to_seq, adopt, segment_bytes, say)
 
 
-def _restore(
+def _restore(  # noqa: PLR0917
     bucket: Bucket,
     state_dir: Path,
     to_seq: int | None,
+    adopt: bool,
     segment_bytes: int,
     say: Callable[[str], None],
 ) -> RestoreReport:
@@ -128,10 +164,16 @@ def _restore(
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         wal_bytes, kept, adopted = _build(
-            bucket, plan, tmp, to_seq=to_seq, wal=listing.wal, segment_bytes=segment_bytes
+            bucket,
+            plan,
+            tmp,
+            adopt=adopt and (to_seq is None or _is_end(plan, listing.wal)),
+            segment_bytes=segment_bytes,
         )
         if state_dir.exists():
-            state_dir.rmdir()  # empty, checked above
+            for own in state_dir.iterdir():  # only _KEEP, checked above
+                os.replace(own, tmp / own.name)
+            state_dir.rmdir()
         else:
             make_dirs(state_dir.parent)
         os.replace(tmp, state_dir)
@@ -157,8 +199,7 @@ def _build(
     plan: layout.RestorePlan,
     tmp: Path,
     *,
-    to_seq: int | None,
-    wal: list[layout.WalObject],
+    adopt: bool,
     segment_bytes: int,
 ) -> tuple[int, int, bool]:
     """Write and verify the restored directory at `tmp`: (WAL bytes, snapshots, adopted)."""
@@ -176,7 +217,7 @@ def _build(
             "file covers it"
         )
     # Continuing the prefix from an earlier seq would hide what came after it.
-    adopted = to_seq is None or (to_seq == plan.head and _is_end(plan, wal))
+    adopted = adopt
     identity = Identity(store_id=new_store_id())
     if adopted:
         identity = Identity(

@@ -39,8 +39,9 @@ from reynd.replication.identity import (
     save_progress,
 )
 from reynd.replication.objects import Bucket, Exists, Location, Refused, Unavailable
-from reynd.replication.restore import read_listing
-from reynd.storage.retained import load_retained
+from reynd.replication.restore import read_claim, read_listing
+from reynd.storage.errors import StorageError
+from reynd.storage.retained import decode_retained
 from reynd.storage.store import Store
 
 __all__ = ["ReplicaRefused", "Shipper"]
@@ -89,8 +90,14 @@ class Shipper:
         self._wake = trio.Event()
 
     @property
-    def keep_from(self) -> int:
-        """The lowest seq retention must keep: the first one not known shipped."""
+    def keep_from(self) -> int | None:
+        """The lowest seq retention must keep: the first one not known shipped.
+
+        None once superseded: this daemon ships no more, so holding its
+        history back would only fill the disk.
+        """
+        if self.state == "superseded":
+            return None
         if self.generation is None:
             progress = self._progress()
             return progress.shipped + 1 if progress else 1
@@ -180,6 +187,9 @@ class Shipper:
             ) from None
         self.generation, self._base, self.shipped = generation, base, base - 1
         self._root = continues is None
+        # At once: a restart before the first round must continue this
+        # generation, not start a root one that hides it.
+        await self._save_progress()
         self.state = "shipping"
         log.info(
             "replicate.claimed",
@@ -195,9 +205,11 @@ class Shipper:
         ]
         if not gens:
             return None, None
-        latest = max(gens)
-        claim = msgspec.json.decode(self._bucket.get(layout.claim_key(latest)), type=layout.Claim)
-        return latest, claim
+        for latest in sorted(gens, reverse=True):
+            claim = read_claim(self._bucket, latest)  # Refused if not one of ours
+            if claim is not None:
+                return latest, claim
+        return None, None
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -254,9 +266,6 @@ class Shipper:
             log.critical("replicate.superseded", url=str(self.location), error=self.last_error)
             return False
         store = self._store
-        coarse = frozenset(x for x in store.snapshots.seqs if x < store.floor)
-        if store.floor > self._remote_floor or coarse != self._coarse:
-            await self._follow_retention()
         head = store.head
         if head > self.shipped:
             for extent in store.wal.extents(self.shipped + 1, head, CHUNK_MAX):
@@ -265,15 +274,43 @@ class Shipper:
                 await self._put(obj.key, data)
                 self._chunks.append(obj)
                 self.shipped = extent.last
+                await self._save_progress()
             self.last_shipped_at = time.time()
-        await self._ship_snapshots()
-        await self._compact()
         self.state, self.last_error = "shipping", None
+        # The WAL is shipped: what follows only makes restores faster or the
+        # prefix smaller, and its failures never hold the WAL back.
+        try:
+            coarse = frozenset(x for x in store.snapshots.seqs if x < store.floor)
+            if store.floor > self._remote_floor or coarse != self._coarse:
+                await self._follow_retention()
+            await self._ship_snapshots()
+            await self._compact()
+        except (Unavailable, Refused, StorageError) as exc:
+            self.last_error = f"snapshots or remote retention (retried next round): {exc}"
+            log.warning("replicate.upkeep_failed", url=str(self.location), error=str(exc))
+        return True
+
+    async def _save_progress(self) -> None:
+        assert self.generation is not None
         progress = Progress(
             url=str(self.location), generation=self.generation, shipped=self.shipped
         )
         await trio.to_thread.run_sync(save_progress, self._state_dir, progress)
-        return True
+
+    async def flush(self, timeout_s: float) -> None:
+        """At a clean stop: one last round, so a planned move loses nothing acknowledged."""
+        if self.state in ("superseded", "refused") or self.generation is None:
+            return
+        with trio.move_on_after(timeout_s) as scope:
+            try:
+                await self._cycle()
+            except (Unavailable, Refused) as exc:
+                self._failed(exc)
+        left = self._store.head - self.shipped
+        if scope.cancelled_caught or left:
+            log.warning("replicate.unshipped_at_stop", url=str(self.location), records=left)
+        else:
+            log.info("replicate.flushed", url=str(self.location), shipped=self.shipped)
 
     async def _put(self, key: str, data: bytes) -> None:
         # Only this generation's holder writes under it, and its objects are
@@ -321,13 +358,19 @@ class Shipper:
         """
         assert self.generation is not None
         store, bucket = self._store, self._bucket
-        kept = await trio.to_thread.run_sync(load_retained, self._state_dir)
-        floor = kept.floor
+        try:
+            retained = await trio.to_thread.run_sync((self._state_dir / "retained").read_bytes)
+        except FileNotFoundError:
+            retained = b""
+        # The floor from the very bytes shipped: a collection may rewrite the file meanwhile.
+        floor = decode_retained(retained, self._state_dir).floor if retained else 1
         local = set(store.snapshots.seqs)
-        self._coarse = frozenset(x for x in local if x < floor)
         if floor == 1:
-            self._remote_floor = 1
+            self._coarse, self._remote_floor = frozenset(), 1
             return
+        if floor - 1 not in local:
+            return  # a collection is between its retained file and its entry snapshot
+        self._coarse = frozenset(x for x in local if x < floor)
         for seq in sorted(s for s in local if s < floor and s not in self._snapshots):
             try:
                 data = await trio.to_thread.run_sync(store.snapshots.path(seq).read_bytes)
@@ -335,8 +378,7 @@ class Shipper:
                 continue  # a coarse snapshot retention dropped meanwhile
             await self._put(layout.snapshot_key(self.generation, seq), data)
             self._snapshots.add(seq)
-        data = await trio.to_thread.run_sync((self._state_dir / "retained").read_bytes)
-        await self._put(layout.retained_key(self.generation, floor), data)
+        await self._put(layout.retained_key(self.generation, floor), retained)
         listing = await trio.to_thread.run_sync(read_listing, bucket)
         chain = _chain(listing.claims, self.generation)
         doomed = [o.key for o in listing.wal if o.generation in chain and o.last < floor]

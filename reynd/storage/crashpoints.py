@@ -26,6 +26,9 @@ The points:
     gc.after_entry_snapshots  a collection wrote its entry snapshots, nothing else yet
     gc.after_retained       the retained file (new floor) is durable, no segment deleted
     gc.after_unlink         one more old segment is unlinked (hit once per segment)
+    index.mid_write         half of a segment index chunk is appended (a torn index)
+    index.after_chunk       one more chunk is appended and synced (hit once per segment
+                            whose index a write extends)
     workspace.recorded      a step's or boundary's changed files are read and their blobs
                             (and a boundary's manifests) stored, nothing staged in the WAL
     workspace.before_pointer  a boundary with changes is durable, its trees/<seq> not written

@@ -20,7 +20,7 @@ import stat
 from pathlib import Path
 from typing import Final
 
-from reynd.storage import fsops
+from reynd.storage import crashpoints, fsops
 
 __all__ = [
     "DIR_MODE",
@@ -34,6 +34,7 @@ __all__ = [
     "restrict_dir",
     "write_all",
     "write_durable",
+    "write_halves",
 ]
 
 DIR_MODE: Final = 0o700
@@ -46,6 +47,14 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
     while view:
         n = fsops.write(fd, view)
         view = view[n:]
+
+
+def write_halves(fd: int, data: bytes, point: str) -> None:
+    """write_all, with crash point `point` once half of `data` is written (a torn file)."""
+    half = len(data) // 2
+    write_all(fd, data[:half])
+    crashpoints.hit(point)
+    write_all(fd, data[half:])
 
 
 def fsync_dir(path: Path) -> None:

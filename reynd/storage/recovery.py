@@ -36,6 +36,8 @@ class RecoveryReport:
 
     segments: int = 0
     records: int = 0
+    indexed: int = 0  # records taken from segment index files instead of a scan
+    scanned: int = 0  # records read and verified one by one
     torn_path: Path | None = None
     torn_offset: int = 0
     torn_bytes: int = 0
@@ -63,42 +65,53 @@ def scan_segment(
     last: bool,
     on_record: Callable[[Event, int], None],
     report: RecoveryReport,
+    cut: bool = True,
 ) -> None:
-    """Verify every record of `seg`, filling its offset index; `on_record` sees each in order.
+    """Verify every record of `seg` from byte `seg.size` on, extending its offset index.
 
-    `last`: the newest segment, the only one whose tail may be torn.
+    `on_record` sees each record in order. `last`: the newest segment, the
+    only one whose tail may be torn; the torn bytes are cut (`cut`) or only
+    reported (a read-only verification). Records before `seg.size` are the
+    ones its index file described (none when it has none).
     """
-    data = seg.path.read_bytes()
+    base = seg.size
+    with seg.path.open("rb") as f:
+        f.seek(base)
+        data = f.read()
     pos = 0
-    seq = seg.first_seq
+    seq = seg.first_seq + len(seg.offsets)
     while pos < len(data):
         try:
             body, end = next_frame(data, pos)
         except FrameInvalid as exc:
             if last and not _valid_record_after(data, pos):
-                cut_tail(seg.path, data, pos, report)
+                if cut:
+                    cut_tail(seg.path, data[pos:], base + pos, report)
+                else:
+                    report.torn_path, report.torn_offset = seg.path, base + pos
+                    report.torn_bytes = len(data) - pos
                 break
-            raise CorruptionError(seg.path, pos, seq, str(exc)) from None
-        event = decode_body(body, seg.path, pos, seq)
+            raise CorruptionError(seg.path, base + pos, seq, str(exc)) from None
+        event = decode_body(body, seg.path, base + pos, seq)
         if event.seq != seq:
             raise CorruptionError(
-                seg.path, pos, seq, f"record carries seq {event.seq}, expected {seq}"
+                seg.path, base + pos, seq, f"record carries seq {event.seq}, expected {seq}"
             )
-        seg.offsets.append(pos)
+        seg.offsets.append(base + pos)
         seg.last_ts = event.ts
         try:
             on_record(event, end - pos)
         except ValueError as exc:
             # A checksummed record the log cannot hold (e.g. a reset whose
             # target does not precede it) is corruption, not a crash.
-            raise CorruptionError(seg.path, pos, seq, str(exc)) from None
+            raise CorruptionError(seg.path, base + pos, seq, str(exc)) from None
         pos = end
         seq += 1
-    seg.size = pos
+    seg.size = base + pos
 
 
-def cut_tail(path: Path, data: bytes, pos: int, report: RecoveryReport) -> None:
-    """Keep the bytes of `path` from `pos` on under wal/torn/ (synced), then truncate there."""
+def cut_tail(path: Path, tail: bytes, offset: int, report: RecoveryReport) -> None:
+    """Keep `tail`, the bytes of `path` from `offset` on, under wal/torn/ (synced), then cut."""
     wal_dir = path.parent
     torn_dir = wal_dir / TORN_DIR
     if not torn_dir.exists():
@@ -106,25 +119,23 @@ def cut_tail(path: Path, data: bytes, pos: int, report: RecoveryReport) -> None:
         fsync_dir(wal_dir)
     # A retried append lands at the same offset and may tear again: never
     # overwrite an earlier copy.
-    saved = torn_dir / f"{path.stem}.{pos}.torn"
+    saved = torn_dir / f"{path.stem}.{offset}.torn"
     n = 1
     while saved.exists():
-        saved = torn_dir / f"{path.stem}.{pos}.{n}.torn"
+        saved = torn_dir / f"{path.stem}.{offset}.{n}.torn"
         n += 1
-    write_durable(saved, data[pos:])
+    write_durable(saved, tail)
     fsync_dir(torn_dir)
     # Only after the copy is durable do we cut the original.
     fd = fsops.open(path, os.O_WRONLY)
     try:
-        fsops.ftruncate(fd, pos)
+        fsops.ftruncate(fd, offset)
         fsops.fsync(fd)
     finally:
         fsops.close(fd)
-    log.warning(
-        "cut torn WAL tail: %s at %d (%d bytes kept in %s)", path, pos, len(data) - pos, saved
-    )
-    report.torn_path, report.torn_offset = path, pos
-    report.torn_bytes, report.torn_saved_to = len(data) - pos, saved
+    log.warning("cut torn WAL tail: %s at %d (%d bytes kept in %s)", path, offset, len(tail), saved)
+    report.torn_path, report.torn_offset = path, offset
+    report.torn_bytes, report.torn_saved_to = len(tail), saved
 
 
 def _valid_record_after(data: bytes, pos: int) -> bool:

@@ -4,10 +4,12 @@ Opening refuses a log with a bad record before its tail (it could be bit rot
 in acknowledged data, and guessing would be worse than stopping). Repair is
 the decision to give up everything from that record on:
 
-1. every byte from the bad record to the end of the log is moved under
+1. the segment indexes of the cut segment and of every later one are
+   removed first (they describe records that are about to go);
+2. every byte from the bad record to the end of the log is moved under
    `wal/torn/` (the cut part of the segment, and every later segment whole);
-2. the segment is truncated there and synced;
-3. one `lost` record is appended for each seq that was cut, up to the highest
+3. the segment is truncated there and synced;
+4. one `lost` record is appended for each seq that was cut, up to the highest
    seq found in the cut bytes, so no seq is ever issued twice and seqs stay
    contiguous. The state afterwards is the state as of the last intact record.
 """
@@ -22,6 +24,7 @@ from pathlib import Path
 from reynd.protocol.events import Lost
 from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, write_durable
+from reynd.storage.indexfiles import INDEX_DIR, IndexFiles
 from reynd.storage.lock import hold_lock
 from reynd.storage.wal import SUFFIX, TORN_DIR
 
@@ -53,6 +56,11 @@ def truncate_at(root: Path, segment_name: str, offset: int) -> RepairReport:
             raise ValueError(f"offset {offset} is outside {segment} (0..{len(data)})")
         first_lost = int(segment.stem) + _count_records(data, offset, segment)
         later = sorted(p for p in wal_dir.iterdir() if p.suffix == SUFFIX and p.name > segment.name)
+        index = IndexFiles(root / "state" / INDEX_DIR)
+        if index.dir.is_dir():
+            for path in [segment, *later]:
+                index.remove(int(path.stem))
+            fsync_dir(index.dir)
         torn_dir = wal_dir / TORN_DIR
         make_dirs(torn_dir)
         highest = first_lost - 1

@@ -25,7 +25,7 @@ from reynd.storage.errors import CorruptionError, UnsupportedVersion
 from reynd.storage.framing import FrameInvalid, encode_frame, next_frame
 from reynd.storage.fsutil import atomic_write
 
-__all__ = ["RETAINED_VERSION", "Retained", "load_retained", "save_retained"]
+__all__ = ["RETAINED_VERSION", "Retained", "decode_retained", "load_retained", "save_retained"]
 
 RETAINED_VERSION: Final = 1
 NAME: Final = "retained"
@@ -40,11 +40,16 @@ class Retained(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 def load_retained(state_dir: Path) -> Retained:
     """The file's content; the defaults (nothing dropped) when it does not exist."""
-    path = state_dir / NAME
     try:
-        data = path.read_bytes()
+        data = (state_dir / NAME).read_bytes()
     except FileNotFoundError:
         return Retained()
+    return decode_retained(data, state_dir)
+
+
+def decode_retained(data: bytes, state_dir: Path) -> Retained:
+    """The file's content from its bytes (CorruptionError names the file)."""
+    path = state_dir / NAME
     try:
         body, _ = next_frame(data, 0)
     except FrameInvalid as exc:

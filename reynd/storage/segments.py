@@ -24,6 +24,7 @@ class Segment:
     offsets: array[int] = field(default_factory=lambda: array("Q"))
     size: int = 0  # end of the last durable record
     last_ts: float = 0.0  # time of the last record (retention by age)
+    indexed: int = 0  # records 0..indexed-1 are described by its index file (indexfiles.py)
 
     @property
     def last_seq(self) -> int:

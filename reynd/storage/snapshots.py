@@ -36,7 +36,7 @@ import msgspec
 from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints, fsops
 from reynd.storage.errors import CorruptionError, UnencodableState, UnsupportedVersion
-from reynd.storage.fsutil import fsync_dir, make_dirs, open_private, write_all
+from reynd.storage.fsutil import fsync_dir, make_dirs, open_private, write_halves
 
 __all__ = ["SNAPSHOT_VERSION", "SnapshotStore", "decode_snapshot", "encode_snapshot"]
 
@@ -155,10 +155,7 @@ class SnapshotStore:
         tmp = self.dir / f".tmp-{final.name}"
         fd = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
         try:
-            half = len(data) // 2
-            write_all(fd, data[:half])
-            crashpoints.hit("snapshot.mid_write")
-            write_all(fd, data[half:])
+            write_halves(fd, data, "snapshot.mid_write")
             fsops.fsync(fd)
         finally:
             fsops.close(fd)

@@ -11,6 +11,8 @@ Layout under the state directory (`.reyn/`, all of it in docs/format.md):
     state/wal/*.jsonl         the log (wal.py)
     state/snapshots/*.snap    full snapshots (snapshots.py)
     state/retained            what retention dropped: floor, reset records (retained.py)
+    state/index/*.idx         what a scan of each segment rebuilds, written down
+                              (segindex.py, indexfiles.py): start-up reads it instead
 
 Directories 0700, files 0600, whatever the umask (fsutil); an existing root
 with wider permissions is narrowed to owner-only on open.
@@ -34,28 +36,24 @@ from reynd.core.reconstruct import ReplayPlan, plan_reconstruct
 from reynd.core.reduce import apply
 from reynd.core.seqs import SeqList
 from reynd.protocol import errors
-from reynd.protocol.events import (
-    Event,
-    GenerationKind,
-    Rewind,
-    WorkspaceFiles,
-    boundary_kind,
-    kind_of,
-)
+from reynd.protocol.events import Event, GenerationKind, Rewind, kind_of
 from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
 from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints
 from reynd.storage.errors import CorruptionError
 from reynd.storage.framing import FrameInvalid, encode_frame, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, restrict_dir
+from reynd.storage.indexfiles import INDEX_DIR, IndexFiles
 from reynd.storage.lock import hold_lock
 from reynd.storage.options import StorageOptions
+from reynd.storage.rebuild import Rebuild, index_event
 from reynd.storage.recovery import RecoveryReport, decode_body
 from reynd.storage.retained import Retained, load_retained
+from reynd.storage.segindex import Chunk
 from reynd.storage.snapshots import SnapshotStore, encode_snapshot
 from reynd.storage.wal import Placement, Wal
 
-__all__ = ["Rebuilt", "ResetMode", "Staged", "Store"]
+__all__ = ["PendingIndex", "Rebuilt", "ResetMode", "Staged", "Store"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +78,17 @@ class Staged:
     events: tuple[Event, ...]
     frames: tuple[tuple[int, bytes], ...]
     rebuilt: Rebuilt | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingIndex:
+    """Index chunks captured from the in-memory indexes, to be written (`Store.write_index`)."""
+
+    chunks: tuple[tuple[Path, Chunk], ...]  # (segment, chunk)
+
+    @property
+    def records(self) -> int:
+        return sum(len(chunk.offsets) for _, chunk in self.chunks)
 
 
 class Store:
@@ -108,7 +117,11 @@ class Store:
         self._snapshot_base = 0
         # After a state that could not be encoded: no new try before this distance.
         self._snapshot_retry_at = 0.0
+        # Bytes of WAL (any branch) that no index chunk describes yet: what a
+        # restart would scan record by record. Drives when the index is written.
+        self._unindexed = 0
         self.retained = Retained()
+        self.index: IndexFiles
 
     # -- open / close ----------------------------------------------------------------
 
@@ -122,8 +135,11 @@ class Store:
     ) -> Store:
         """Lock, recover (cut a torn tail, verify every record) and rebuild the tip's state.
 
-        Crash recovery is reconstruct(head) along the active lineage: after a
-        reset record is durable, the abandoned future never comes back.
+        The records a segment index describes are taken from it instead of
+        being decoded one by one (indexfiles.py); every later record is
+        verified. Crash recovery is reconstruct(head) along the active
+        lineage: after a reset record is durable, the abandoned future never
+        comes back.
         """
         store = cls(root, options or StorageOptions(), clock)
         try:
@@ -149,36 +165,23 @@ class Store:
 
         self.retained = load_retained(state_dir)
 
-        def on_record(event: Event, nbytes: int) -> None:
-            if self.lineage.head == 0 and event.seq > 1:
-                # History below the first kept record was dropped by retention:
-                # its reset records come from the retained file, which is
-                # durable before any segment goes, so it covers every dropped
-                # seq. A log that starts above its floor lost segments (or the
-                # file): its lineage cannot be known.
-                if event.seq > self.retained.floor:
-                    raise CorruptionError(
-                        state_dir / "wal",
-                        0,
-                        event.seq,
-                        f"the log starts at seq {event.seq} but the retained-history file "
-                        f"covers only seqs below {self.retained.floor}: segments or "
-                        f"{state_dir / 'retained'} are missing",
-                    )
-                below = [(r, t) for r, t in self.retained.resets if r < event.seq]
-                self.lineage = Lineage.restore(below, event.seq - 1)
-            self._index(event)
-
-        self.wal, self.recovery = Wal.open(state_dir / "wal", self.options.segment_bytes, on_record)
+        rebuild = Rebuild(self.retained, state_dir / "wal")
+        self.index = IndexFiles(state_dir / INDEX_DIR)
+        self.wal, self.recovery = Wal.open(
+            state_dir / "wal",
+            self.options.segment_bytes,
+            rebuild.record,
+            index=self.index,
+            on_chunk=rebuild.chunk,
+        )
         self._exit.callback(self.wal.close)
-        if self.wal.head + 1 < self.retained.next_seq:
-            raise CorruptionError(
-                state_dir / "wal",
-                0,
-                self.wal.head + 1,
-                f"the log ends at seq {self.wal.head} but seqs up to "
-                f"{self.retained.next_seq - 1} were issued: newer segments are missing",
-            )
+        rebuild.check_end(self.wal.head)
+        self.lineage, self.catalog = rebuild.lineage, rebuild.catalog
+        self.file_ops = rebuild.file_ops
+        self._unindexed = sum(
+            s.size - (s.offsets[s.indexed] if s.indexed < len(s.offsets) else s.size)
+            for s in self.wal.segments
+        )
         self._next_seq = self.wal.head + 1
         self.forget_below_floor()
         for seq in [s for s in self.snapshots.seqs if s > self.wal.head]:
@@ -305,6 +308,7 @@ class Store:
         self.wal.publish(placements, staged.events[0].ts if staged.events else 0.0)
         for event, (_, frame) in zip(staged.events, staged.frames, strict=True):
             self._index(event)
+            self._unindexed += len(frame)
             if isinstance(event, Rewind):
                 self._become(event, staged.rebuilt)
             else:
@@ -320,12 +324,7 @@ class Store:
         return list(staged.events)
 
     def _index(self, event: Event) -> None:
-        self.lineage.observe(event.seq, event.target_n if isinstance(event, Rewind) else None)
-        if isinstance(event, WorkspaceFiles):
-            self.file_ops.add(event.seq)
-        kind = boundary_kind(event)
-        if kind is not None:
-            self.catalog.add(event.seq, kind, getattr(event, "agent", ""), event.ts, _label(event))
+        index_event(self.lineage, self.catalog, self.file_ops, event)
 
     # -- rewind / checkout ---------------------------------------------------------------
 
@@ -465,11 +464,76 @@ class Store:
             self._snapshot_retry_at = 0.0
 
     def snapshot_now(self) -> int:
-        """Write a snapshot of the tip's state synchronously; returns its seq."""
+        """Write a snapshot of the tip's state, then the index, synchronously; returns its seq."""
         seq, data, covered = self.encode_snapshot()
         self.snapshots.write(data, seq)
         self.snapshot_written(seq, len(data), covered)
+        self.index_now()
         return seq
+
+    # -- the segment index ---------------------------------------------------------------
+
+    def index_due(self) -> bool:
+        """True once a restart would scan more WAL than the snapshot policy lets it replay."""
+        return self._unindexed >= self._snapshot_limit()
+
+    def capture_index(self) -> PendingIndex:
+        """Chunks for every durable record no index chunk describes yet (owner thread).
+
+        Copies of the in-memory indexes: `write_index` may then run on any thread.
+        """
+        out: list[tuple[Path, Chunk]] = []
+        for seg in self.wal.segments:
+            n = len(seg.offsets)
+            if seg.indexed >= n:
+                continue
+            lo, hi = seg.first_seq + seg.indexed, seg.last_seq
+            chunk = Chunk(
+                lo,
+                seg.offsets[seg.indexed : n],
+                seg.size,
+                0,  # the checksum is read back from the segment when written
+                seg.last_ts,
+                tuple(self.lineage.resets_between(lo, hi)),
+                self.catalog.columns(lo, hi),
+            )
+            out.append((seg.path, chunk))
+        self._unindexed = 0
+        return PendingIndex(tuple(out))
+
+    def write_index(self, pending: PendingIndex) -> list[int]:
+        """Append the captured chunks to the index files (any thread); the segments written.
+
+        A failure is logged, never raised: the WAL does not depend on the
+        index, and a segment whose index could not be written is scanned at
+        the next start (its index is removed, and rebuilt by a later write).
+        """
+        done: list[int] = []
+        for segment, chunk in pending.chunks:
+            first_seq = int(segment.stem)
+            try:
+                self.index.append(segment, chunk)
+            except (OSError, CorruptionError) as exc:
+                log.warning("segment index of %s not written: %s", segment, exc)
+                self.index.drop(first_seq)
+                continue
+            done.append(first_seq)
+        return done
+
+    def index_written(self, pending: PendingIndex, done: Sequence[int]) -> None:
+        """Note what `write_index` wrote (owner thread); segments it did not are indexed anew."""
+        by_first = {seg.first_seq: seg for seg in self.wal.segments}
+        ok = set(done)
+        for segment, chunk in pending.chunks:
+            seg = by_first.get(int(segment.stem))
+            if seg is None:
+                continue  # collected by retention meanwhile (its index went with it)
+            seg.indexed = chunk.last - seg.first_seq + 1 if seg.first_seq in ok else 0
+
+    def index_now(self) -> None:
+        """Capture, write and note the index in a row (the one-shot path)."""
+        pending = self.capture_index()
+        self.index_written(pending, self.write_index(pending))
 
     # -- queries ------------------------------------------------------------------------
 
@@ -500,14 +564,3 @@ class Store:
                 below=below, at_least=lo, agent=agent, kind=kind
             ):
                 yield entry, True, self.lineage.branch_of(entry.seq)
-
-
-def _label(event: Event) -> str:
-    label = getattr(event, "label", "")
-    if label:
-        return str(label)
-    for name in ("phase", "result", "reply"):
-        value = getattr(event, name, None)
-        if value:
-            return str(value)[:80]
-    return ""

@@ -25,7 +25,9 @@ from reynd.storage import crashpoints, fsops
 from reynd.storage.errors import CorruptionError, WalFailed
 from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, open_private, write_all
+from reynd.storage.indexfiles import IndexFiles
 from reynd.storage.recovery import RecoveryReport, decode_body, scan_segment
+from reynd.storage.segindex import Chunk, IndexUnusable
 from reynd.storage.segments import SUFFIX, TORN_DIR, Segment, segment_path
 
 # RecoveryReport, Segment, segment_path, SUFFIX and TORN_DIR are re-exported.
@@ -93,6 +95,8 @@ class Wal:
         self._wfirst = 0
         self._wsize = 0
         self._failed: BaseException | None = None  # a write or sync failed: no more writes
+        self.index: IndexFiles | None = None  # the segments' index files, when kept
+        self._read_only = False
 
     # -- opening and recovery -----------------------------------------------
 
@@ -102,19 +106,33 @@ class Wal:
         wal_dir: Path,
         segment_bytes: int,
         on_record: Callable[[Event, int], None],
+        *,
+        index: IndexFiles | None = None,
+        on_chunk: Callable[[Chunk], None] | None = None,
+        read_only: bool = False,
     ) -> tuple[Wal, RecoveryReport]:
-        """Scan every segment, verify every record, rebuild the index.
+        """Verify every record, or take a segment's index for the records it describes.
 
-        `on_record(event, nbytes)` sees each record in seq order. A torn tail
-        of the last segment (nothing valid after the first bad byte) was never
+        `on_record(event, nbytes)` sees each scanned record and `on_chunk` each
+        chunk of a usable index (`index`), all in seq order. The records after
+        what an index describes (and every record of a segment without a
+        usable one) are scanned and verified one by one. A torn tail of the
+        last segment (nothing valid after the first bad byte) was never
         acknowledged: it is cut, kept under wal/torn/, and synced. Any other
-        bad record raises CorruptionError.
+        bad record raises CorruptionError. `read_only` (a verification) changes
+        nothing: a torn tail is only reported, and the log cannot be written.
         """
-        if make_dirs(wal_dir):
+        if read_only:
+            if not wal_dir.is_dir():
+                raise FileNotFoundError(f"no WAL directory {wal_dir}")
+        elif make_dirs(wal_dir):
             fsync_dir(wal_dir.parent)
         wal = cls(wal_dir, segment_bytes)
+        wal.index = index
         report = RecoveryReport()
         paths = sorted(p for p in wal_dir.iterdir() if p.suffix == SUFFIX and p.is_file())
+        if index is not None and not read_only:
+            index.remove_orphans({int(p.stem) for p in paths if p.stem.isdigit()})
         expected: int | None = None
         for i, path in enumerate(paths):
             try:
@@ -126,15 +144,35 @@ class Wal:
                     path, 0, expected, f"segment starts at seq {first}, expected {expected}"
                 )
             seg = Segment(first, path)
-            scan_segment(seg, last=i == len(paths) - 1, on_record=on_record, report=report)
-            if not seg.offsets and i != len(paths) - 1:
+            if index is not None and on_chunk is not None and not read_only:
+                wal._take_index(seg, index, on_chunk)
+            last = i == len(paths) - 1
+            scan_segment(seg, last=last, on_record=on_record, report=report, cut=not read_only)
+            if not seg.offsets and not last:
                 raise CorruptionError(path, 0, first, "empty segment before the last one")
             wal._add_segment(seg)
             expected = seg.last_seq + 1
             report.records += len(seg.offsets)
+            report.indexed += seg.indexed
         report.segments = len(wal.segments)
-        wal._open_writer()
+        report.scanned = report.records - report.indexed
+        wal._read_only = read_only
+        if not read_only:
+            wal._open_writer()
         return wal, report
+
+    @staticmethod
+    def _take_index(seg: Segment, index: IndexFiles, on_chunk: Callable[[Chunk], None]) -> None:
+        try:
+            chunks = index.load(seg.first_seq, seg.path)
+        except IndexUnusable as exc:
+            index.discard(seg.first_seq, str(exc))
+            return
+        for chunk in chunks:
+            on_chunk(chunk)
+            seg.offsets.extend(chunk.offsets)
+            seg.size, seg.last_ts = chunk.end, chunk.last_ts
+        seg.indexed = len(seg.offsets)
 
     def _add_segment(self, seg: Segment) -> None:
         self.segments.append(seg)
@@ -230,6 +268,8 @@ class Wal:
         crashpoints.hit("wal.after_sync")
 
     def _check_writable(self) -> None:
+        if self._read_only:
+            raise WalFailed("this log was opened read-only (a verification)")
         if self._failed is not None:
             raise WalFailed(
                 f"an earlier WAL write or sync failed ({self._failed!r}); "
@@ -263,9 +303,13 @@ class Wal:
             if fd is not None:
                 fsops.close(fd)
             fsops.unlink(seg.path)
+            if self.index is not None:
+                self.index.remove(seg.first_seq)
             crashpoints.hit("gc.after_unlink")
         if dropped:
             fsync_dir(self.dir)
+            if self.index is not None and self.index.dir.is_dir():
+                fsync_dir(self.index.dir)
         del self.segments[:count]
         del self._firsts[:count]
         return [seg.path for seg in dropped]

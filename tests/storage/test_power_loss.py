@@ -49,6 +49,7 @@ from reynd.storage import fsops
 from reynd.storage import store as store_module
 from reynd.storage.errors import StorageError
 from reynd.storage.fsutil import fsync_dir, write_all
+from reynd.storage.options import StorageOptions
 from reynd.storage.snapshots import decode_snapshot, encode_snapshot
 from reynd.storage.store import Store
 
@@ -502,7 +503,32 @@ def _all_choices(image_of: Callable[[Callable[[int], int]], object], limit: int 
         prefix = taken
 
 
-def _snapshot_cuts(tmp_path: Path, write: Callable[[Store], int]) -> list[str]:
+def run_cut(
+    base: Path,
+    top: Path,
+    cut: int | None,
+    write: Callable[[Store], object],
+    options: StorageOptions = OPTIONS,
+) -> SimDisk:
+    """Copy the tree `base` to `top`, open its store and run `write` on a SimDisk that cuts the
+    power before step `cut` (None: no cut); the disk, for its images."""
+    shutil.copytree(base, top)
+    disk = SimDisk(top, cut_at=cut)
+    with fsops.installed(disk):
+        store = Store.open(top / "reyn", options, clock=CLOCK)
+        try:
+            write(store)
+            store.close()
+        except PowerCut:
+            pass
+        finally:
+            with suppress(BaseException):
+                store.close()
+            disk.release()
+    return disk
+
+
+def _snapshot_cuts(tmp_path: Path, write: Callable[[Store], object]) -> list[str]:
     """Cut the power before every step of `write`; return every defect found in any image."""
     base = tmp_path / "base"
     (base).mkdir()
@@ -511,28 +537,10 @@ def _snapshot_cuts(tmp_path: Path, write: Callable[[Store], int]) -> list[str]:
         store.snapshot_now()  # an older snapshot, so a newer one replaces nothing
         store.append([to_event(("msg", "a", "m2", "y" * 300))])
     defects: list[str] = []
-
-    def run(cut: int | None) -> SimDisk:
-        top = tmp_path / f"cut{cut}"
-        shutil.copytree(base, top)
-        disk = SimDisk(top, cut_at=cut)
-        with fsops.installed(disk):
-            store = Store.open(top / "reyn", OPTIONS, clock=CLOCK)
-            try:
-                write(store)
-                store.close()
-            except PowerCut:
-                pass
-            finally:
-                with suppress(BaseException):
-                    store.close()
-                disk.release()
-        return disk
-
-    total = run(None).steps
+    total = run_cut(base, tmp_path / "cutNone", None, write).steps
     assert total >= 5  # open, write, fsync, rename, fsync dir at least
     for cut in range(total + 1):
-        disk = run(cut)
+        disk = run_cut(base, tmp_path / f"cut{cut}", cut, write)
 
         def check(choose: Callable[[int], int], disk: SimDisk = disk, cut: int = cut) -> None:
             for rel, data in disk.image(choose).items():

@@ -24,7 +24,7 @@ import random
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -46,8 +46,9 @@ from helpers import (
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from simdisk import Fault, PowerCut, SimDisk, materialise
+from simdisk import Fault, SimDisk, materialise
 from test_crash import _killed, run_worker
+from test_power_loss import run_cut
 
 from reynd.core.retention import (
     RetentionPolicy,
@@ -691,20 +692,7 @@ def test_power_cut_at_every_step_of_a_collection(tmp_path: Path) -> None:
 
     def run(cut: int | None) -> tuple[Path, SimDisk]:
         top = tmp_path / f"cut{cut}"
-        shutil.copytree(base, top)
-        disk = SimDisk(top, cut_at=cut)
-        with fsops.installed(disk):
-            store = Store.open(top / "reyn", OPTIONS)
-            try:
-                collect(store, policy, 0.0)
-                store.close()
-            except PowerCut:
-                pass
-            finally:
-                with suppress(BaseException):
-                    store.close()
-                disk.release()
-        return top, disk
+        return top, run_cut(base, top, cut, lambda store: collect(store, policy, 0.0), OPTIONS)
 
     top, disk = run(None)
     total = disk.steps

@@ -37,6 +37,7 @@ from reynd.storage.errors import CorruptionError, UnsupportedVersion
 from reynd.storage.framing import encode_frame
 from reynd.storage.snapshots import SNAPSHOT_VERSION
 from reynd.storage.store import Store
+from reynd.storage.verify import verify
 
 N = 60  # records in the pristine log: three segments of 4 KiB
 
@@ -542,6 +543,8 @@ def test_fuzzed_damage_opens_to_a_prefix_or_raises_corruption(
     ops, seed, with_snaps = case
     p = pristine_snaps if with_snaps else pristine
     root = _copy(p, tmp_path / "fuzz")
+    # A full scan, as every open did before segment indexes (see the test below).
+    shutil.rmtree(root / "state" / "index", ignore_errors=True)
     _apply_damage(root, ops, random.Random(seed))
     try:
         store = Store.open(root, opts())
@@ -560,6 +563,68 @@ def test_fuzzed_damage_opens_to_a_prefix_or_raises_corruption(
         # And the log accepts the next record at h + 1.
         (e,) = store.append([to_event(("create", "fuzz"))])
         assert e.seq == h + 1
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=st.tuples(damage, st.integers(0, 2**32 - 1)))
+def test_fuzzed_damage_under_a_segment_index_is_found_on_read_and_by_verify(
+    pristine_snaps: Pristine, tmp_path: Path, case: tuple[list[tuple[str, int, float, int]], int]
+) -> None:
+    """The same damage with the segment indexes the snapshots wrote.
+
+    An open takes the records an index describes on trust (after cheap checks
+    of the segment), so: where a full scan opens, the indexed open opens to
+    the same prefix; where a full scan refuses, the indexed open refuses too,
+    or opens and a damaged record raises a clean CorruptionError when it is
+    read. `verify` (reynd repair --verify) refuses exactly when a full scan does.
+    """
+    ops, seed = case
+    p = pristine_snaps
+    root = _copy(p, tmp_path / "fuzz")
+    assert list((root / "state" / "index").glob("*.idx"))
+    _apply_damage(root, ops, random.Random(seed))
+    scan = tmp_path / "scan"
+    if scan.exists():
+        shutil.rmtree(scan)
+    shutil.copytree(root, scan)
+    shutil.rmtree(scan / "state" / "index")
+    try:
+        with Store.open(scan, opts()) as full:
+            full_head: int | None = full.head
+    except CorruptionError:
+        full_head = None
+    try:
+        verify(root)
+        verified = True
+    except CorruptionError:
+        verified = False
+    assert verified == (full_head is not None)
+    try:
+        store = Store.open(root, opts())
+    except CorruptionError:
+        event("indexed open refuses")
+        assert full_head is None
+        return
+    with store:
+        if full_head is not None:
+            event("both open")
+            _check_prefix(store, p, full_head)
+            return
+        event("indexed open trusts a damaged record")
+        bad = 0
+        for s in range(1, store.head + 1):
+            try:
+                (e,) = store.wal.read(s, s)
+            except CorruptionError as exc:
+                assert exc.path.parent == wal_dir(root)
+                bad += 1
+                continue
+            assert e == p.events[s - 1]
+        assert bad
 
 
 @settings(

@@ -1,0 +1,185 @@
+"""`reynd repair --verify`: read every record of a state directory back, change nothing.
+
+Start-up takes the records a segment index describes on trust (after cheap
+checks), so damage to one of them (bit rot) is found only when it is read.
+This is the full check, for an operator or a cron job, with the daemon
+stopped: every WAL record is read and verified as a start without indexes
+would (checksum, seq order, decoding, the lineage it implies, the retained
+file), every snapshot is read and checked, and every segment index that a
+start would use is compared with what the scan rebuilt, chunk by chunk.
+
+Damage in the WAL raises the CorruptionError a start would raise (file,
+offset, seq, the repair command). Damaged snapshots and indexes that
+disagree with the WAL are `problems`. What a start handles by itself (a torn
+tail it would cut, an index it would not use, a leftover temporary file)
+is only noted.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reynd.core.catalog import Catalog
+from reynd.core.lineage import Lineage
+from reynd.protocol.events import Event
+from reynd.storage.errors import CorruptionError, UnsupportedVersion
+from reynd.storage.indexfiles import INDEX_DIR, SUFFIX, IndexFiles, record_crc
+from reynd.storage.lock import hold_lock
+from reynd.storage.rebuild import Rebuild
+from reynd.storage.retained import load_retained
+from reynd.storage.segindex import Chunk, IndexUnusable
+from reynd.storage.segments import Segment
+from reynd.storage.snapshots import decode_snapshot
+from reynd.storage.wal import Wal
+
+__all__ = ["VerifyReport", "verify"]
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    head: int = 0
+    records: int = 0
+    segments: int = 0
+    snapshots: int = 0  # snapshot files read and checked
+    index_chunks: int = 0  # index chunks compared with the scan
+    notes: list[str] = field(default_factory=list)  # what a start handles by itself
+    problems: list[str] = field(default_factory=list)  # damage outside the WAL's records
+
+
+def verify(root: Path) -> VerifyReport:
+    """Check everything under `root` (a state directory) without changing it.
+
+    Holds the state directory's lock (StateLocked when a daemon runs).
+    Raises CorruptionError or UnsupportedVersion for damage in the WAL or the
+    retained file; every other finding is in the report.
+    """
+    state_dir = root / "state"
+    if not state_dir.is_dir():
+        raise FileNotFoundError(f"no state directory at {root} (expected {state_dir})")
+    with hold_lock(root):
+        return _verify(state_dir)
+
+
+def _verify(state_dir: Path) -> VerifyReport:
+    report = VerifyReport()
+    retained = load_retained(state_dir)
+    wal_dir = state_dir / "wal"
+    rebuild = Rebuild(retained, wal_dir)
+    times: array[float] = array("d")  # the time of every record, in seq order
+
+    def on_record(event: Event, nbytes: int) -> None:
+        rebuild.record(event)
+        times.append(event.ts)
+
+    wal, recovery = Wal.open(wal_dir, 1 << 62, on_record, read_only=True)
+    try:
+        rebuild.check_end(wal.head)
+        report.head, report.records, report.segments = wal.head, recovery.records, len(wal.segments)
+        if recovery.torn_path is not None:
+            report.notes.append(
+                f"torn tail: {recovery.torn_bytes} bytes at {recovery.torn_path}:"
+                f"{recovery.torn_offset}, never acknowledged (the next start cuts it)"
+            )
+        _check_indexes(state_dir, wal, times, rebuild, report)
+        _check_snapshots(state_dir / "snapshots", wal.head, report)
+    finally:
+        wal.close()
+    return report
+
+
+def _check_indexes(
+    state_dir: Path,
+    wal: Wal,
+    times: array[float],
+    rebuild: Rebuild,
+    report: VerifyReport,
+) -> None:
+    files = IndexFiles(state_dir / INDEX_DIR)
+    if not files.dir.is_dir():
+        return
+    segments = {seg.first_seq: seg for seg in wal.segments}
+    base = wal.segments[0].first_seq if wal.segments else 0
+    for path in sorted(files.dir.iterdir()):
+        if path.suffix != SUFFIX or path.name.startswith("."):
+            continue
+        seg = segments.get(int(path.stem)) if path.stem.isdigit() else None
+        if seg is None:
+            report.notes.append(f"{path}: no such segment (the next start removes it)")
+            continue
+        try:
+            chunks = files.load(seg.first_seq, seg.path)
+        except IndexUnusable as exc:
+            report.notes.append(f"{path}: a start would not use it ({exc}) and scan instead")
+            continue
+        for chunk in chunks:
+            report.index_chunks += 1
+            ts = times[chunk.first - base : chunk.last - base + 1]
+            wrong = _disagreement(chunk, seg, ts, rebuild.lineage, rebuild.catalog)
+            if wrong is not None:
+                report.problems.append(
+                    f"{path}: the chunk for seqs {chunk.first}..{chunk.last} disagrees with "
+                    f"the WAL ({wrong}); a start would use it: remove {path}"
+                )
+                break
+
+
+def _disagreement(
+    chunk: Chunk, seg: Segment, ts: array[float], lineage: Lineage, catalog: Catalog
+) -> str | None:
+    """How `chunk` differs from what the scan rebuilt for its records, or None."""
+    i0 = chunk.first - seg.first_seq
+    i1 = i0 + len(chunk.offsets)
+    if i1 > len(seg.offsets):
+        return "it describes records the segment does not hold"
+    if chunk.offsets != seg.offsets[i0:i1]:
+        return "record offsets"
+    end = seg.offsets[i1] if i1 < len(seg.offsets) else seg.size
+    if chunk.end != end:
+        return "where its last record ends"
+    if ts[-1] != chunk.last_ts:
+        return "the last record's time"
+    try:
+        crc = record_crc(seg.path, chunk.offsets[-1], end, chunk.last)
+    except CorruptionError as exc:
+        return exc.reason
+    if crc != chunk.last_crc:
+        return "the last record's checksum"
+    if list(chunk.resets) != lineage.resets_between(chunk.first, chunk.last):
+        return "reset records"
+    want, got = catalog.columns(chunk.first, chunk.last), chunk.generations
+    if want.seqs != got.seqs or want.kinds != got.kinds or want.times != got.times:
+        return "generations"
+    if [want.names[i] for i in want.agents] != [got.names[i] for i in got.agents]:
+        return "the agents of generations"
+    if [want.labels[i] for i in range(len(want.labels))] != [
+        got.labels[i] for i in range(len(got.labels))
+    ]:
+        return "the labels of generations"
+    return None
+
+
+def _check_snapshots(directory: Path, head: int, report: VerifyReport) -> None:
+    if not directory.is_dir():
+        return
+    for path in sorted(directory.iterdir()):
+        if path.name.startswith(".tmp-"):
+            report.notes.append(f"{path}: an interrupted write (the next start removes it)")
+            continue
+        if path.suffix == ".damaged":
+            report.notes.append(f"{path}: set aside as damaged by an earlier start")
+            continue
+        if path.suffix != ".snap":
+            continue
+        report.snapshots += 1
+        try:
+            state = decode_snapshot(path.read_bytes(), path)
+        except (CorruptionError, UnsupportedVersion) as exc:
+            report.problems.append(f"{path}: {exc}")
+            continue
+        if state.seq > head:
+            report.problems.append(
+                f"{path}: covers seq {state.seq}, beyond the log's head {head} "
+                "(records it was taken after are missing)"
+            )
