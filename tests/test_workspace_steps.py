@@ -21,8 +21,11 @@ from tests.runtime_helpers import (
     PROGRAM,
     agent,
     create_builtin,
+    log_lines,
     records,
+    restart,
     send,
+    wait_for_log,
     wait_turn_end,
 )
 
@@ -96,11 +99,12 @@ def test_act_turn_rewind_keeps_the_files_of_ghost_replayed_steps(
     assert files(ws) == everything
 
 
-def test_every_seq_of_a_turn_restores_exactly_the_files_of_its_steps(wd: Daemon, ws: Path) -> None:
-    """An external runtime's steps: each step.committed records what the step changed."""
+def external_turn(d: Daemon, ws: Path) -> list[tuple[int, dict[str, str]]]:
+    """An external runtime's turn of three steps, each changing files: (seq, files as of it)
+    for each step's commit and the turn's end."""
 
     def add(kind: str, **data: Any) -> int:
-        r = wd.call("wal.append", {"agent": "ext", "kind": kind, "data": data})
+        r = d.call("wal.append", {"agent": "ext", "kind": kind, "data": data})
         return int(r["seq"])
 
     add("agent.created", executor="external")
@@ -126,6 +130,21 @@ def test_every_seq_of_a_turn_restores_exactly_the_files_of_its_steps(wd: Daemon,
     step(2)
     end = add("turn.ended", turn_id="t1")
     steps.append((end, files(ws)))
+    return steps
+
+
+def check_out_each(d: Daemon, ws: Path, steps: list[tuple[int, dict[str, str]]]) -> None:
+    """Check out each seq, newest first then oldest first: the files as they were then."""
+    for seq, expected in [*steps[::-1], *steps]:
+        with d.connect() as c:
+            reply = c.request("checkout", {"seq": seq})
+        assert "result" in reply or seq == d.call("daemon.status")["head"], reply
+        assert files(ws) == expected, seq
+
+
+def test_every_seq_of_a_turn_restores_exactly_the_files_of_its_steps(wd: Daemon, ws: Path) -> None:
+    """An external runtime's steps: each step.committed records what the step changed."""
+    steps = external_turn(wd, ws)
     # The audit log says what each file record holds.
     audited = wd.call("events.list", {"kind": ["workspace.files"]})["events"]
     assert [e["summary"] for e in audited] == [
@@ -133,8 +152,27 @@ def test_every_seq_of_a_turn_restores_exactly_the_files_of_its_steps(wd: Daemon,
         "workspace (step): 2 written, 1 deleted: a.txt, d/b.txt, d/c.txt",
         "workspace (step): 1 written, 1 deleted: d, d/c.txt",
     ]
-    for seq, expected in [*steps[::-1], *steps]:
-        with wd.connect() as c:
-            reply = c.request("checkout", {"seq": seq})
-        assert "result" in reply or seq == wd.call("daemon.status")["head"], reply
-        assert files(ws) == expected, seq
+    check_out_each(wd, ws, steps)
+
+
+def test_steps_files_after_a_restart_through_the_segment_index(ws: Path, short_tmp: Path) -> None:
+    """The seqs of the file records come back from the segment index, not only from a scan:
+    after a restart that took every record of the turn from the index, each step's seq
+    restores that step's files."""
+    storage = "[storage]\nsegment_bytes = 8192\nsnapshot_min_bytes = 4096\n"
+    d = start_daemon(short_tmp, config=workspace_config(ws) + storage)
+    try:
+        steps = external_turn(d, ws)
+        for i in range(40):  # 8 KB: the index is written once 4 KiB are not indexed
+            data = {"message_id": f"x{i}", "text": "x" * 200}
+            d.call("wal.append", {"agent": "ext", "kind": "message.received", "data": data})
+        wait_for_log(d, "index.written")
+    finally:
+        d.stop()
+    again = restart(d, short_tmp)
+    try:
+        (opened,) = log_lines(again, "storage.open")
+        assert opened["indexed"] >= steps[-1][0], opened  # the whole turn, from the index
+        check_out_each(again, ws, steps)
+    finally:
+        again.stop()

@@ -27,6 +27,12 @@ class SeqList:
             raise ValueError(f"seq {seq} is not above {self._seqs[-1]}")
         self._seqs.append(seq)
 
+    def extend(self, seqs: array[int]) -> None:
+        """Record `seqs`, ascending and all above the last one (a segment index's run)."""
+        if seqs and self._seqs and seqs[0] <= self._seqs[-1]:
+            raise ValueError(f"seq {seqs[0]} is not above {self._seqs[-1]}")
+        self._seqs.extend(seqs)
+
     def between(self, lo: int, hi: int) -> list[int]:
         """The seqs in lo..hi, ascending."""
         a = bisect_left(self._seqs, lo, self._start)

@@ -67,6 +67,7 @@ class Rebuild:
             self.lineage.observe(seq, target)
         self.lineage.observe_plain_through(chunk.last)
         self.catalog.extend(chunk.generations)
+        self.file_ops.extend(chunk.file_ops)
 
     def _begin(self, first: int) -> None:
         if self.lineage.head != 0 or first == 1:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -496,6 +497,7 @@ class Store:
                 seg.last_ts,
                 tuple(self.lineage.resets_between(lo, hi)),
                 self.catalog.columns(lo, hi),
+                array("Q", self.file_ops.between(lo, hi)),
             )
             out.append((seg.path, chunk))
         self._unindexed = 0
