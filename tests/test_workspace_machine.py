@@ -4,8 +4,9 @@ An external runtime's agent (wal.append) runs turns whose steps write,
 delete, re-mode and link files in the workspace; rewinds, checkouts (to any
 seq, abandoned branches included), act-turn rewinds, a user's edits that a
 checkout must refuse (then force, and bring back), and SIGKILL with a
-restart are interleaved. The model holds the tree expected as of every seq;
-after every operation the directory must equal the tree expected at the tip.
+restart (mostly through the segment indexes) are interleaved. The model
+holds the tree expected as of every seq; after every operation the
+directory must equal the tree expected at the tip.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from tests.conftest import workspace_config
 from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import kill_daemon, restart
+
+# Snapshots, and with them segment indexes, every KiB of WAL: a restart takes most records
+# (their workspace.files seqs too) from the indexes, the rest from a scan.
+STORAGE = "[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 1024\n"
 
 Entry = tuple[Any, ...]  # ("f", text, mode) | ("l", target)
 Tree = dict[str, Entry]
@@ -55,7 +60,7 @@ class WorkspaceMachine(RuleBasedStateMachine):
         self.tmp = Path(tempfile.mkdtemp(prefix="reynd-m-", dir="/tmp"))
         self.ws = self.tmp / "ws"
         self.ws.mkdir()
-        self.d: Daemon = start_daemon(self.tmp, config=workspace_config(self.ws))
+        self.d: Daemon = start_daemon(self.tmp, config=workspace_config(self.ws) + STORAGE)
         self.tree: Tree = {}  # expected in the workspace now
         self.trees: dict[int, Tree] = {0: {}}  # expected as of each seq
         self.turn_at: dict[int, str | None] = {0: None}  # the turn in flight as of each seq
