@@ -1,186 +1,506 @@
-"""An asyncio transport for the sans-io JSON-RPC session (`reynctl.jsonrpc`).
+"""The async client: one connection to the daemon, under asyncio and trio alike.
 
-`AsyncClient` owns one Unix-socket connection: a reader task feeds the bytes
-it receives to the `Session`, resolves the future of each answer by id and
-queues what the daemon pushes (`notify`, `lagged`). Calls may overlap (the
-daemon answers them in any order). When the connection ends, every pending
-call fails with `ConnectionClosed` and `notifications()` ends with it.
+Built on anyio (the library trio's and asyncio's users share: textual runs on
+asyncio, the daemon and its tests on trio) over the sans-io `Session` of
+`reynctl.jsonrpc`. It starts no background task: whichever call or
+subscription is waiting reads the socket (one at a time, under a lock) and
+files what arrives where it belongs, so a client can be opened and closed from
+any coroutine, with no task group to own.
 
-asyncio only (textual runs on it); the trio daemon never imports this.
+Reconnect (`reconnect=True`, the default of `connect`): when the connection
+drops, the next use dials again (with backoff, for up to `reconnect_timeout`
+seconds). A call that was in flight is sent again on the new connection only
+when its method only reads (`daemon.status`, `state.get`, ...: those the
+method table does not mark `mutating`); a write in flight raises
+ConnectionClosed, since it may or may not have been applied. Each open
+`Subscription` is renewed and then yields a `Resync`: notifications may have
+been missed between the last one it yielded and `Resync.head`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import errno
 import os
-from collections.abc import AsyncIterator
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, Literal, TypeVar
 
+import anyio
+import anyio.abc
+import msgspec
+
+from reynctl.client import find_socket
 from reynctl.errors import (
     ClientError,
     ConnectionClosed,
     DaemonTimeout,
     DaemonUnreachable,
     NoDaemon,
-    SocketPermissionDenied,
-    StaleSocket,
+    ProtocolViolation,
+    connect_failed,
 )
-from reynctl.jsonrpc import ErrorResponse, Response, ServerMessage, Session, decode_result
-from reynctl.trust import check_daemon
+from reynctl.jsonrpc import (
+    RECONNECT_BACKOFF,
+    RETRIED,
+    ErrorResponse,
+    Response,
+    ServerMessage,
+    Session,
+    decode_result,
+)
+from reynctl.trust import check_daemon, daemon_uid_from_env
+from reynd.protocol import methods as m
+from reynd.protocol.errors import ReyndError, ShuttingDown
 
-__all__ = ["AsyncClient", "open_client"]
+__all__ = ["AsyncClient", "Resync", "Subscription", "connect", "open_client"]
 
 T = TypeVar("T")
 
 _RECV = 1 << 16
+_lagged = msgspec.json.Decoder(m.Lagged)
+_notify = msgspec.json.Decoder(m.Notification)
+
+
+@dataclass(frozen=True, slots=True)
+class Resync:
+    """A subscription was renewed: notifications up to `head` may be missing.
+
+    `reason`: `reconnected` (the connection dropped and was dialled again) or
+    `lagged` (the daemon dropped the subscription because it was read too
+    slowly). Re-read what you keep (state.get, generations.list) as of `head`;
+    notifications after `head` follow.
+    """
+
+    reason: Literal["reconnected", "lagged"]
+    head: int
+
+
+class Subscription:
+    """Live notifications as an async iterator: `Notification`, or `Resync` after a gap.
+
+    Create with `AsyncClient.subscribe`; `async with` (or `aclose`) ends it.
+    Iteration ends (StopAsyncIteration) once it is closed; it raises
+    ConnectionClosed when the connection drops and the client does not reconnect.
+    """
+
+    def __init__(self, client: AsyncClient, topics: list[m.Topic], result: m.SubscribeResult):
+        self.topics = topics
+        self.id = result.subscription
+        self.head = result.head  # the daemon's head when it (last) subscribed
+        self._client = client
+        self._queue: deque[m.Notification | Resync | m.Lagged] = deque()
+        self._closed = False
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> m.Notification | Resync:
+        while True:
+            if self._queue:
+                item = self._queue.popleft()
+                if not isinstance(item, m.Lagged):
+                    return item
+                await self._client._resubscribe(self)
+                return Resync("lagged", self.head)
+            if self._closed:
+                raise StopAsyncIteration
+            await self._client._wait(lambda: bool(self._queue) or self._closed, None, retry=True)
+
+    async def aclose(self) -> None:
+        """Unsubscribe (idempotent; nothing is sent when the connection is gone)."""
+        if self._closed:
+            return
+        self._closed = True
+        client = self._client
+        client._subs.pop(self.id, None)
+        if client._broken is None and client._closed is None:
+            params = m.UnsubscribeParams(subscription=self.id)
+            # Gone with the connection, or already dropped (lagged): nothing to undo.
+            with contextlib.suppress(ClientError, ReyndError):
+                await client.call("unsubscribe", params, m.OkResult)
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 class AsyncClient:
-    """One connection to the daemon; create with `open_client`."""
+    """One connection to the daemon (asyncio or trio). Open with `connect` or `open_client`.
+
+    Calls may overlap; the daemon answers them in any order. `timeout` bounds
+    each call (seconds; None waits forever). Errors: the daemon's as their
+    `ReyndError` class (`.code`, `.message`, `.data`), the rest as `ClientError`.
+    """
 
     def __init__(
         self,
         path: Path,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
         *,
         timeout: float | None = 30.0,
+        daemon_uid: int | None = None,
+        reconnect: bool = False,
+        reconnect_timeout: float = 10.0,
     ) -> None:
         self.path = path
         self.timeout = timeout
-        self._reader = reader
-        self._writer = writer
+        self.daemon_uid = daemon_uid
+        self.reconnect = reconnect
+        self.reconnect_timeout = reconnect_timeout
+        self.reconnects = 0  # how many times the connection was dialled again
+        self._stream: anyio.abc.SocketStream | None = None
         self._session = Session()
-        self._waiting: dict[int, asyncio.Future[bytes]] = {}
-        self._pushed: asyncio.Queue[ServerMessage | ClientError] = asyncio.Queue()
-        self._closed: ClientError | None = None
-        self._task = asyncio.create_task(self._read_loop(), name=f"reynctl-reader {path}")
+        self._gen = 0  # which connection: answers of an older one never arrive
+        self._broken: ClientError | None = None  # the current connection failed
+        self._closed: ClientError | None = None  # closed for good
+        self._waiting: set[int] = set()
+        self._answers: dict[int, Response | ErrorResponse] = {}
+        self._pushed: deque[ServerMessage] = deque()  # for notifications()
+        self._subs: dict[str, Subscription] = {}
+        self._read_lock = anyio.Lock()
+        self._send_lock = anyio.Lock()
+        self._dial_lock = anyio.Lock()
 
     @property
     def closed(self) -> ClientError | None:
-        """Why the connection ended, or None while it is open."""
-        return self._closed
+        """Why the client cannot be used any more, or None while it can."""
+        if self._closed is not None:
+            return self._closed
+        return None if self.reconnect else self._broken
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def _dial(self) -> None:
+        self._stream = await _open_stream(self.path, self.timeout, self.daemon_uid)
+        self._session = Session()
+        self._gen += 1
+        self._broken = None
+        self._waiting.clear()
+        self._answers.clear()
+
+    async def aclose(self) -> None:
+        """Close the connection (idempotent); open subscriptions end."""
+        if self._closed is None:
+            self._closed = ConnectionClosed(self.path, "closed by this client")
+        for sub in list(self._subs.values()):
+            sub._closed = True
+        self._subs.clear()
+        if self._stream is not None:
+            with anyio.CancelScope(shield=True):
+                await self._stream.aclose()
+
+    close = aclose  # the name the TUI and earlier versions use
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- calls ---------------------------------------------------------------------
 
     async def call(self, method: str, params: Any, result_type: type[T]) -> T:
-        """Call `method`; raises the daemon's `ReyndError` or a `ClientError`."""
-        if self._closed is not None:
-            raise self._closed
+        """Call `method`; raises the daemon's `ReyndError` or a `ClientError`.
+
+        After a dropped connection, a method that only reads is sent again
+        once the client reconnected (`reconnect`); any other raises
+        ConnectionClosed: it may or may not have been applied.
+        """
+        retry = method in RETRIED
+        while True:
+            gen = await self._connected()
+            try:
+                raw = await self._roundtrip(gen, method, params)
+            except (ConnectionClosed, ShuttingDown) as exc:
+                if isinstance(exc, ShuttingDown):  # stopping: for a read, as a drop
+                    self._break(ConnectionClosed(self.path, "the daemon is stopping"), gen)
+                if retry and self.reconnect and self._closed is None:
+                    continue
+                raise
+            return decode_result(raw, result_type)
+
+    async def _roundtrip(self, gen: int, method: str, params: Any) -> bytes:
         rid, data = self._session.request(method, params)
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._waiting[rid] = future
+        self._waiting.add(rid)
         try:
-            self._writer.write(data)
-            await self._writer.drain()
-        except (ConnectionError, OSError):
-            self._waiting.pop(rid, None)
-            self._fail(ConnectionClosed(self.path, "while sending"))
-            raise ConnectionClosed(self.path, "while sending") from None
-        try:
-            raw = await asyncio.wait_for(future, self.timeout)
+            with anyio.fail_after(self.timeout):
+                await self._send(gen, data)
+                await self._wait(lambda: rid in self._answers, gen)
         except TimeoutError:
             raise DaemonTimeout(self.path, method, self.timeout or 0) from None
         finally:
-            self._waiting.pop(rid, None)
-        return decode_result(raw, result_type)
+            self._waiting.discard(rid)
+        answer = self._answers.pop(rid)
+        if isinstance(answer, ErrorResponse):
+            raise answer.error
+        return answer.raw
 
-    async def notifications(self) -> AsyncIterator[ServerMessage]:
-        """What the daemon pushes, in order; raises ConnectionClosed when it hangs up."""
-        while True:
-            item = await self._pushed.get()
-            if isinstance(item, ClientError):
-                self._pushed.put_nowait(item)  # every later reader sees the end too
-                raise item
-            yield item
+    async def _send(self, gen: int, data: bytes) -> None:
+        async with self._send_lock:
+            stream = self._stream
+            if gen != self._gen or self._broken is not None or stream is None:
+                raise self._broken or ConnectionClosed(self.path)
+            try:
+                await stream.send(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                raise self._break(ConnectionClosed(self.path, "while sending"), gen) from None
 
-    async def close(self) -> None:
-        """Close the connection (idempotent)."""
-        self._fail(ConnectionClosed(self.path, "closed by this client"))
-        self._task.cancel()
-        self._writer.close()
-        with contextlib.suppress(ConnectionError, OSError):
-            await self._writer.wait_closed()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            if (task := asyncio.current_task()) is not None and task.cancelling():
-                raise
+    async def _connected(self) -> int:
+        """The current connection's generation, dialling again when it broke (`reconnect`)."""
+        if self._closed is not None:
+            raise self._closed
+        if self._broken is None and self._stream is not None:
+            return self._gen
+        if not self.reconnect:
+            raise self._broken or ConnectionClosed(self.path)
+        async with self._dial_lock:
+            if self._broken is not None or self._stream is None:
+                await self._redial()
+        return self._gen
 
-    async def _read_loop(self) -> None:
-        try:
+    async def _redial(self) -> None:
+        """Dial until connected and every subscription is renewed, within reconnect_timeout."""
+        delay, longest = RECONNECT_BACKOFF
+        with anyio.move_on_after(self.reconnect_timeout) as scope:
             while True:
-                data = await self._reader.read(_RECV)
-                if not data:
-                    detail = "in the middle of a message" if self._session.partial else ""
-                    self._fail(ConnectionClosed(self.path, detail))
+                if self._stream is not None:
+                    with anyio.CancelScope(shield=True):
+                        await self._stream.aclose()
+                    self._stream = None
+                try:
+                    await self._dial()
+                    for sub in list(self._subs.values()):
+                        await self._resubscribe(sub, reason="reconnected")
+                except (DaemonUnreachable, ConnectionClosed, DaemonTimeout, ShuttingDown):
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, longest)
+                    continue
+                self.reconnects += 1
+                return
+        if scope.cancelled_caught:
+            error = self._broken or NoDaemon(self.path)
+            self._closed = ConnectionClosed(
+                self.path, f"no daemon came back within {self.reconnect_timeout:g}s ({error})"
+            )
+            raise self._closed
+
+    async def _wait(
+        self, ready: Callable[[], bool], gen: int | None, *, retry: bool = False
+    ) -> None:
+        """Read the socket (one reader at a time) until `ready()`.
+
+        `gen`: the connection waited on; fail once it is gone. `retry`: a
+        subscriber's wait, which rides over a reconnect instead (when
+        reconnecting) and waits on whichever connection is current.
+        """
+        while not ready():
+            if retry:
+                gen = await self._connected()
+            async with self._read_lock:
+                if ready():
                     return
-                for event in self._session.receive(data):
-                    self._dispatch(event)
-        except (ConnectionError, OSError):
-            self._fail(ConnectionClosed(self.path, "reset"))
+                if self._broken is not None or gen != self._gen:
+                    if retry and self.reconnect:
+                        continue
+                    raise self._broken or ConnectionClosed(self.path)
+                await self._receive_once(self._gen)
+
+    async def _receive_once(self, gen: int) -> None:
+        # What a reader of an older connection gets (it was replaced under
+        # it) must neither break the new one nor reach its session.
+        stream, session = self._stream, self._session
+        assert stream is not None
+        try:
+            data = await stream.receive(_RECV)
+        except anyio.EndOfStream:
+            detail = "in the middle of a message" if session.partial else ""
+            raise self._break(ConnectionClosed(self.path, detail), gen) from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            raise self._break(ConnectionClosed(self.path, "reset"), gen) from None
+        if gen != self._gen:
+            raise ConnectionClosed(self.path, "replaced by a new connection")
+        try:
+            for event in session.receive(data):
+                self._dispatch(event)
         except ClientError as exc:  # a protocol violation: nothing further can be trusted
-            self._fail(exc)
+            raise self._break(exc, gen) from None
 
     def _dispatch(self, event: Response | ErrorResponse | ServerMessage) -> None:
         if isinstance(event, ServerMessage):
-            self._pushed.put_nowait(event)
-            return
-        if event.id is None:  # an error the daemon could not attribute: fail every call
-            for future in self._waiting.values():
-                if not future.done():
-                    future.set_exception(event.error)
-            return
-        waiter = self._waiting.get(event.id)
-        if waiter is None or waiter.done():
-            return  # a call that timed out or was cancelled meanwhile
-        if isinstance(event, ErrorResponse):
-            waiter.set_exception(event.error)
-        else:
-            waiter.set_result(event.raw)
+            self._route(event)
+        elif event.id is None:  # an error the daemon could not attribute: every call gets it
+            for rid in self._waiting:
+                self._answers[rid] = event
+        elif event.id in self._waiting:  # else a call that timed out or was cancelled
+            self._answers[event.id] = event
 
-    def _fail(self, exc: ClientError) -> None:
-        if self._closed is not None:
-            return
-        self._closed = exc
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_exception(exc)
-        self._pushed.put_nowait(exc)
+    def _route(self, msg: ServerMessage) -> None:
+        """A notification to its Subscription, or to `notifications()` when none claims it."""
+        try:
+            item: m.Notification | m.Lagged | None = None
+            if msg.method == "notify":
+                item = _notify.decode(msg.params)
+            elif msg.method == "lagged":
+                item = _lagged.decode(msg.params)
+        except msgspec.ValidationError as exc:
+            raise ProtocolViolation(f"a {msg.method} message: {exc}") from None
+        sub = self._subs.get(item.subscription) if item is not None else None
+        if sub is None or item is None:
+            self._pushed.append(msg)
+        else:
+            sub._queue.append(item)
+
+    def _break(self, exc: ClientError, gen: int) -> ClientError:
+        """Mark connection `gen` failed (if it is the current one); the error to raise."""
+        if gen != self._gen:
+            return exc
+        if self._broken is None:
+            self._broken = exc
+        return self._broken
+
+    # -- subscriptions --------------------------------------------------------------
+
+    async def subscribe(self, topics: Sequence[m.Topic] | None = None) -> Subscription:
+        """Subscribe to `topics` (default: all); iterate the result for notifications."""
+        params = m.SubscribeParams() if topics is None else m.SubscribeParams(topics=list(topics))
+        result = await self.call("subscribe", params, m.SubscribeResult)
+        sub = Subscription(self, params.topics, result)
+        self._subs[sub.id] = sub
+        return sub
+
+    async def _resubscribe(
+        self, sub: Subscription, reason: Literal["reconnected", "lagged"] = "lagged"
+    ) -> None:
+        params = m.SubscribeParams(topics=sub.topics)
+        result = await self._roundtrip(self._gen, "subscribe", params)
+        renewed = decode_result(result, m.SubscribeResult)
+        self._subs.pop(sub.id, None)
+        sub.id, sub.head = renewed.subscription, renewed.head
+        self._subs[sub.id] = sub
+        if reason == "reconnected":
+            sub._queue.append(Resync("reconnected", renewed.head))
+
+    async def notifications(self) -> AsyncIterator[ServerMessage]:
+        """Raw messages the daemon pushes that no Subscription claims, in order.
+
+        For a subscription made with `call("subscribe", ...)`. Raises
+        ConnectionClosed when the connection ends (no reconnect here).
+        """
+        gen = self._gen  # a reconnect would lose the subscription: this one ends with it
+        while True:
+            while self._pushed:
+                yield self._pushed.popleft()
+            await self._wait(lambda: bool(self._pushed), gen)
+
+    # -- typed helpers ------------------------------------------------------------------
+
+    async def status(self) -> m.StatusResult:
+        """daemon.status: head, branch, version."""
+        return await self.call("daemon.status", m.StatusParams(), m.StatusResult)
+
+    async def state(self, seq: int | None = None, agent: str | None = None) -> m.StateResult:
+        """state.get: the state as of `seq` (default: the tip)."""
+        return await self.call("state.get", m.StateParams(seq=seq, agent=agent), m.StateResult)
+
+    async def generations(self, params: m.GenerationsParams) -> m.GenerationsResult:
+        """generations.list."""
+        return await self.call("generations.list", params, m.GenerationsResult)
+
+    async def branches(self) -> m.BranchesResult:
+        """branches.list."""
+        return await self.call("branches.list", m.BranchesParams(), m.BranchesResult)
+
+    async def append(self, params: m.WalAppendParams) -> m.WalAppendResult:
+        """wal.append: one event (never retried after a reconnect)."""
+        return await self.call("wal.append", params, m.WalAppendResult)
+
+    async def append_batch(self, params: m.WalAppendBatchParams) -> m.WalAppendBatchResult:
+        """wal.append_batch: several events for one agent, all or nothing, one fsync."""
+        return await self.call("wal.append_batch", params, m.WalAppendBatchResult)
+
+    async def rewind(self, seq: int) -> m.RewindResult:
+        """rewind: move the tip back to an active seq."""
+        return await self.call("rewind", m.RewindParams(seq=seq), m.RewindResult)
+
+    async def checkout(self, seq: int) -> m.RewindResult:
+        """checkout: undo, or switch to an abandoned branch."""
+        return await self.call("checkout", m.CheckoutParams(seq=seq), m.RewindResult)
+
+
+async def _open_stream(
+    path: Path,
+    timeout: float | None,  # noqa: ASYNC109 (the client's, also reported in DaemonTimeout)
+    daemon_uid: int | None,
+) -> anyio.abc.SocketStream:
+    """Connect and check the peer; a `DaemonUnreachable` subclass names the cause."""
+    try:
+        with anyio.fail_after(timeout):
+            stream = await anyio.connect_unix(os.fspath(path))
+    except OSError as exc:  # TimeoutError included
+        raise connect_failed(path, exc, timeout) from None
+    try:
+        check_daemon(stream.extra(anyio.abc.SocketAttribute.raw_socket), path, daemon_uid)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+        raise
+    return stream
 
 
 async def open_client(
-    path: Path,
+    path: str | os.PathLike[str] | None = None,
     *,
     timeout: float | None = 30.0,  # noqa: ASYNC109
     daemon_uid: int | None = None,
+    reconnect: bool = False,
+    reconnect_timeout: float = 10.0,
 ) -> AsyncClient:
-    """Connect to the daemon at `path`; a `DaemonUnreachable` subclass names the cause.
+    """Connect to the daemon at `path` (default: found as reynctl finds it); close it yourself.
 
-    The daemon must run as our uid, root, or `daemon_uid` (else UntrustedDaemon,
-    before anything is sent: see reynctl.trust).
+    The daemon must run as our uid, root, or `daemon_uid` (default
+    $REYN_DAEMON_UID; else UntrustedDaemon, before anything is sent).
     """
+    if daemon_uid is None:
+        daemon_uid = daemon_uid_from_env()
+    client = AsyncClient(
+        find_socket(path),
+        timeout=timeout,
+        daemon_uid=daemon_uid,
+        reconnect=reconnect,
+        reconnect_timeout=reconnect_timeout,
+    )
+    await client._dial()
+    return client
+
+
+@asynccontextmanager
+async def connect(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    timeout: float | None = 30.0,  # noqa: ASYNC109
+    daemon_uid: int | None = None,
+    reconnect: bool = True,
+    reconnect_timeout: float = 10.0,
+) -> AsyncIterator[AsyncClient]:
+    """`async with connect() as client:` an AsyncClient that reconnects, closed on exit."""
+    client = await open_client(
+        path,
+        timeout=timeout,
+        daemon_uid=daemon_uid,
+        reconnect=reconnect,
+        reconnect_timeout=reconnect_timeout,
+    )
     try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_unix_connection(os.fspath(path), limit=_RECV), timeout
-        )
-    except FileNotFoundError:
-        raise NoDaemon(path) from None
-    except ConnectionRefusedError:
-        if not path.is_socket():  # noqa: ASYNC240 (a stat of a local path, once)
-            raise DaemonUnreachable(path, "not a socket") from None
-        raise StaleSocket(path) from None
-    except PermissionError:
-        raise SocketPermissionDenied(path) from None
-    except TimeoutError:
-        raise DaemonTimeout(path, "connect", timeout or 0) from None
-    except OSError as exc:
-        reason = "not a socket" if exc.errno == errno.ENOTSOCK else exc.strerror or str(exc)
-        raise DaemonUnreachable(path, reason) from None
-    try:
-        check_daemon(writer.get_extra_info("socket"), path, daemon_uid)
-    except BaseException:
-        writer.close()
-        raise
-    return AsyncClient(path, reader, writer, timeout=timeout)
+        yield client
+    finally:
+        await client.aclose()

@@ -4,17 +4,22 @@ One call at a time per connection: `call` sends a request and reads until its
 answer arrives; notifications that arrive meanwhile are queued for
 `notifications()`. The protocol itself (framing, ids, error mapping) lives in
 `reynctl.jsonrpc` so that other frontends can reuse it with their own I/O.
+
+With `reconnect=True`, a call made after the connection dropped dials again
+first (with backoff, up to `reconnect_timeout` seconds), and a call the drop
+interrupted is sent again when its method only reads (jsonrpc.RETRIED); a
+write it interrupted raises ConnectionClosed (it may or may not have been
+applied). `notifications()` never reconnects: subscribe again.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import socket
 import time
 import tomllib
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -27,18 +32,24 @@ from reynctl.errors import (
     ConnectionClosed,
     DaemonTimeout,
     DaemonUnreachable,
-    NoDaemon,
     ProtocolMismatch,
     ProtocolViolation,
-    SocketPermissionDenied,
-    StaleSocket,
+    connect_failed,
 )
-from reynctl.jsonrpc import ErrorResponse, Response, ServerMessage, Session, decode_result
+from reynctl.jsonrpc import (
+    RECONNECT_BACKOFF,
+    RETRIED,
+    ErrorResponse,
+    Response,
+    ServerMessage,
+    Session,
+    decode_result,
+)
 from reynctl.trust import check_daemon, daemon_uid_from_env
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
-from reynd.protocol.errors import InvalidParams, MethodNotFound
-from reynd.protocol.paths import SOCKET_ENV, SYSTEM_SOCKET, default_socket, resolve_state_dir
+from reynd.protocol.errors import InvalidParams, MethodNotFound, ShuttingDown
+from reynd.protocol.paths import SOCKET_ENV, SYSTEM_SOCKET, find_state_dir, resolve_socket
 
 __all__ = ["Client", "Reply", "config_socket", "connect", "find_socket"]
 
@@ -50,15 +61,18 @@ CONFIG_ENV = "REYN_CONFIG"
 CONFIG_NAME = "reynd.toml"
 
 
-def config_socket(env: Mapping[str, str]) -> Path | None:
+def config_socket(env: Mapping[str, str], state_dir: Path | None = None) -> Path | None:
     """The `socket` key of the daemon's reynd.toml, found as the daemon finds it.
 
-    $REYN_CONFIG, else `<state dir>/reynd.toml` ($REYN_STATE_DIR, else ./.reyn).
-    An unreadable or invalid file is the daemon's to report: it is skipped here.
+    $REYN_CONFIG, else `<state dir>/reynd.toml`. An unreadable or invalid file
+    is the daemon's to report: it is skipped here.
     """
-    path = (
-        Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else resolve_state_dir(None, env) / CONFIG_NAME
-    )
+    if env.get(CONFIG_ENV):
+        path = Path(env[CONFIG_ENV])
+    elif state_dir is not None:
+        path = state_dir / CONFIG_NAME
+    else:
+        return None
     try:
         with path.open("rb") as f:
             value = tomllib.load(f).get("socket")
@@ -68,25 +82,25 @@ def config_socket(env: Mapping[str, str]) -> Path | None:
 
 
 def find_socket(
-    explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+    explicit: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    cwd: Path | None = None,
 ) -> Path:
-    """Where to reach the daemon: --socket, $REYN_SOCKET, config, user path, system path.
+    """Where to reach the daemon: as `reynd serve` run here would listen.
 
-    The system socket is used only when the user one does not exist, so that a
-    missing daemon is reported at the user path, where `reynd serve` puts it.
+    --socket, $REYN_SOCKET, `socket` in reynd.toml, the socket of the state dir
+    (`$REYN_STATE_DIR`, else the nearest `.reyn/` from `cwd` up); outside any
+    project the per-user socket, or the system one when only it exists.
     """
     env = os.environ if env is None else env
-    if explicit:
-        return Path(explicit)
-    if env.get(SOCKET_ENV):
-        return Path(env[SOCKET_ENV])
-    configured = config_socket(env)
-    if configured is not None:
-        return configured
-    user = default_socket(env)
-    if not user.exists() and SYSTEM_SOCKET.exists():
+    state = find_state_dir(env, cwd)
+    configured = config_socket(env, state)
+    found = resolve_socket(explicit, env, configured=configured, state_dir=state)
+    outside = state is None and not (explicit or env.get(SOCKET_ENV) or configured)
+    if outside and not found.exists() and SYSTEM_SOCKET.exists():
         return SYSTEM_SOCKET
-    return user
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,14 +128,24 @@ class Client:
     """
 
     def __init__(
-        self, path: Path, *, timeout: float | None = 30.0, daemon_uid: int | None = None
+        self,
+        path: Path,
+        *,
+        timeout: float | None = 30.0,
+        daemon_uid: int | None = None,
+        reconnect: bool = False,
+        reconnect_timeout: float = 10.0,
     ) -> None:
         self.path = path
         self.timeout = timeout
         self.daemon_uid = daemon_uid
+        self.reconnect = reconnect
+        self.reconnect_timeout = reconnect_timeout
+        self.reconnects = 0  # how many times the connection was dialled again
         self._session = Session()
         self._queued: deque[ServerMessage] = deque()
         self._sock = self._connect()
+        self._broken: ConnectionClosed | None = None
         self._protocol_checked = False
 
     def _connect(self) -> socket.socket:
@@ -129,25 +153,9 @@ class Client:
         sock.settimeout(self.timeout)
         try:
             sock.connect(os.fspath(self.path))
-        except FileNotFoundError:
-            sock.close()
-            raise NoDaemon(self.path) from None
-        except ConnectionRefusedError:
-            sock.close()
-            # Linux refuses a connect to a plain file too: tell the two apart.
-            if not self.path.is_socket():
-                raise DaemonUnreachable(self.path, "not a socket") from None
-            raise StaleSocket(self.path) from None
-        except PermissionError:
-            sock.close()
-            raise SocketPermissionDenied(self.path) from None
-        except TimeoutError:
-            sock.close()
-            raise DaemonTimeout(self.path, "connect", self.timeout or 0) from None
         except OSError as exc:
             sock.close()
-            reason = "not a socket" if exc.errno == errno.ENOTSOCK else exc.strerror or str(exc)
-            raise DaemonUnreachable(self.path, reason) from None
+            raise connect_failed(self.path, exc, self.timeout) from None
         try:
             check_daemon(sock, self.path, self.daemon_uid)
         except BaseException:
@@ -174,8 +182,18 @@ class Client:
 
     # -- calls ------------------------------------------------------------
 
-    def call(self, method: str, params: Any, result_type: type[T]) -> Reply[T]:
+    def call(
+        self,
+        method: str,
+        params: Any,
+        result_type: type[T],
+        *,
+        on_notify: Callable[[ServerMessage], None] | None = None,
+    ) -> Reply[T]:
         """Call `method` and wait for its answer.
+
+        What the daemon pushes meanwhile is queued for `notifications()`, or
+        handed to `on_notify` as it arrives (to show progress during a long call).
 
         Raises the daemon's error as its `ReyndError` class, or a `ClientError`
         when the daemon cannot be reached or understood. The protocol version
@@ -183,13 +201,47 @@ class Client:
         refused params, a result of the wrong shape): no extra round trip when
         all is well.
         """
-        try:
-            raw = self._roundtrip(method, params)
-            return Reply(method, raw, decode_result(raw, result_type))
-        except (MethodNotFound, InvalidParams, ProtocolViolation):
-            if method in m.METHODS and not self._protocol_checked:
-                self.check_protocol()
-            raise
+        while True:
+            if self._broken is not None:
+                if not self.reconnect:
+                    raise self._broken
+                self._redial()
+            try:
+                raw = self._roundtrip(method, params, on_notify)
+                return Reply(method, raw, decode_result(raw, result_type))
+            except (ConnectionClosed, ShuttingDown) as exc:
+                # A daemon stopping refuses what it is sent: for a read, as a drop.
+                self._broken = _dropped(self.path, exc)
+                if self.reconnect and method in RETRIED:
+                    continue
+                raise
+            except (MethodNotFound, InvalidParams, ProtocolViolation):
+                if method in m.METHODS and not self._protocol_checked:
+                    self.check_protocol()
+                raise
+
+    def _redial(self) -> None:
+        """Connect again (a fresh session), retrying until reconnect_timeout."""
+        deadline = time.monotonic() + self.reconnect_timeout
+        delay, longest = RECONNECT_BACKOFF
+        self._sock.close()
+        while True:
+            try:
+                self._sock = self._connect()
+            except DaemonUnreachable as exc:
+                if time.monotonic() + delay > deadline:
+                    raise ConnectionClosed(
+                        self.path,
+                        f"no daemon came back within {self.reconnect_timeout:g}s ({exc.message})",
+                    ) from None
+                time.sleep(delay)  # backoff between dials, not a synchronisation
+                delay = min(delay * 2, longest)
+                continue
+            break
+        self._session = Session()
+        self._queued.clear()
+        self._broken = None
+        self.reconnects += 1
 
     def check_protocol(self) -> m.StatusResult | None:
         """Raise ProtocolMismatch unless the daemon speaks our protocol version.
@@ -209,7 +261,12 @@ class Client:
         except msgspec.ValidationError:
             return None
 
-    def _roundtrip(self, method: str, params: Any) -> bytes:
+    def _roundtrip(
+        self,
+        method: str,
+        params: Any,
+        on_notify: Callable[[ServerMessage], None] | None = None,
+    ) -> bytes:
         rid, data = self._session.request(method, params)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         try:
@@ -226,7 +283,10 @@ class Client:
             # Keep every notification of a read, even those after our answer.
             for event in self._read(deadline, method):
                 if isinstance(event, ServerMessage):
-                    self._queued.append(event)
+                    if on_notify is None:
+                        self._queued.append(event)
+                    else:
+                        on_notify(event)
                 elif event.id == rid or (isinstance(event, ErrorResponse) and event.id is None):
                     answer = event
                 else:
@@ -329,6 +389,10 @@ class Client:
         """wal.append."""
         return self.call("wal.append", params, m.WalAppendResult).value
 
+    def append_batch(self, params: m.WalAppendBatchParams) -> m.WalAppendBatchResult:
+        """wal.append_batch: several events for one agent, all or nothing, one fsync."""
+        return self.call("wal.append_batch", params, m.WalAppendBatchResult).value
+
     # -- the agent runtime ------------------------------------------------------------
 
     def agents(self, session: str | None = None) -> a.AgentsListResult:
@@ -384,13 +448,27 @@ class Client:
         return self.call("rpc.discover", m.RpcDiscoverParams(), dict).value
 
 
+def _dropped(path: Path, exc: ConnectionClosed | ShuttingDown) -> ConnectionClosed:
+    if isinstance(exc, ConnectionClosed):
+        return exc
+    return ConnectionClosed(path, "the daemon is stopping")
+
+
 def connect(
     socket_path: str | os.PathLike[str] | None = None,
     *,
     timeout: float | None = 30.0,
     daemon_uid: int | None = None,
+    reconnect: bool = False,
+    reconnect_timeout: float = 10.0,
 ) -> Client:
     """Connect to the daemon found by `find_socket`; `daemon_uid` defaults to $REYN_DAEMON_UID."""
     if daemon_uid is None:
         daemon_uid = daemon_uid_from_env()
-    return Client(find_socket(socket_path), timeout=timeout, daemon_uid=daemon_uid)
+    return Client(
+        find_socket(socket_path),
+        timeout=timeout,
+        daemon_uid=daemon_uid,
+        reconnect=reconnect,
+        reconnect_timeout=reconnect_timeout,
+    )

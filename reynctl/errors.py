@@ -1,13 +1,48 @@
-"""Why the client could not talk to the daemon, one class per cause.
+"""Every error a client sees: the daemon's, one class per JSON-RPC code, and the client's own.
 
-Errors *from* the daemon are `reynd.protocol.errors.ReyndError`; the classes
-here cover everything before or around them (no socket, refused, wrong
-protocol...). Each carries the message shown to the user, which says what to do.
+Errors *from* the daemon are `ReyndError` subclasses (defined in
+`reynd.protocol.errors`, re-exported here): `.code` is the stable JSON-RPC
+code, `.message` says what to do, `.data` holds the details (`data.field`
+names a refused param). A code this version does not know arrives as
+`ReyndError` with that `.code`. The `ClientError` classes cover everything
+before or around them (no socket, refused, wrong protocol, connection
+dropped). Each carries the message shown to the user, which says what to do.
 """
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
+
+from reynd.protocol.errors import (
+    AgentExists,
+    BelowFloor,
+    ConfigDamaged,
+    ConnectionLimit,
+    EventNotFound,
+    InternalError,
+    InvalidEvent,
+    InvalidParams,
+    InvalidRequest,
+    LimitExceeded,
+    MessageTooLarge,
+    MethodNotFound,
+    NotActive,
+    NothingToDo,
+    ParseError,
+    PermissionDenied,
+    ReadOnlyReplica,
+    ReyndError,
+    SeqOutOfRange,
+    ShuttingDown,
+    StaleBranch,
+    StorageFailed,
+    UnknownAgent,
+    UnknownIntervention,
+    UnknownRun,
+    WorkspaceDirty,
+    error_class,
+)
 
 __all__ = [
     "ClientError",
@@ -20,6 +55,35 @@ __all__ = [
     "SocketPermissionDenied",
     "StaleSocket",
     "UntrustedDaemon",
+    "connect_failed",
+    # The daemon's errors (reynd.protocol.errors).
+    "AgentExists",
+    "BelowFloor",
+    "ConfigDamaged",
+    "ConnectionLimit",
+    "EventNotFound",
+    "InternalError",
+    "InvalidEvent",
+    "InvalidParams",
+    "InvalidRequest",
+    "LimitExceeded",
+    "MessageTooLarge",
+    "MethodNotFound",
+    "NotActive",
+    "NothingToDo",
+    "ParseError",
+    "PermissionDenied",
+    "ReadOnlyReplica",
+    "ReyndError",
+    "SeqOutOfRange",
+    "ShuttingDown",
+    "StaleBranch",
+    "StorageFailed",
+    "UnknownAgent",
+    "UnknownIntervention",
+    "UnknownRun",
+    "WorkspaceDirty",
+    "error_class",
 ]
 
 START_HINT = "start it with `reynd serve` or `systemctl --user start reynd`"
@@ -48,8 +112,8 @@ class DaemonUnreachable(ClientError):
 class NoDaemon(DaemonUnreachable):
     name = "no_daemon"
 
-    def __init__(self, path: Path) -> None:
-        ClientError.__init__(self, f"no daemon at {path}: {START_HINT}")
+    def __init__(self, path: Path, why_here: str = "") -> None:
+        ClientError.__init__(self, f"no daemon at {path}{why_here}: {START_HINT}")
         self.path = path
 
 
@@ -138,3 +202,20 @@ class ProtocolViolation(ClientError):
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"unexpected message from the daemon: {detail}")
+
+
+def connect_failed(path: Path, exc: OSError, timeout: float | None) -> ClientError:
+    """The ClientError for a failed connect to the socket at `path` (timeout: the client's)."""
+    if isinstance(exc, FileNotFoundError):
+        return NoDaemon(path)
+    if isinstance(exc, ConnectionRefusedError):
+        # Linux refuses a connect to a plain file too: tell the two apart.
+        return (
+            DaemonUnreachable(path, "not a socket") if not path.is_socket() else StaleSocket(path)
+        )
+    if isinstance(exc, PermissionError):
+        return SocketPermissionDenied(path)
+    if isinstance(exc, TimeoutError):
+        return DaemonTimeout(path, "connect", timeout or 0)
+    reason = "not a socket" if exc.errno == errno.ENOTSOCK else exc.strerror or str(exc)
+    return DaemonUnreachable(path, reason)

@@ -10,15 +10,16 @@ share the same framing, id matching and error mapping.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import msgspec
 
 from reynctl.errors import ProtocolViolation
 from reynd.protocol.errors import ReyndError
-from reynd.protocol.methods import Notification
+from reynd.protocol.methods import METHODS, Notification
 
 __all__ = [
+    "RETRIED",
     "ErrorResponse",
     "Event",
     "Response",
@@ -32,6 +33,16 @@ T = TypeVar("T")
 
 # A state.get of a long history can be large; this only bounds a runaway line.
 DEFAULT_MAX_LINE = 256 * 1024 * 1024
+
+RETRIED: Final = frozenset(
+    name for name, d in METHODS.items() if not d.mutating and name != "subscribe"
+)
+"""Methods a reconnecting client sends again when the connection dropped under them.
+
+They change nothing (the method table does not mark them `mutating`), so a
+second delivery is harmless. `subscribe` is renewed by its Subscription instead.
+"""
+RECONNECT_BACKOFF = (0.05, 1.0)  # first and longest pause between two dials, seconds
 
 
 class _Request(msgspec.Struct, omit_defaults=True, kw_only=True):

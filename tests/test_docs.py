@@ -14,6 +14,9 @@ highlights by the first):
   their output is not checked, they must succeed.
 - ```` ```sh server ````: `reynd serve ...` lines, each started in the
   background; the block is done when the daemon says READY=1.
+- ```` ```python ````: a program, run with this checkout's Python in the
+  session (it finds the daemon as reynctl does); it must exit 0, so what it
+  claims is written as `assert`s. Its output is not checked.
 - ```` ```sh no-run: REASON ```` or ```` ```console no-run: REASON ````:
   shown, not run; the reason is required (needs systemd, runs for minutes...).
 - ```` ```text ````, ```` ```json ````, ```` ```toml ````, ```` ```ini ````: not commands (output,
@@ -48,6 +51,7 @@ from tests.harness import Daemon, daemon_env, short_tempdir, start_daemon
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 NOT_COMMANDS = frozenset(("text", "json", "toml", "ini"))
+RUNNABLE = ("console", "sh", "python")
 TIMEOUT = 120
 
 
@@ -100,7 +104,7 @@ def _check_convention(block: Block) -> None:
             prompts = [line for line in block.body if line.startswith("$ ")]
             assert not prompts, f"{where}: a `$ ` line is a command: make the block console"
         return
-    assert block.lang in ("console", "sh"), f"{where}: unknown block language {block.lang!r}"
+    assert block.lang in RUNNABLE, f"{where}: unknown block language {block.lang!r}"
     assert block.mode in ("", "server", "no-run"), f"{where}: unknown mode {block.mode!r}"
     if block.mode == "no-run":
         assert block.reason, f"{where}: say why the block does not run (no-run: REASON)"
@@ -221,6 +225,11 @@ def _run_sh(s: Session, block: Block) -> None:
     assert proc.returncode == 0, f"{block.where}: exit {proc.returncode}\n{proc.stdout}"
 
 
+def _run_python(s: Session, block: Block) -> None:
+    proc = s.run("exec python - <<'REYND_DOC_EOF'\n" + "\n".join(block.body) + "\nREYND_DOC_EOF")
+    assert proc.returncode == 0, f"{block.where}: exit {proc.returncode}\n{proc.stdout}"
+
+
 def _run_console(s: Session, block: Block) -> None:
     steps: list[tuple[str, list[str]]] = []
     lines = iter(block.body)
@@ -261,7 +270,7 @@ def test_doc(doc: Path, session: Session):
     doc_blocks = blocks(doc)
     for block in doc_blocks:
         _check_convention(block)
-    runnable = [b for b in doc_blocks if b.lang in ("sh", "console") and b.mode != "no-run"]
+    runnable = [b for b in doc_blocks if b.lang in RUNNABLE and b.mode != "no-run"]
     if not runnable:
         return
     _tools(runnable)
@@ -273,5 +282,7 @@ def test_doc(doc: Path, session: Session):
                 session.serve(line)
         elif block.lang == "sh":
             _run_sh(session, block)
+        elif block.lang == "python":
+            _run_python(session, block)
         else:
             _run_console(session, block)

@@ -229,13 +229,14 @@ def test_unknown_method(client: Client) -> None:
 @pytest.mark.parametrize(
     ("method", "params", "field", "says"),
     [
-        ("state.get", {"seq": "ten"}, "seq", "got `str`"),
-        ("state.get", {"seq": -1}, "seq", ">= 0"),
-        ("state.get", {"sek": 1}, "sek", "unknown field"),
-        ("rewind", {}, "seq", "missing required field"),
-        ("generations.list", {"limit": 0}, "limit", ">= 1"),
-        ("subscribe", {"topics": ["nope"]}, "topics[0]", "Invalid enum value"),
-        ("state.get", ["ten"], "seq", "got `str`"),
+        ("state.get", {"seq": "ten"}, "seq", "must be an integer or null, not a string"),
+        ("state.get", {"seq": -1}, "seq", "must be 0 or more"),
+        ("state.get", {"sek": 1}, "sek", "unknown field `sek` (state.get takes seq, agent)"),
+        ("rewind", {}, "seq", "`seq` is required"),
+        ("generations.list", {"limit": 0}, "limit", "must be 1 or more"),
+        ("subscribe", {"topics": ["nope"]}, "topics[0]", "'nope' is not one of the allowed"),
+        ("state.get", ["ten"], "seq", "not a string"),
+        ("agents.create", {"name": "a\nb"}, "name", "holds a character or form not allowed"),
     ],
 )
 def test_invalid_params_say_which_field_and_why(

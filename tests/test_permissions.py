@@ -35,7 +35,7 @@ from reynctl.aio import open_client
 from reynctl.client import Client
 from reynctl.errors import UntrustedDaemon
 from reynd.protocol import methods as m
-from reynd.protocol.paths import default_socket, private_socket_dirs
+from reynd.protocol.paths import default_socket, private_socket_dirs, state_socket
 from tests.harness import Daemon, daemon_command, start_daemon
 from tests.runtime_helpers import create_builtin, send
 
@@ -309,7 +309,8 @@ def test_unsafe_socket_directory_is_refused(short_tmp: Path, where: str, problem
 def test_fallback_socket_directory_is_created_private_then_reused(short_tmp: Path) -> None:
     env = fallback_env(short_tmp)
     base = short_tmp / f"reynd-{os.getuid()}"
-    sock = base / "reynd" / "reynd.sock"
+    sock = state_socket(short_tmp / "state", env)
+    assert sock.parent == base / "reynd"
     command = daemon_command(short_tmp / "state", None)  # no --socket: the default
     for existing in (False, True):  # made by the daemon (under umask 0), then found and used
         assert base.exists() == existing
@@ -320,8 +321,8 @@ def test_fallback_socket_directory_is_created_private_then_reused(short_tmp: Pat
                 st = directory.lstat()
                 assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
                 assert stat.S_IMODE(st.st_mode) == 0o700, directory
-            # reynctl finds it the same way.
-            client = reynctl("status", "--json", env=env)
+            # reynctl finds it the same way, from the state dir.
+            client = reynctl("status", "--json", env={**env, "REYN_STATE_DIR": str(d.state_dir)})
             assert client.returncode == 0, client.stderr
         finally:
             d.stop()
@@ -330,7 +331,7 @@ def test_fallback_socket_directory_is_created_private_then_reused(short_tmp: Pat
 def test_safe_existing_xdg_socket_directory_is_used(short_tmp: Path) -> None:
     runtime = short_tmp / "xdg"
     (runtime / "reynd").mkdir(parents=True, mode=0o700)
-    sock = runtime / "reynd" / "reynd.sock"
+    sock = state_socket(short_tmp / "state", {"XDG_RUNTIME_DIR": str(runtime)})
     command = daemon_command(short_tmp / "state", None)
     d = start_daemon(
         short_tmp, socket_path=sock, command=command, env={"XDG_RUNTIME_DIR": str(runtime)}

@@ -11,6 +11,7 @@ import pytest
 from reynd.protocol import events as ev
 from reynd.storage.errors import CorruptionError
 from reynd.storage.options import StorageOptions
+from reynd.storage.repair import truncate_at
 from reynd.storage.store import Store
 
 
@@ -195,3 +196,24 @@ def test_verify_refuses_while_the_daemon_runs_and_takes_one_mode(tmp_path: Path)
         assert "give exactly one of --truncate-at and --verify" in proc.stderr
     proc = _reynd("repair", "--state-dir", str(tmp_path / "nothing"), "--verify")
     assert proc.returncode == 3 and "no state directory" in proc.stderr
+
+
+def test_a_cut_inside_an_atomic_batch_takes_the_whole_batch(tmp_path: Path) -> None:
+    root = tmp_path / ".reyn"
+    with Store.open(root) as store:
+        store.append([ev.AgentCreated(agent="a")])
+        store.append(
+            [ev.MessageReceived(agent="a", message_id=f"b{k}", text="b") for k in range(4)],
+            atomic=True,
+        )
+        store.append([ev.MessageReceived(agent="a", message_id="after", text="x")])
+        offsets = list(store.wal.segments[0].offsets)
+    seg = _segment(root)
+    # The operator cuts at the batch's third record (seq 4): the batch starts at seq 2.
+    report = truncate_at(root, seg.name, offsets[3])
+    assert (report.offset, report.first_lost, report.last_lost) == (offsets[1], 2, 6)
+    with Store.open(root) as store:
+        assert store.head == 6 and store.recovery.torn_bytes == 0
+        assert store.state.agents["a"].inbox == []
+        kinds = [type(e).__name__ for e in store.wal.read(1, 6)]
+        assert kinds == ["AgentCreated", *["Lost"] * 5]

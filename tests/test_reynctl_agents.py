@@ -200,6 +200,8 @@ def test_send_waits_for_the_reply_and_boundary(daemon: Daemon):
         "boundary_seq",
         "outcome",
         "reply",
+        "intervention_id",
+        "question",
     }
 
     # `-` reads the message from stdin.
@@ -228,12 +230,46 @@ def test_send_no_wait_and_a_wait_that_ends_first(daemon: Daemon):
         lambda: idle(daemon, "ada") and info(daemon, "ada")["turns_completed"] == 2,
     )
 
-    # A question keeps the turn open: the wait ends, the turn does not.
-    proc = reynctl(
-        "--color", "never", "send", "ada", "/ask Which city?", "--timeout", "0.3", sock=sock
-    )
+    # A wait that ends first: the turn keeps running.
+    ok(reynctl("agents", "create", "slow", "-o", "delay=30", sock=sock))
+    proc = reynctl("--color", "never", "send", "slow", "hi", "--timeout", "0.3", sock=sock)
     assert "still in flight after 0.3s" in ok(proc)
-    assert "reynctl interventions --agent ada" in proc.stderr
+    assert "reynctl agents show slow" in proc.stderr
+    ok(reynctl("cancel", "slow", sock=sock))
+
+
+def test_send_progress_names_the_turn_at_once_then_its_steps(daemon: Daemon):
+    sock = daemon.socket
+    ok(reynctl("agents", "create", "ada", sock=sock))
+    proc = reynctl("--json", "send", "ada", "/plan book; visit", "--progress", sock=sock)
+    sent = json.loads(ok(proc))
+    lines = proc.stderr.splitlines()
+    assert lines[0] == f"turn {sent['turn_id']} queued (message at seq {sent['seq']})"
+    assert "  started" in lines[1]
+    assert any(line.startswith("  step 0 done (seq ") for line in lines)
+    assert any(line.startswith("  step 1 done (seq ") for line in lines)
+    # Not on a terminal, progress is off by default.
+    proc = reynctl("send", "ada", "hi", sock=sock)
+    assert ok(proc) and proc.stderr == ""
+
+
+def test_send_returns_when_the_turn_asks_a_question(daemon: Daemon):
+    """The wait ends at the question (not after --timeout), saying how to answer it."""
+    sock = daemon.socket
+    ok(reynctl("agents", "create", "bo", sock=sock))
+    started = time.monotonic()
+    proc = reynctl("--color", "never", "send", "bo", "/ask Which hotel?", sock=sock)
+    assert time.monotonic() - started < 60  # the default wait is 300 s
+    out = ok(proc)
+    (question,) = daemon.call("interventions.list", {"agent": "bo"})["interventions"]
+    assert "Which hotel?" in out and question["intervention_id"] in out
+    assert f"reynctl answer bo {question['intervention_id']} " in proc.stderr
+
+    # Answered, the turn ends; the next question ends the next wait, in --json too.
+    ok(reynctl("answer", "bo", question["intervention_id"], "the Ritz", sock=sock))
+    raw = json.loads(ok(reynctl("--json", "send", "bo", "/ask And the date?", sock=sock)))
+    assert raw["boundary_seq"] is None and raw["outcome"] is None
+    assert raw["question"] == "And the date?" and raw["intervention_id"].startswith(raw["turn_id"])
 
 
 def test_cancel_a_turn_in_flight(daemon: Daemon):

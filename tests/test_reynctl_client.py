@@ -22,6 +22,7 @@ from reynctl.client import Client, config_socket, find_socket
 from reynctl.jsonrpc import ErrorResponse, Response, ServerMessage, Session, decode_result
 from reynd.protocol import errors
 from reynd.protocol import methods as m
+from reynd.protocol.paths import state_socket
 
 Handler = Callable[[dict[str, Any]], list[dict[str, Any]] | None]
 CLOSE: dict[str, Any] = {"close": True}  # last item of a handler's list: send, then hang up
@@ -81,16 +82,19 @@ def test_find_socket_order(tmp_path: Path):
     env = {"XDG_RUNTIME_DIR": str(tmp_path), "REYN_STATE_DIR": str(tmp_path / "nope")}
     assert find_socket("/x.sock", {**env, "REYN_SOCKET": "/env.sock"}) == Path("/x.sock")
     assert find_socket(None, {**env, "REYN_SOCKET": "/env.sock"}) == Path("/env.sock")
-    assert find_socket(None, env) == tmp_path / "reynd" / "reynd.sock"
+    assert find_socket(None, env) == state_socket(tmp_path / "nope", env)
+    outside = {"XDG_RUNTIME_DIR": str(tmp_path)}
+    assert find_socket(None, outside, cwd=tmp_path) == tmp_path / "reynd" / "reynd.sock"
     cfg = tmp_path / "reynd.toml"
     cfg.write_text('socket = "/from/config.sock"\n')
     assert find_socket(None, {**env, "REYN_CONFIG": str(cfg)}) == Path("/from/config.sock")
     state = tmp_path / "state"
     state.mkdir()
     (state / "reynd.toml").write_text('socket = "/state/config.sock"\n')
-    assert config_socket({"REYN_STATE_DIR": str(state)}) == Path("/state/config.sock")
+    assert find_socket(None, {"REYN_STATE_DIR": str(state)}) == Path("/state/config.sock")
+    assert config_socket({}, state) == Path("/state/config.sock")
     (state / "reynd.toml").write_text("not toml [[[")
-    assert config_socket({"REYN_STATE_DIR": str(state)}) is None
+    assert config_socket({}, state) is None
 
 
 # -- sans-io session ------------------------------------------------------------------

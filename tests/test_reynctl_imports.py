@@ -9,7 +9,7 @@ import sys
 PROBE = """
 import json, sys
 import reynctl.cli, reynctl.client, reynctl.render, reynctl.watch, reynctl.demo
-import reynctl.embedded, reynctl.jsonrpc
+import reynctl.embedded, reynctl.jsonrpc, reynctl.aio, reynctl.errors
 print(json.dumps(sorted(sys.modules)))
 """
 

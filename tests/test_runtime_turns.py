@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from reynd.runtime.resume import intervention_id
@@ -96,26 +95,26 @@ def test_plan_and_skill_cut_generations_and_show_in_state(daemon: Daemon) -> Non
 
 def test_intervention_waits_for_the_answer(daemon: Daemon) -> None:
     create_builtin(daemon, "q")
-    with ThreadPoolExecutor(1) as pool:
-        waiting = pool.submit(send, daemon, "q", "/ask deploy now?")
-        iid = wait_until(
-            lambda: daemon.call("interventions.list", {"agent": "q"})["interventions"],
-            "the question",
-        )[0]
-        assert iid["question"] == "deploy now?"
-        info = wait_until(
-            lambda: (i := agent(daemon, "q"))["status"] == "waiting" and i, "status waiting"
-        )
-        assert info["waiting_for"] == iid["intervention_id"]
-        answered = daemon.call(
-            "interventions.answer",
-            {"agent": "q", "intervention_id": iid["intervention_id"], "answer": "yes, ship it"},
-        )
-        assert answered["buffered"] is False
-        done = waiting.result(timeout=15)
-    assert done["outcome"] == "completed" and "yes, ship it" in done["reply"]
+    # The wait ends at the question, not at the end of the turn: it waits for the operator.
+    asked = send(daemon, "q", "/ask deploy now?")
+    assert asked["outcome"] is None and asked["boundary_seq"] is None
+    assert asked["question"] == "deploy now?"
+    (iid,) = daemon.call("interventions.list", {"agent": "q"})["interventions"]
+    assert iid["intervention_id"] == asked["intervention_id"]
+    assert iid["turn_id"] == asked["turn_id"]
+    info = agent(daemon, "q")
+    assert info["status"] == "waiting" and info["waiting_for"] == iid["intervention_id"]
+    answered = daemon.call(
+        "interventions.answer",
+        {"agent": "q", "intervention_id": iid["intervention_id"], "answer": "yes, ship it"},
+    )
+    assert answered["buffered"] is False
+    (ended,) = wait_until(
+        lambda: records(daemon, kind="turn.ended", turn_id=asked["turn_id"]), "the turn's end"
+    )
+    assert ended.get("outcome", "completed") == "completed"  # a default is not written
+    assert "yes, ship it" in ended["reply"]
     assert daemon.call("interventions.list", {})["interventions"] == []
-    assert done["turn_id"] == iid["turn_id"]
 
 
 def test_early_answer_is_buffered_and_the_turn_does_not_wait(daemon: Daemon) -> None:

@@ -176,3 +176,32 @@ def test_steps_files_after_a_restart_through_the_segment_index(ws: Path, short_t
         check_out_each(again, ws, steps)
     finally:
         again.stop()
+
+
+def test_a_batch_takes_the_files_as_they_are_when_it_is_appended(wd: Daemon, ws: Path) -> None:
+    """wal.append_batch: a step's commit or a boundary in it records the files like a single
+    append does, in the same atomic batch (one file record, just before its first event)."""
+    wd.call(
+        "wal.append", {"agent": "ext", "kind": "agent.created", "data": {"executor": "external"}}
+    )
+
+    def turn(n: int) -> list[int]:
+        t, m = {"turn_id": f"t{n}"}, {"message_id": f"m{n}"}
+        events = [
+            {"kind": "message.received", "data": {**m, "text": "go"}},
+            {"kind": "turn.started", "data": {**t, **m}},
+            {"kind": "step.started", "data": {**t, "step": 0}},
+            {"kind": "step.committed", "data": {**t, "step": 0}},
+            {"kind": "turn.ended", "data": t},
+        ]
+        return list(wd.call("wal.append_batch", {"agent": "ext", "events": events})["seqs"])
+
+    (ws / "a.txt").write_text("a0")
+    first = turn(1)
+    (ws / "a.txt").write_text("a1")
+    (ws / "b.txt").write_text("b1")
+    second = turn(2)
+    recorded = wd.call("events.list", {"kind": ["workspace.files"]})["events"]
+    assert [e["seq"] for e in recorded] == [first[0] - 1, second[0] - 1]
+    one, two = {"a.txt": "a0"}, {"a.txt": "a1", "b.txt": "b1"}
+    check_out_each(wd, ws, [(first[3], one), (first[4], one), (second[3], two), (second[4], two)])

@@ -26,6 +26,7 @@ from reynctl.cli.options import (
 )
 from reynctl.cli.timeline import move
 from reynctl.errors import DaemonTimeout
+from reynctl.jsonrpc import ServerMessage, decode_notification
 from reynctl.render.timeline import RUN_BY_THE_DAEMON
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
@@ -249,23 +250,40 @@ def agents_configure(
     help="Wait for the turn to end and print its reply, or return once it is queued.",
 )
 @_wait_timeout("With --wait, seconds to wait for the turn to end (it keeps running after).")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="With --wait, show the turn id and each step on stderr as they happen "
+    "[default: when stderr is a terminal].",
+)
 @json_option
 @pass_opts
-def send(opts: Options, agent: str, text: str, wait: bool, wait_timeout: float) -> None:
+def send(
+    opts: Options, *, agent: str, text: str, wait: bool, wait_timeout: float, progress: bool | None
+) -> None:
     """Send TEXT to AGENT (`-` reads it from stdin); prints the turn id.
 
     With --wait (the default), also the turn's outcome, its reply and its
-    boundary seq (the turn.ended record, a checkpoint to rewind to). A turn
-    still in flight when the wait ends keeps running: `reynctl agents show`.
+    boundary seq (the turn.ended record, a checkpoint to rewind to). The wait
+    ends early when the turn asks a question: it prints the question and the
+    `reynctl answer` command. A turn still in flight when the wait ends keeps
+    running: `reynctl agents show`.
     """
     if text == "-":
         text = sys.stdin.read()
     if not text:
         raise click.BadParameter("the message is empty", param_hint="TEXT")
     params = a.AgentsSendParams(agent=agent, text=text, wait=wait, timeout=wait_timeout)
+    if progress is None:
+        progress = sys.stderr.isatty() and not opts.json
     try:
         with opts.client(at_least=wait_timeout + 10 if wait else None) as c:
-            reply = c.call("agents.send", params, a.AgentsSendResult)
+            on_notify = None
+            if wait and progress:
+                c.call("agents.get", a.AgentsGetParams(agent=agent), a.AgentInfo)  # unknown_agent
+                c.call("subscribe", m.SubscribeParams(topics=["records"]), m.SubscribeResult)
+                on_notify = _TurnProgress(opts, agent)
+            reply = c.call("agents.send", params, a.AgentsSendResult, on_notify=on_notify)
     except KeyboardInterrupt:
         opts.note(
             f"stopped waiting; a turn already started keeps running (reynctl agents show {agent})"
@@ -275,11 +293,50 @@ def send(opts: Options, agent: str, text: str, wait: bool, wait_timeout: float) 
         reply,
         lambda: render.send_text(reply.value, opts.style, waited=wait_timeout if wait else None),
     )
-    if wait and reply.value.boundary_seq is None and not opts.json:
-        opts.note(
-            f"the turn is still in flight: `reynctl agents show {agent}` for its status, "
-            f"`reynctl interventions --agent {agent}` if it asked a question"
-        )
+    res = reply.value
+    if not wait or opts.json or res.boundary_seq is not None or res.outcome is not None:
+        return
+    if res.intervention_id is not None:
+        opts.note(f'answer with: reynctl answer {agent} {res.intervention_id} "TEXT"')
+    else:
+        opts.note(f"the turn is still in flight: `reynctl agents show {agent}` for its status")
+
+
+class _TurnProgress:
+    """`send --progress`: the turn id as soon as the message is recorded, then its steps.
+
+    Subscribed before the send, so the first message.received of the agent is
+    ours unless another client sent to it in the same instant; the final
+    result names the turn exactly.
+    """
+
+    def __init__(self, opts: Options, agent: str) -> None:
+        self.opts = opts
+        self.agent = agent
+        self.turn_id: str | None = None
+
+    def __call__(self, msg: ServerMessage) -> None:
+        if msg.method != "notify":
+            return
+        n = decode_notification(msg)
+        data = n.data
+        if n.topic != "records" or data.get("agent") != self.agent:
+            return
+        kind = data.get("kind")
+        if kind == "message.received" and self.turn_id is None:
+            self.turn_id = data.get("turn_id")
+            self.opts.note(f"turn {self.turn_id} queued (message at seq {n.seq})")
+        elif data.get("turn_id") == self.turn_id and kind in _PROGRESS:
+            step = f"step {data['step']} " if "step" in data else ""
+            self.opts.note(f"  {step}{_PROGRESS[kind]} (seq {n.seq})")
+
+
+_PROGRESS = {
+    "turn.started": "started",
+    "step.started": "running",
+    "step.committed": "done",
+    "intervention.asked": "asks the operator",
+}
 
 
 @cli.command(epilog=examples("reynctl cancel ada"))

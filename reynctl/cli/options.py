@@ -14,9 +14,10 @@ import click
 
 from reynctl import render
 from reynctl.client import Client, Reply, find_socket
-from reynctl.errors import ClientError, UntrustedDaemon
+from reynctl.errors import ClientError, NoDaemon, UntrustedDaemon
 from reynd.protocol import errors
 from reynd.protocol.errors import ReyndError
+from reynd.protocol.paths import SOCKET_ENV, find_state_dir
 
 __all__ = [
     "EXIT_DAEMON",
@@ -93,7 +94,19 @@ class Options:
         timeout = self.timeout
         if timeout is not None and at_least is not None:
             timeout = max(timeout, at_least)
-        return Client(find_socket(self.socket), timeout=timeout, daemon_uid=self.daemon_uid)
+        path = find_socket(self.socket)
+        try:
+            return Client(path, timeout=timeout, daemon_uid=self.daemon_uid)
+        except NoDaemon:
+            if self.socket or os.environ.get(SOCKET_ENV):
+                raise
+            state = find_state_dir()
+            why = (
+                f" (the socket of the state dir {state})"
+                if state
+                else " (no .reyn directory here or above, so the per-user socket)"
+            )
+            raise NoDaemon(path, why) from None
 
     def emit(self, reply: Reply[Any], human: Callable[[], str]) -> None:
         """The result: raw JSON with --json, else the human rendering."""

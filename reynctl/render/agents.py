@@ -165,6 +165,11 @@ def send_text(res: a.AgentsSendResult, style: Style, *, waited: float | None) ->
     ]
     if waited is None:
         rows.append(("status", "queued: the turn runs in the daemon"))
+    elif res.question is not None:
+        rows.append(("status", Cell("waiting for the operator's answer", ("yellow",))))
+        rows.append(("question", (Cell(res.intervention_id or "", ("bold",)), f"  {res.question}")))
+    elif res.outcome == "abandoned":
+        rows.append(("outcome", Cell("abandoned: a rewind removed the message", ("yellow",))))
     elif res.boundary_seq is None:
         rows.append(
             ("status", Cell(f"still in flight after {waited:g}s (it keeps running)", ("yellow",)))

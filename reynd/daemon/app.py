@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -21,7 +22,7 @@ from reynd.config_store import ConfigStore
 from reynd.core.diff import diff_values
 from reynd.core.reconstruct import ReplayPlan
 from reynd.core.retention import RetentionPolicy
-from reynd.daemon.appends import check_applies, event_of
+from reynd.daemon.appends import batch_events, check_applies, check_batch, event_of
 from reynd.daemon.audit_api import AuditApi
 from reynd.daemon.committer import Committer
 from reynd.daemon.context import CallContext
@@ -29,12 +30,14 @@ from reynd.daemon.coordinator import Coordinator, Gate
 from reynd.daemon.retention_api import RetentionApi, gc_loop, use_retention
 from reynd.daemon.rpc import Handler
 from reynd.daemon.runtime_api import RuntimeApi
+from reynd.daemon.scrub import Scrub
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.events import (
     AgentCreated,
     AgentEvent,
     Event,
+    MessageReceived,
     Rewind,
     StepCommitted,
     boundary_kind,
@@ -46,6 +49,7 @@ from reynd.replication.follower import Follower
 from reynd.replication.objects import Location
 from reynd.replication.shipper import Shipper
 from reynd.runtime import clean_stop
+from reynd.runtime.agent import turn_id_for
 from reynd.runtime.procs import ProcessGroups
 from reynd.runtime.registry import AgentRegistry
 from reynd.storage.errors import CorruptionError, UnencodableState
@@ -63,6 +67,7 @@ Publish = Callable[[str, int, dict[str, Any]], None]
 WRITES: Final = frozenset(
     (
         "wal.append",
+        "wal.append_batch",
         "rewind",
         "checkout",
         "act_turn.rewind",
@@ -157,6 +162,7 @@ class App:
             torn_bytes=rec.torn_bytes,
             duration_ms=round((time.perf_counter() - started) * 1e3, 1),
         )
+        self.scrub = Scrub(store, self.reads)
         self.audit = await trio.to_thread.run_sync(
             lambda: EventStore.open(
                 self.state_dir / "events",
@@ -206,6 +212,7 @@ class App:
                     await nursery.start(self.coordinator.run)
                     nursery.start_soon(self._snapshotter)
                     nursery.start_soon(self.audit.run)
+                    nursery.start_soon(self.scrub.run)
                     # Substrates first: a restore a crash interrupted must finish
                     # before any agent runs a turn against the workspace.
                     for substrate in self.coordinator.substrates:
@@ -293,23 +300,40 @@ class App:
         async with self.gate.shared():
             return await self._commit(events)
 
-    async def _commit(self, events: Sequence[Event]) -> list[Event]:
+    async def _commit(self, events: Sequence[Event], *, atomic: bool = False) -> list[Event]:
         """Append `events` durably; with workspace rewind on, a step's commit or a boundary
-        takes the workspace's changes with it (a `workspace.files` record just before).
+        takes the workspace's changes with it (a `workspace.files` record just before,
+        inside the batch: `atomic` covers it too).
 
         Returns `events` with their seqs.
         """
         if self.workspace is not None and any(records_files(e) for e in events):
-            return await self.workspace.record(self.committer, events)
-        return await self.committer.append(events)
+            return await self.workspace.record(self.committer, events, atomic=atomic)
+        return await self.committer.append(events, atomic=atomic)
 
     def handlers(self) -> dict[str, Handler]:
         """Handlers for every method of METHODS except the transport's own."""
-        handlers = self._all_handlers()
+        handlers = {name: self._guard(h) for name, h in self._all_handlers().items()}
         if self._follow is not None:
             for method in WRITES:
                 handlers[method] = partial(_read_only, self._follow)
         return handlers
+
+    def _guard(self, handler: Handler) -> Handler:
+        """`handler`, answering storage_corrupt when it meets a damaged record (and stopping)."""
+
+        async def guarded(params: Any, ctx: CallContext) -> Any:
+            try:
+                return await handler(params, ctx)
+            except CorruptionError as exc:
+                self.scrub.report(exc)
+                raise errors.StorageCorrupt(
+                    f"a record this call needed is damaged on disk ({exc.reason}); "
+                    "the daemon stops: its log and the next start name the record and the repair",
+                    {"path": str(exc.path), "offset": exc.offset, "seq": exc.seq},
+                ) from None
+
+        return guarded
 
     def _all_handlers(self) -> dict[str, Handler]:
         return {
@@ -324,6 +348,7 @@ class App:
             "state.get": self._state_get,
             "state.diff": self._state_diff,
             "wal.append": self._wal_append,
+            "wal.append_batch": self._wal_append_batch,
         }
 
     # -- hooks -------------------------------------------------------------------------
@@ -333,9 +358,7 @@ class App:
         for event in events:
             agent = event.agent if isinstance(event, AgentEvent) else None
             branch = lineage.branch_of(event.seq)
-            self._publish(
-                "records", event.seq, {"kind": kind_of(event), "agent": agent, "branch": branch}
-            )
+            self._publish("records", event.seq, _record_brief(event, agent, branch))
             kind = boundary_kind(event)
             if kind is not None and self.coordinator.substrates:
                 self._boundaries.send_nowait(event.seq)
@@ -559,30 +582,66 @@ class App:
 
     async def _wal_append(self, p: m.WalAppendParams, ctx: CallContext) -> m.WalAppendResult:
         event = event_of(p)
-        lock = self._agent_locks.setdefault(p.agent, trio.Lock())
-        async with self.gate.shared(), lock:
-            store = self.store
-            if p.based_on is not None:
-                if p.based_on > store.head:
-                    raise errors.SeqOutOfRange(
-                        f"based_on {p.based_on} is above the tip {store.head}",
-                        {"based_on": p.based_on, "head": store.head},
-                    )
-                if not store.lineage.is_active(p.based_on):
-                    raise errors.StaleBranch(
-                        f"based_on seq {p.based_on} was abandoned by a rewind "
-                        f"(branch {store.lineage.branch_of(p.based_on)}); the tip is now "
-                        f"{store.head} on branch {store.lineage.branch_of(store.head)}: "
-                        "re-read the state and retry on the new branch",
-                        {
-                            "based_on": p.based_on,
-                            "head": store.head,
-                            "branch": store.lineage.branch_of(store.head),
-                        },
-                    )
+        async with self._fenced(p.agent, p.based_on) as store:
             check_applies(store.state, event)
             (durable,) = await self._commit([event])
         return m.WalAppendResult(seq=durable.seq, branch=store.lineage.branch_of(durable.seq))
+
+    async def _wal_append_batch(
+        self, p: m.WalAppendBatchParams, ctx: CallContext
+    ) -> m.WalAppendBatchResult:
+        events = batch_events(p)
+        async with self._fenced(p.agent, p.based_on) as store:
+            check_batch(store.state, events)
+            # One staging, so consecutive seqs (no await between them), one
+            # fsync; `atomic` lets recovery drop a batch the crash cut short.
+            durable = await self._commit(events, atomic=True)
+        seqs = [e.seq for e in durable]
+        return m.WalAppendBatchResult(seqs=seqs, branch=store.lineage.branch_of(seqs[-1]))
+
+    @asynccontextmanager
+    async def _fenced(self, agent: str, based_on: int | None) -> AsyncIterator[Store]:
+        """Hold the write gate and `agent`'s lock, once `based_on` passed the fence."""
+        lock = self._agent_locks.setdefault(agent, trio.Lock())
+        async with self.gate.shared(), lock:
+            self._fence(based_on)
+            yield self.store
+
+    def _fence(self, based_on: int | None) -> None:
+        """Refuse a write based on a seq a rewind abandoned (stale_branch), or above the tip."""
+        if based_on is None:
+            return
+        store = self.store
+        if based_on > store.head:
+            raise errors.SeqOutOfRange(
+                f"based_on {based_on} is above the tip {store.head}",
+                {"based_on": based_on, "head": store.head},
+            )
+        if not store.lineage.is_active(based_on):
+            raise errors.StaleBranch(
+                f"based_on seq {based_on} was abandoned by a rewind "
+                f"(branch {store.lineage.branch_of(based_on)}); the tip is now "
+                f"{store.head} on branch {store.lineage.branch_of(store.head)}: "
+                "re-read the state and retry on the new branch",
+                {
+                    "based_on": based_on,
+                    "head": store.head,
+                    "branch": store.lineage.branch_of(store.head),
+                },
+            )
+
+
+def _record_brief(event: Event, agent: str | None, branch: int) -> dict[str, Any]:
+    """The data of a `records` notification: enough to follow a turn without reading it."""
+    brief: dict[str, Any] = {"kind": kind_of(event), "agent": agent, "branch": branch}
+    turn_id = turn_id_for(event.seq) if isinstance(event, MessageReceived) else None
+    turn_id = getattr(event, "turn_id", turn_id)
+    if turn_id is not None:
+        brief["turn_id"] = turn_id
+    step = getattr(event, "step", None)
+    if step is not None:
+        brief["step"] = step
+    return brief
 
 
 def records_files(event: Event) -> bool:

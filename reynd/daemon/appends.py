@@ -8,24 +8,29 @@ run with. Both put the param path in `data.field`.
 
 from __future__ import annotations
 
-from typing import Any, Final, get_args
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Final, TypeVar, get_args
 
 import msgspec
 
-from reynd.core.reduce import check
+from reynd.core.reduce import apply, check
 from reynd.daemon.rpc import validation_details
 from reynd.protocol import appendable, errors, integers
 from reynd.protocol import methods as m
 from reynd.protocol.agent_methods import ExecutorName
-from reynd.protocol.events import AgentConfigured, AgentCreated, AnyEvent, Event
-from reynd.protocol.state import RuntimeState
+from reynd.protocol.events import AgentConfigured, AgentCreated, AgentEvent, AnyEvent, Event
+from reynd.protocol.limits import MAX_APPEND_EVENTS
+from reynd.protocol.state import AgentState, Chain, Plan, RuntimeState, SkillRun
 from reynd.runtime.executors import validate_options
 from reynd.runtime.registry import EXTERNAL
 
-__all__ = ["check_applies", "event_of", "param_path"]
+__all__ = ["batch_events", "check_applies", "check_batch", "event_of", "param_path"]
+
+T = TypeVar("T")
 
 _OWN_PARAMS = ("kind", "agent")
-_ASSIGNED = ("seq", "ts")
+_ASSIGNED = ("seq", "ts", "more")
 EXECUTORS: Final = (*get_args(ExecutorName), EXTERNAL)
 
 
@@ -38,7 +43,7 @@ def event_of(p: m.WalAppendParams) -> Event:
     for reserved in (*_OWN_PARAMS, *_ASSIGNED):
         if reserved in p.data:
             reason = (
-                "seq and ts are assigned by the daemon"
+                "seq, ts and more are assigned by the daemon"
                 if reserved in _ASSIGNED
                 else f"pass {reserved} as its own param"
             )
@@ -113,3 +118,82 @@ def param_path(event_field: str) -> str:
     if not event_field or event_field in _OWN_PARAMS:
         return event_field
     return f"data.{event_field}"
+
+
+def batch_events(p: m.WalAppendBatchParams) -> list[Event]:
+    """The events of a wal.append_batch, each checked as `event_of` checks one.
+
+    A refusal names the event: `data.field` is `events[k].kind`,
+    `events[k].data.*` (the batch's own `agent` stays `agent`).
+    """
+    if len(p.events) > MAX_APPEND_EVENTS:
+        raise errors.LimitExceeded(
+            f"{len(p.events)} events in one wal.append_batch: at most {MAX_APPEND_EVENTS}; "
+            "split them into several batches",
+            {"limit_name": "max_append_events", "limit": MAX_APPEND_EVENTS},
+        )
+    if not p.events:
+        reason = "a batch needs at least one event"
+        raise errors.InvalidParams(reason, {"field": "events", "reason": reason})
+    out: list[Event] = []
+    for k, item in enumerate(p.events):
+        with _member(k):
+            out.append(event_of(m.WalAppendParams(agent=p.agent, kind=item.kind, data=item.data)))
+    return out
+
+
+def check_batch(state: RuntimeState, events: Sequence[Event]) -> None:
+    """check_applies for each event against the state the ones before it leave.
+
+    The tip's state is not touched: the agent a batch changes is copied
+    (once per batch), and only the copy sees the batch's earlier events.
+    """
+    scratch = RuntimeState(seq=state.seq, agents=dict(state.agents))
+    for k, event in enumerate(events):
+        with _member(k):
+            check_applies(scratch, event)
+        if k == len(events) - 1:
+            break
+        if isinstance(event, AgentEvent):
+            own = scratch.agents.get(event.agent)
+            if own is not None and own is state.agents.get(event.agent):
+                scratch.agents[event.agent] = _copy(own)
+        apply(scratch, msgspec.structs.replace(event, seq=scratch.seq + 1))
+
+
+def _copy(agent: AgentState) -> AgentState:
+    """A copy reduce.apply may change without touching `agent`, in O(agent's entries).
+
+    The containers are copied, and in full the Structs the reducer changes in
+    place (chains, plans, skill runs); messages, inbox items and
+    interventions are shared, as the reducer only adds or drops them (a
+    deep copy of a long history would cost a batch more than its fsync).
+    """
+    return msgspec.structs.replace(
+        agent,
+        inbox=list(agent.inbox),
+        history=list(agent.history),
+        pending_chains=_deep(agent.pending_chains, list[Chain]),
+        skill_runs=_deep(agent.skill_runs, dict[str, SkillRun]),
+        interventions=dict(agent.interventions),
+        buffered_answers=dict(agent.buffered_answers),
+        plans=_deep(agent.plans, dict[str, Plan]),
+    )
+
+
+def _deep(value: T, tp: type[T]) -> T:
+    return msgspec.msgpack.decode(msgspec.msgpack.encode(value), type=tp)
+
+
+@contextmanager
+def _member(k: int) -> Iterator[None]:
+    """Name batch member k in the field of a refusal raised inside."""
+    try:
+        yield
+    except errors.ReyndError as exc:
+        field = exc.data.get("field")
+        if field != "agent":
+            exc.data["field"] = f"events[{k}]" + (f".{field}" if field else "")
+        exc.data["index"] = k
+        exc.message = f"events[{k}]: {exc.message}"
+        raise

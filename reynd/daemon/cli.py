@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Literal
@@ -13,7 +12,7 @@ from reynd import __version__
 from reynd.daemon.config import ConfigError, find_config, load_config
 from reynd.daemon.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
 from reynd.daemon.main import EXIT_USAGE, ServeOptions, serve
-from reynd.protocol.paths import SOCKET_ENV, default_socket, resolve_socket, resolve_state_dir
+from reynd.protocol.paths import resolve_socket, resolve_state_dir
 from reynd.replication.config import ReplicateConfig
 from reynd.replication.objects import Location
 
@@ -24,7 +23,8 @@ __all__ = ["main"]
 state_dir_option = click.option(
     "--state-dir",
     type=click.Path(file_okay=False),
-    help="State directory [default: $REYN_STATE_DIR, else ./.reyn].",
+    help="State directory [default: $REYN_STATE_DIR, else the nearest .reyn/ from here up, "
+    "else ./.reyn].",
 )
 
 
@@ -40,8 +40,8 @@ def main() -> None:
     "--socket",
     "socket_path",
     type=click.Path(dir_okay=False),
-    help="Socket path "
-    "[default: $REYN_SOCKET, else config, else $XDG_RUNTIME_DIR/reynd/reynd.sock].",
+    help="Socket path [default: $REYN_SOCKET, else config, else the state dir's own "
+    "socket, $XDG_RUNTIME_DIR/reynd/<project>-<hash>.sock].",
 )
 @click.option(
     "--config",
@@ -108,10 +108,7 @@ def serve_command(
     source = None
     if follow:
         source = _follow_source(follow, state, config.replicate)
-    if socket_path or os.environ.get(SOCKET_ENV):
-        sock = resolve_socket(socket_path)
-    else:
-        sock = resolve_socket(config.socket) if config.socket else default_socket()
+    sock = resolve_socket(socket_path, configured=config.socket, state_dir=state)
     opts = ServeOptions(
         state_dir=state,
         socket=sock,

@@ -105,16 +105,21 @@ class Committer:
         # now will ever be written. Its appenders learn it instead of waiting.
         self._fail_queued(_stopping)
 
-    async def append(self, events: Sequence[Event], rebuilt: Rebuilt | None = None) -> list[Event]:
+    async def append(
+        self, events: Sequence[Event], rebuilt: Rebuilt | None = None, *, atomic: bool = False
+    ) -> list[Event]:
         """Append durably; returns the events with their seqs once fsync covered them.
 
         `rebuilt`: the state a reset record among `events` leads to (Store.stage).
+        `atomic`: after a crash, recovery keeps all of `events` or none.
         Not cancellable once queued: a cancelled caller could not tell whether
         its events were written, so it waits the few milliseconds to know.
         """
-        return await self.wait(self.enqueue(events, rebuilt))
+        return await self.wait(self.enqueue(events, rebuilt, atomic=atomic))
 
-    def enqueue(self, events: Sequence[Event], rebuilt: Rebuilt | None = None) -> Queued:
+    def enqueue(
+        self, events: Sequence[Event], rebuilt: Rebuilt | None = None, *, atomic: bool = False
+    ) -> Queued:
         """Stage `events` (seqs assigned, in queue order) and queue them; `wait` for durability.
 
         For a caller that must stage under a lock it releases before the
@@ -122,7 +127,7 @@ class Committer:
         writer wakes the task that enqueued).
         """
         self._check()
-        return self._queue_staged(self._store.stage(events, rebuilt))
+        return self._queue_staged(self._store.stage(events, rebuilt, atomic=atomic))
 
     async def wait(self, queued: Queued) -> list[Event]:
         """Until the events of `queued` are durable (not cancellable); returns them with seqs."""
@@ -174,8 +179,9 @@ class Committer:
             if not batch:
                 continue
             frames = [f for p in batch for f in p.staged.frames]
+            glued = frozenset(s for p in batch for s in p.staged.glued)
             try:
-                placements = wal.write_batch(frames)
+                placements = wal.write_batch(frames, glued)
                 wal.sync()
             except BaseException as exc:
                 self._token.run_sync_soon(self._fail, batch, exc)

@@ -36,6 +36,7 @@ from reynd.protocol.limits import (
     nesting_exceeds,
 )
 from reynd.protocol.methods import METHODS, MethodDef
+from reynd.protocol.validation import plain_reason
 
 __all__ = [
     "Dispatcher",
@@ -103,7 +104,7 @@ def encode_error_line(err: errors.ReyndError, id: Id = None) -> bytes:
 
 
 def validation_details(exc: msgspec.ValidationError) -> tuple[str, str]:
-    """(field, reason) from msgspec's message, e.g. ("seq", "Expected `int`, got `str`").
+    """(field, reason) from msgspec's message, e.g. ("seq", "must be an integer, not a string").
 
     msgspec says `... - at `$.a.b`` for nested values and names the field
     inside the reason for missing or unknown ones; the field is the dotted
@@ -117,7 +118,7 @@ def validation_details(exc: msgspec.ValidationError) -> tuple[str, str]:
     if tick:
         name = rest.split("`", 1)[0]
         field = f"{field}.{name}" if field else name
-    return field, reason
+    return field, plain_reason(reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,6 +469,9 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
     except msgspec.ValidationError as exc:
         field, reason = validation_details(exc)
         where = f" (field `{field}`)" if field else ""
+        if reason.startswith("unknown field") and "." not in field:
+            takes = ", ".join(entry.fields) or "no params"
+            reason += f" ({entry.definition.name} takes {takes})"
         raise errors.InvalidParams(
             f"Invalid params for {entry.definition.name}{where}: {reason}",
             {"field": field, "reason": reason},

@@ -8,6 +8,7 @@ import msgspec
 
 from reynd.protocol import errors
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
+from reynd.protocol.executor import OPTIONS_SCHEMA
 from reynd.protocol.names import AgentName, AgentRef, Ident
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 ExecutorName = Literal["builtin", "command", "openai"]
+# Checked against the executor's options type (reynd.protocol.executor) by the daemon.
+ExecutorOptions = Annotated[dict[str, Any], msgspec.Meta(extra_json_schema=OPTIONS_SCHEMA)]
 AgentStatus = Literal["idle", "running", "waiting", "ambiguous", "failed"]
 
 
@@ -77,14 +80,14 @@ class AgentInfo(Result, kw_only=True):
 class AgentsCreateParams(Params, kw_only=True):
     name: AgentName
     executor: ExecutorName = "builtin"
-    options: dict[str, Any] = {}
+    options: ExecutorOptions = {}
     session: Ident = "default"
 
 
 class AgentsConfigureParams(Params, kw_only=True):
     agent: AgentRef
     executor: ExecutorName | None = None
-    options: dict[str, Any] | None = None
+    options: ExecutorOptions | None = None
 
 
 class AgentsListParams(Params, kw_only=True):
@@ -100,7 +103,8 @@ class AgentsGetParams(Params, kw_only=True):
 
 
 class AgentsSendParams(Params, kw_only=True):
-    """Put a message in an agent's inbox; with `wait`, return when its turn ends."""
+    """Put a message in an agent's inbox; with `wait`, return when its turn ends
+    or asks the operator a question (`timeout`: seconds to wait at most)."""
 
     agent: AgentRef
     text: Annotated[str, msgspec.Meta(min_length=1)]
@@ -112,7 +116,9 @@ class AgentsSendResult(Result, kw_only=True):
     """`turn_id` is known at once; `boundary_seq` (the turn.ended seq) once it completed.
 
     `outcome` is the turn's outcome, or `abandoned` when a rewind abandoned
-    the message before its turn ended; None when `wait` timed out.
+    the message before its turn ended; None while the turn is in flight: the
+    wait timed out, or the turn asked a question (`intervention_id`,
+    `question`: answer it with interventions.answer and the turn goes on).
     """
 
     message_id: str
@@ -121,6 +127,8 @@ class AgentsSendResult(Result, kw_only=True):
     boundary_seq: int | None = None
     outcome: str | None = None
     reply: str | None = None
+    intervention_id: str | None = None
+    question: str | None = None
 
 
 class AgentsCancelParams(Params, kw_only=True):

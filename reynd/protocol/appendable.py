@@ -16,8 +16,9 @@ import msgspec
 from reynd.protocol.events import AgentEvent, AnyEvent
 from reynd.protocol.limits import MAX_COUNT
 from reynd.protocol.names import AgentName, AgentRef, Ident, Line
+from reynd.protocol.schema import inline_schema
 
-__all__ = ["KINDS", "STRICT_EVENT", "strict_type"]
+__all__ = ["DATA_SCHEMA", "KINDS", "STRICT_EVENT", "strict_type"]
 
 # What each string field of an agent event may hold, by field name. A new
 # string field must be listed (importing this module fails until it is): its
@@ -54,7 +55,7 @@ _NAMING: Final = frozenset(("AgentCreated",))
 _COUNTS: Final = frozenset(("step", "index", "tokens_in", "tokens_out"))
 # Bounded here, not in `events`: a record an older version wrote must still decode.
 _COUNT = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
-_ASSIGNED: Final = frozenset(("seq", "ts"))  # by the daemon, never by the writer
+_ASSIGNED: Final = frozenset(("seq", "ts", "more"))  # by the daemon, never by the writer
 
 
 def _constrain(tp: Any, field: str, owner: str) -> Any:
@@ -121,3 +122,23 @@ KINDS: Final[tuple[str, ...]] = tuple(
 
 STRICT_EVENT: Final[Any] = Union[tuple(strict_type(cls) for cls in _AGENT_EVENTS)]  # noqa: UP007
 """Validate `{"kind", "agent", **data}` with msgspec.convert before building the event."""
+
+
+def _data_schema(cls: type[msgspec.Struct]) -> dict[str, Any]:
+    """What `data` holds for one kind: the strict event without `kind` and `agent`."""
+    schema = inline_schema(strict_type(cls))
+    tag_field = cls.__struct_config__.tag_field
+    for field in (tag_field, "agent"):
+        schema["properties"].pop(field, None)
+    schema["required"] = [f for f in schema.get("required", ()) if f not in (tag_field, "agent")]
+    return schema
+
+
+_BY_KIND: Final = {str(cls.__struct_config__.tag): _data_schema(cls) for cls in _AGENT_EVENTS}
+
+DATA_SCHEMA: Final[dict[str, Any]] = {
+    "description": "The event's fields but `kind` and `agent`: see x-data-by-kind.",
+    "anyOf": list(_BY_KIND.values()),
+    "x-data-by-kind": _BY_KIND,
+}
+"""JSON Schema of `wal.append`'s `data` (the daemon checks it against `kind`'s event)."""

@@ -26,10 +26,12 @@ __all__ = [
     "NothingToDo",
     "ParseError",
     "PermissionDenied",
+    "ReadOnlyReplica",
     "ReyndError",
     "SeqOutOfRange",
     "ShuttingDown",
     "StaleBranch",
+    "StorageCorrupt",
     "StorageFailed",
     "UnknownAgent",
     "UnknownIntervention",
@@ -207,8 +209,9 @@ class LimitExceeded(ReyndError):
     """A limit was passed (nesting depth, batch members, subscriptions, integer range).
 
     `data.limit_name` names the limit (`max_depth`, `max_batch_members`,
-    `max_subscriptions_per_connection`, `integer_range`) and `data.limit` its
-    value (for `integer_range` the largest integer; `data.min` the smallest).
+    `max_subscriptions_per_connection`, `integer_range`, `max_append_events`)
+    and `data.limit` its value (for `integer_range` the largest integer;
+    `data.min` the smallest).
     """
 
     code = -32019
@@ -220,6 +223,13 @@ class ReadOnlyReplica(ReyndError):
 
     code = -32020
     name = "read_only_replica"
+
+
+class StorageCorrupt(ReyndError):
+    """A record this call needed is damaged on disk: the daemon stops (exit 3), see its log."""
+
+    code = -32021
+    name = "storage_corrupt"
 
 
 _BY_CODE: dict[int, type[ReyndError]] = {
@@ -250,6 +260,7 @@ _BY_CODE: dict[int, type[ReyndError]] = {
         ConfigDamaged,
         LimitExceeded,
         ReadOnlyReplica,
+        StorageCorrupt,
     )
 }
 

@@ -71,11 +71,14 @@ class Event(
     """Base of every WAL record: the global seq and the wall-clock time of the append.
 
     `seq` and `ts` are assigned by the WAL when the event is appended; callers
-    leave them at 0.
+    leave them at 0. `more` is set on the records of an atomic batch
+    (`wal.append_batch`): how many records of the same batch follow this one,
+    so that recovery can drop a batch whose last record never reached the disk.
     """
 
     seq: int = 0
     ts: float = 0.0
+    more: int = 0
 
 
 class AgentEvent(Event, kw_only=True, frozen=True):

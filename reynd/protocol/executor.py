@@ -1,19 +1,89 @@
-"""What an executor is asked and what it answers, for one act-step.
+"""The executors' contract: their options, and what one act-step asks and answers.
 
-This is also the wire contract of the `command` executor: the daemon writes
-one StepRequest as JSON on the program's stdin and reads one StepResult as
-JSON from its stdout.
+The options are what `agents.create`/`agents.configure` take per executor
+(the OpenRPC document shows them from these types). StepRequest/StepResult
+are also the wire contract of the `command` executor: the daemon writes one
+StepRequest as JSON on the program's stdin and reads one StepResult as JSON
+from its stdout.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Final
 
 import msgspec
 
 from reynd.protocol.events import Message
+from reynd.protocol.schema import inline_schema
 
-__all__ = ["StepRequest", "StepResult"]
+__all__ = [
+    "EXECUTOR_OPTIONS",
+    "OPTIONS_SCHEMA",
+    "BuiltinOptions",
+    "CommandOptions",
+    "OpenAIOptions",
+    "StepRequest",
+    "StepResult",
+]
+
+
+class BuiltinOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The deterministic demo executor: `delay` seconds of pretend work per step."""
+
+    delay: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 0.0
+
+
+class CommandOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A program run once per step: StepRequest on its stdin, StepResult on its stdout."""
+
+    argv: Annotated[list[str], msgspec.Meta(min_length=1)]
+    timeout: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+    env: dict[str, str] = {}
+    cwd: str | None = None
+
+
+# The pattern is for readers of the document; __post_init__ checks the URL itself.
+_HttpUrl = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"})]
+
+
+class OpenAIOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """An OpenAI-compatible chat completions endpoint; the key is read from `api_key_env`."""
+
+    # The schema's pattern is for readers of the document; __post_init__ checks the URL.
+    base_url: Annotated[
+        str, msgspec.Meta(extra_json_schema={"pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"})
+    ] = "http://127.0.0.1:8080/v1"
+    model: str = "default"
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout: Annotated[float, msgspec.Meta(gt=0)] = 120.0
+    temperature: float | None = None
+    system: str | None = None
+    tools: bool = True
+
+    def __post_init__(self) -> None:
+        # Refused at agents.create, not at the first step (msgspec reports it as invalid).
+        import httpx  # the daemon's; clients never decode options
+
+        try:
+            url = httpx.URL(self.base_url)
+        except (httpx.InvalidURL, UnicodeError) as exc:
+            raise ValueError(f"base_url {self.base_url!r} is not a URL: {exc}") from None
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"base_url {self.base_url!r} must be an http:// or https:// URL")
+
+
+EXECUTOR_OPTIONS: Final[dict[str, type[msgspec.Struct]]] = {
+    "builtin": BuiltinOptions,
+    "command": CommandOptions,
+    "openai": OpenAIOptions,
+}
+
+OPTIONS_SCHEMA: Final[dict[str, Any]] = {
+    "description": "The executor's options: see x-options-by-executor.",
+    "anyOf": [inline_schema(t) for t in EXECUTOR_OPTIONS.values()],
+    "x-options-by-executor": {name: inline_schema(t) for name, t in EXECUTOR_OPTIONS.items()},
+}
+"""JSON Schema of an `options` param (msgspec validates it per executor at the door)."""
 
 
 class StepRequest(msgspec.Struct, kw_only=True, omit_defaults=True):

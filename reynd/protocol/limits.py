@@ -23,6 +23,7 @@ from typing import Final
 __all__ = [
     "INT_MAX",
     "INT_MIN",
+    "MAX_APPEND_EVENTS",
     "MAX_COUNT",
     "MAX_DEPTH",
     "batch_exceeds",
@@ -38,6 +39,9 @@ INT_MAX: Final = 2**63 - 1
 # A count in a record (tokens, a step or plan step number) and the sums kept of
 # them: JavaScript's Number.MAX_SAFE_INTEGER, exact in every JSON parser.
 MAX_COUNT: Final = 2**53 - 1
+# Events in one wal.append_batch: all of them are validated, and held in
+# memory, before anything is written; a bigger batch is several.
+MAX_APPEND_EVENTS: Final = 1000
 
 # Brackets become parentheses and quotes stay (commas too, for counting members);
 # everything else is deleted.

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 
 from reynd.protocol import agent_methods, audit_methods, errors, retention_methods
+from reynd.protocol.appendable import DATA_SCHEMA, KINDS
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
 from reynd.protocol.events import GenerationKind
 from reynd.protocol.names import AgentRef, Ident
@@ -65,6 +66,9 @@ __all__ = [
     "RetentionInfo",
     "RetentionPolicyInfo",
     "RetentionSetParams",
+    "BatchEvent",
+    "WalAppendBatchParams",
+    "WalAppendBatchResult",
     "WalAppendParams",
     "WalAppendResult",
 ]
@@ -340,13 +344,43 @@ class WalAppendParams(Params, kw_only=True):
     """
 
     agent: AgentRef
-    kind: Ident
-    data: dict[str, Any] = {}
+    kind: Annotated[Ident, msgspec.Meta(extra_json_schema={"enum": list(KINDS)})]
+    data: Annotated[dict[str, Any], msgspec.Meta(extra_json_schema=DATA_SCHEMA)] = {}
     based_on: NonNegative | None = None
 
 
 class WalAppendResult(Result, kw_only=True):
     seq: Seq
+    branch: int
+
+
+class BatchEvent(Params, kw_only=True):
+    """One event of `wal.append_batch`: `kind` and `data` exactly as for wal.append."""
+
+    kind: Ident
+    data: dict[str, Any] = {}
+
+
+class WalAppendBatchParams(Params, kw_only=True):
+    """Several events for one agent, appended all or nothing (`wal.append_batch`).
+
+    Every event is checked, in order and each against the state the ones
+    before it leave, before anything is written: one bad event refuses the
+    whole batch, naming it in `data.field` (`events[2].data.text`). One fence
+    check (`based_on`, as for wal.append), one fsync for the whole batch; the
+    records are consecutive, and after a crash either all of them or none are
+    in the log. At most MAX_APPEND_EVENTS events (limit_exceeded).
+    """
+
+    agent: AgentRef
+    events: list[BatchEvent]
+    based_on: NonNegative | None = None
+
+
+class WalAppendBatchResult(Result, kw_only=True):
+    """The seqs of the events, in order (consecutive), and the branch they are on."""
+
+    seqs: list[Seq]
     branch: int
 
 
@@ -413,6 +447,14 @@ METHODS: Final[dict[str, MethodDef]] = {
             WalAppendResult,
             "Append one typed event for an agent, fenced on the branch the writer saw.",
             (errors.StaleBranch, errors.InvalidEvent, errors.UnknownAgent),
+            mutating=True,
+        ),
+        MethodDef(
+            "wal.append_batch",
+            WalAppendBatchParams,
+            WalAppendBatchResult,
+            "Append several events for an agent all or nothing: one fsync, one fence check.",
+            (errors.StaleBranch, errors.InvalidEvent, errors.UnknownAgent, errors.LimitExceeded),
             mutating=True,
         ),
         *agent_methods.DEFS,

@@ -15,7 +15,17 @@ from reynd.protocol.openrpc import openrpc_document
 __all__ = ["methods_markdown"]
 
 
+# Extensions that give one param a schema per value of another (see openrpc.py).
+_PER_VALUE = {
+    "x-options-by-executor": ("the executor's options", "executor-options"),
+    "x-data-by-kind": ("the fields of the event `kind`", "events-walappend-takes"),
+}
+
+
 def _type(schema: dict[str, Any]) -> str:
+    for key, (what, anchor) in _PER_VALUE.items():
+        if key in schema:
+            return f"object: {what}, see [below](#{anchor})"
     if "$ref" in schema:
         return str(schema["$ref"]).rsplit("/", 1)[-1]
     if "enum" in schema:
@@ -44,6 +54,29 @@ def _fields(schema: dict[str, Any]) -> list[str]:
         default = "required" if name in required else f"`{_json(sub.get('default'))}`"
         rows.append(f"| `{name}` | {_type(sub)} | {default} |")
     return rows if len(rows) > 2 else ["(none)"]
+
+
+def _per_value_sections(doc: dict[str, Any]) -> list[str]:
+    found: dict[str, dict[str, Any]] = {}
+    for method in doc["methods"]:
+        for param in method["params"]:
+            for schema in (param["schema"], *param["schema"].get("anyOf", ())):
+                for key in _PER_VALUE:
+                    if key in schema:
+                        found.setdefault(key, schema[key])
+    titles = {
+        "x-options-by-executor": "Executor options",
+        "x-data-by-kind": "Events wal.append takes",
+    }
+    out: list[str] = []
+    for key, by_value in found.items():
+        out += [f"## {titles[key]}", ""]
+        for value, schema in by_value.items():
+            out += [f"### `{value}`", ""]
+            if schema.get("description"):
+                out += [" ".join(schema["description"].split()), ""]
+            out += [*_fields(schema), ""]
+    return out
 
 
 def _json(value: Any) -> str:
@@ -75,6 +108,7 @@ def methods_markdown() -> str:
         out += ["", f"Result: {_type(result)}", ""]
         errors = ", ".join(f"`{e['code']}` {e['data']['error']}" for e in method["errors"])
         out += [f"Errors: {errors}", ""]
+    out += _per_value_sections(doc)
     out += ["## Types", ""]
     for name in sorted(schemas):
         schema = schemas[name]

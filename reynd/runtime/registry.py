@@ -43,12 +43,15 @@ log = structlog.get_logger("reynd.registry")
 
 
 class _TurnWaiter:
-    __slots__ = ("abandoned", "done", "ended", "message_seq")
+    """A `send --wait` caller: woken when its turn ends, asks a question, or is abandoned."""
+
+    __slots__ = ("abandoned", "asked", "done", "ended", "message_seq")
 
     def __init__(self, message_seq: int) -> None:
         self.message_seq = message_seq
         self.done = trio.Event()
         self.ended: ev.TurnEnded | None = None
+        self.asked: ev.InterventionAsked | None = None
         self.abandoned = False
 
 
@@ -190,7 +193,8 @@ class AgentRegistry:
         return cancelled
 
     def on_commit(self, events: Sequence[ev.Event]) -> None:
-        """Wake the runners whose agent changed; complete `send --wait` callers."""
+        """Wake the runners whose agent changed; wake `send --wait` callers whose turn
+        ended or asked the operator (the turn then waits: so would the caller)."""
         for event in events:
             if isinstance(event, ev.AgentCreated | ev.AgentConfigured) and self._nursery:
                 self._start(event.agent, rerun_open_step=True)
@@ -203,6 +207,16 @@ class AgentRegistry:
                 if waiter is not None:
                     waiter.ended = event
                     waiter.done.set()
+            elif isinstance(event, ev.InterventionAsked) and self._waits_for(event):
+                waiter = self._waiters.pop(event.turn_id or "", None)
+                if waiter is not None:
+                    waiter.asked = event
+                    waiter.done.set()
+
+    def _waits_for(self, asked: ev.InterventionAsked) -> bool:
+        """Whether the question is still open (an answer sent early closes it at once)."""
+        agent = self._store.state.agents.get(asked.agent)
+        return agent is not None and asked.intervention_id in agent.interventions
 
     def _executor_for(self, agent: AgentState) -> Executor:
         config = msgspec.json.encode([agent.executor, agent.options])
@@ -331,6 +345,9 @@ class AgentRegistry:
             result.boundary_seq = waiter.ended.seq
             result.outcome = waiter.ended.outcome
             result.reply = waiter.ended.reply
+        elif waiter.asked is not None:
+            result.intervention_id = waiter.asked.intervention_id
+            result.question = waiter.asked.question
         elif waiter.abandoned:
             result.outcome = "abandoned"  # a rewind abandoned the message before its turn ended
         return result

@@ -16,6 +16,8 @@ committer fails every pending append and the daemon exits non-zero).
 The points:
 
     wal.write               start of a write batch, nothing written yet (a failing write)
+    wal.mid_batch           an atomic batch (wal.append_batch) is written up to the middle
+                            of one of its records after the first (hit once per such record)
     wal.after_write         the batch is written, not synced
     wal.sync                just before the batch's fdatasync: an error here is a
                             failed fsync (the bytes are in the file, not durable)
@@ -46,7 +48,7 @@ import os
 import signal
 from dataclasses import dataclass
 
-__all__ = ["CRASH_ENV", "hit"]
+__all__ = ["CRASH_ENV", "armed", "hit"]
 
 CRASH_ENV = "REYN_CRASH_AT"
 
@@ -77,6 +79,11 @@ def _parse(spec: str) -> dict[str, _Armed]:
 
 
 _armed = _parse(os.environ.get(CRASH_ENV, ""))
+
+
+def armed(name: str) -> bool:
+    """True when point `name` is armed: a writer may then stage a partial write before it."""
+    return name in _armed
 
 
 def hit(name: str) -> None:

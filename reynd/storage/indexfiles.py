@@ -126,6 +126,13 @@ class IndexFiles:
             # It stays; the next start finds it torn or out of step again, and scans.
             log.warning("cannot remove segment index %s: %s", self.path(first_seq), exc)
 
+    def drop_all(self) -> None:
+        """Remove every index file (best effort, as `drop`): the next start scans in full."""
+        if self.dir.is_dir():
+            for p in self.dir.glob(f"*{SUFFIX}"):
+                if p.stem.isdigit():
+                    self.drop(int(p.stem))
+
     def remove(self, first_seq: int) -> None:
         """Remove the index of a segment retention deleted; the caller syncs the directory."""
         with contextlib.suppress(FileNotFoundError):

@@ -80,16 +80,16 @@ def scan_segment(
         data = f.read()
     pos = 0
     seq = seg.first_seq + len(seg.offsets)
+    # The records of an atomic batch whose last record is not read yet: held
+    # back from `on_record` until it is, dropped with the tail when it never is.
+    batch: list[tuple[Event, int, int]] = []  # (event, pos, length)
+    torn = len(data)
     while pos < len(data):
         try:
             body, end = next_frame(data, pos)
         except FrameInvalid as exc:
             if last and not _valid_record_after(data, pos):
-                if cut:
-                    cut_tail(seg.path, data[pos:], base + pos, report)
-                else:
-                    report.torn_path, report.torn_offset = seg.path, base + pos
-                    report.torn_bytes = len(data) - pos
+                torn = pos
                 break
             raise CorruptionError(seg.path, base + pos, seq, str(exc)) from None
         event = decode_body(body, seg.path, base + pos, seq)
@@ -97,17 +97,51 @@ def scan_segment(
             raise CorruptionError(
                 seg.path, base + pos, seq, f"record carries seq {event.seq}, expected {seq}"
             )
-        seg.offsets.append(base + pos)
-        seg.last_ts = event.ts
-        try:
-            on_record(event, end - pos)
-        except ValueError as exc:
-            # A checksummed record the log cannot hold (e.g. a reset whose
-            # target does not precede it) is corruption, not a crash.
-            raise CorruptionError(seg.path, base + pos, seq, str(exc)) from None
+        if batch and event.more != batch[-1][0].more - 1:
+            raise CorruptionError(
+                seg.path,
+                base + pos,
+                seq,
+                f"record ends no batch ({batch[-1][0].more} more records were announced)",
+            )
+        batch.append((event, pos, end - pos))
+        if event.more == 0:
+            for held, at, length in batch:
+                _record(seg, held, base + at, length, on_record)
+            batch.clear()
         pos = end
         seq += 1
-    seg.size = base + pos
+    if batch:
+        if not last:
+            raise CorruptionError(
+                seg.path,
+                base + batch[0][1],
+                batch[0][0].seq,
+                "an atomic batch ends the segment unfinished",
+            )
+        # The batch's last record never reached the disk: none of it was
+        # acknowledged, and a prefix of it must not become visible.
+        torn = batch[0][1]
+    if torn < len(data):
+        if cut:
+            cut_tail(seg.path, data[torn:], base + torn, report)
+        else:
+            report.torn_path, report.torn_offset = seg.path, base + torn
+            report.torn_bytes = len(data) - torn
+    seg.size = base + torn
+
+
+def _record(
+    seg: Segment, event: Event, offset: int, length: int, on_record: Callable[[Event, int], None]
+) -> None:
+    seg.offsets.append(offset)
+    seg.last_ts = event.ts
+    try:
+        on_record(event, length)
+    except ValueError as exc:
+        # A checksummed record the log cannot hold (e.g. a reset whose
+        # target does not precede it) is corruption, not a crash.
+        raise CorruptionError(seg.path, offset, event.seq, str(exc)) from None
 
 
 def cut_tail(path: Path, tail: bytes, offset: int, report: RecoveryReport) -> None:

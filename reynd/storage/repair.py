@@ -8,6 +8,8 @@ the decision to give up everything from that record on:
    removed first (they describe records that are about to go);
 2. every byte from the bad record to the end of the log is moved under
    `wal/torn/` (the cut part of the segment, and every later segment whole);
+   a cut inside an atomic batch starts at the batch's first record instead,
+   as recovery would otherwise cut the rest of the batch at the next open;
 3. the segment is truncated there and synced;
 4. one `lost` record is appended for each seq that was cut, up to the highest
    seq found in the cut bytes, so no seq is ever issued twice and seqs stay
@@ -20,6 +22,8 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from reynd.protocol.events import Lost
 from reynd.storage.framing import FrameInvalid, next_frame
@@ -54,7 +58,8 @@ def truncate_at(root: Path, segment_name: str, offset: int) -> RepairReport:
         data = segment.read_bytes()
         if not 0 <= offset <= len(data):
             raise ValueError(f"offset {offset} is outside {segment} (0..{len(data)})")
-        first_lost = int(segment.stem) + _count_records(data, offset, segment)
+        kept, offset = _cut_point(data, offset, segment)
+        first_lost = int(segment.stem) + kept
         later = sorted(p for p in wal_dir.iterdir() if p.suffix == SUFFIX and p.name > segment.name)
         index = IndexFiles(root / "state" / INDEX_DIR)
         if index.dir.is_dir():
@@ -95,20 +100,38 @@ def truncate_at(root: Path, segment_name: str, offset: int) -> RepairReport:
     return RepairReport(segment, offset, first_lost, highest, tuple(saved))
 
 
-def _count_records(data: bytes, offset: int, path: Path) -> int:
-    """How many intact records precede `offset` (which must be a record boundary)."""
+class _More(msgspec.Struct):
+    more: int = 0  # records of the same atomic batch after this one (events.Event.more)
+
+
+_more = msgspec.json.Decoder(_More)
+
+
+def _cut_point(data: bytes, offset: int, path: Path) -> tuple[int, int]:
+    """(intact records kept, where to cut): `offset` (a record boundary), or earlier.
+
+    Earlier when `offset` falls inside an atomic batch: the cut starts at
+    the batch's first record, never leaving a batch's prefix in the log.
+    """
     pos = count = 0
+    batch: tuple[int, int] | None = None  # (count, offset) at the open batch's first record
     while pos < offset:
+        start = pos
         try:
-            _, pos = next_frame(data, pos)
+            body, pos = next_frame(data, pos)
         except FrameInvalid:
             raise ValueError(
                 f"{path}: offset {offset} is past a bad record at {pos}; cut at {pos} instead"
             ) from None
+        more = _more.decode(body).more
+        if more and batch is None:
+            batch = (count, start)
+        elif not more:
+            batch = None
         count += 1
     if pos != offset:
         raise ValueError(f"{path}: offset {offset} is not at a record boundary")
-    return count
+    return batch if batch is not None else (count, offset)
 
 
 def _highest_seq(data: bytes) -> int:

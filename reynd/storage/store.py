@@ -41,6 +41,7 @@ from reynd.protocol.events import Event, GenerationKind, Rewind, kind_of
 from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
 from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints
+from reynd.storage.damage import clear_mark, read_mark
 from reynd.storage.errors import CorruptionError
 from reynd.storage.framing import FrameInvalid, encode_frame, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, restrict_dir
@@ -79,6 +80,11 @@ class Staged:
     events: tuple[Event, ...]
     frames: tuple[tuple[int, bytes], ...]
     rebuilt: Rebuilt | None = None
+
+    @property
+    def glued(self) -> frozenset[int]:
+        """Seqs that continue an atomic batch: the WAL keeps them in their batch's segment."""
+        return frozenset(e.seq + 1 for e in self.events if e.more)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,15 +174,24 @@ class Store:
 
         rebuild = Rebuild(self.retained, state_dir / "wal")
         self.index = IndexFiles(state_dir / INDEX_DIR)
+        damage = read_mark(state_dir)
+        if damage is not None:
+            # A running daemon found a corrupt record the indexes had vouched
+            # for: trust none, verify every record (raises if it is still there).
+            log.warning("a previous run found damage, every record is verified: %s", damage)
+            self.index.drop_all()
         self.wal, self.recovery = Wal.open(
             state_dir / "wal",
             self.options.segment_bytes,
             rebuild.record,
             index=self.index,
-            on_chunk=rebuild.chunk,
+            on_chunk=rebuild.chunk if damage is None else None,
         )
         self._exit.callback(self.wal.close)
         rebuild.check_end(self.wal.head)
+        if damage is not None:
+            clear_mark(state_dir)
+            log.warning("every record verified, none damaged: the damage mark is removed")
         self.lineage, self.catalog = rebuild.lineage, rebuild.catalog
         self.file_ops = rebuild.file_ops
         self._unindexed = sum(
@@ -250,11 +265,15 @@ class Store:
 
     # -- appending -----------------------------------------------------------------
 
-    def stage(self, events: Sequence[Event], rebuilt: Rebuilt | None = None) -> Staged:
+    def stage(
+        self, events: Sequence[Event], rebuilt: Rebuilt | None = None, *, atomic: bool = False
+    ) -> Staged:
         """Assign seqs and timestamps and encode; nothing is visible or durable yet.
 
         `rebuilt` is the state a reset record among `events` leads to (see
-        `rebuild`); without it, `commit` rebuilds that state itself. Raises
+        `rebuild`); without it, `commit` rebuilds that state itself. `atomic`:
+        the events form one batch that recovery keeps whole or drops whole
+        (each record says how many of the batch follow it, `more`). Raises
         LimitExceeded, with nothing staged and no seq used, for a record that
         nests deeper than MAX_DEPTH: once acknowledged, a record must stay
         readable by every component, at every start.
@@ -262,8 +281,10 @@ class Store:
         now = time.time() if self._clock is None else self._clock()
         out: list[Event] = []
         frames: list[tuple[int, bytes]] = []
+        last = self._next_seq + len(events) - 1
         for seq, event in enumerate(events, start=self._next_seq):
-            stamped = msgspec.structs.replace(event, seq=seq, ts=now)
+            more = last - seq if atomic else 0
+            stamped = msgspec.structs.replace(event, seq=seq, ts=now, more=more)
             record = _encoder.encode(stamped)
             if nesting_exceeds(record):
                 raise errors.LimitExceeded(
@@ -316,10 +337,12 @@ class Store:
                 apply(self.state, event)
                 self._since_snapshot += len(frame)
 
-    def append(self, events: Sequence[Event], rebuilt: Rebuilt | None = None) -> list[Event]:
-        """Append durably (returns after fsync) and apply: the one-shot path."""
-        staged = self.stage(events, rebuilt)
-        placements = self.wal.write_batch(list(staged.frames))
+    def append(
+        self, events: Sequence[Event], rebuilt: Rebuilt | None = None, *, atomic: bool = False
+    ) -> list[Event]:
+        """Append durably (returns after fsync) and apply: the one-shot path (see `stage`)."""
+        staged = self.stage(events, rebuilt, atomic=atomic)
+        placements = self.wal.write_batch(list(staged.frames), staged.glued)
         self.wal.sync()
         self.commit(staged, placements)
         return list(staged.events)

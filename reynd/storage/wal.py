@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Set
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +94,7 @@ class Wal:
         self._wfd = -1
         self._wfirst = 0
         self._wsize = 0
+        self._glue: Set[int] = frozenset()  # seqs of a batch not all written yet
         self._failed: BaseException | None = None  # a write or sync failed: no more writes
         self.index: IndexFiles | None = None  # the segments' index files, when kept
         self._read_only = False
@@ -209,34 +210,53 @@ class Wal:
 
     # -- writer thread -------------------------------------------------------------
 
-    def write_batch(self, frames: list[tuple[int, bytes]]) -> list[Placement]:
+    def write_batch(
+        self, frames: list[tuple[int, bytes]], glued: Set[int] = frozenset()
+    ) -> list[Placement]:
         """Write framed records (seq, frame) in order; not durable until `sync`.
+
+        `glued`: seqs that continue an atomic batch (Staged.glued). They never
+        start a new segment, so that a batch lies in one file and recovery,
+        which only cuts the last segment, can drop it whole. A batch may end
+        past this call (a follower's shipment): its later seqs are kept.
 
         Any failure here or in `sync` leaves the log refusing every later
         write (WalFailed): what reached the disk is unknown.
         """
         self._check_writable()
         try:
-            return self._write_batch(frames)
+            return self._write_batch(frames, self._glue | glued)
         except BaseException as exc:
             self._failed = exc
             raise
 
-    def _write_batch(self, frames: list[tuple[int, bytes]]) -> list[Placement]:
+    def _write_batch(self, frames: list[tuple[int, bytes]], glue: Set[int]) -> list[Placement]:
         crashpoints.hit("wal.write")
         out: list[Placement] = []
         buf: list[bytes] = []
+        mid_batch = crashpoints.armed("wal.mid_batch")
         for seq, frame in frames:
-            if self._wfd < 0 or self._wsize >= self.segment_bytes:
+            full = self._wsize >= self.segment_bytes and seq not in glue
+            if self._wfd < 0 or full:
                 if buf:
                     write_all(self._wfd, b"".join(buf))
                     buf.clear()
                 self._rotate(seq)
             out.append(Placement(seq, self._wfirst, self._wsize, len(frame)))
-            buf.append(frame)
+            if mid_batch and seq in glue:
+                # Tests: the batch's records before this one and half of this
+                # one are in the file when the process dies.
+                half = len(frame) // 2
+                write_all(self._wfd, b"".join([*buf, frame[:half]]))
+                buf = [frame[half:]]
+                crashpoints.hit("wal.mid_batch")
+            else:
+                buf.append(frame)
             self._wsize += len(frame)
         if buf:
             write_all(self._wfd, b"".join(buf))
+        if frames:
+            self._glue = frozenset(s for s in glue if s > frames[-1][0])
         crashpoints.hit("wal.after_write")
         return out
 

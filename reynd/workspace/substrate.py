@@ -116,10 +116,13 @@ class Workspace(Resets, Retention):
 
     # -- recording (the runtime's and wal.append's path) ---------------------------------
 
-    async def record(self, committer: Committer, events: Sequence[Event]) -> list[Event]:
+    async def record(
+        self, committer: Committer, events: Sequence[Event], *, atomic: bool = False
+    ) -> list[Event]:
         """Append `events` durably, with the workspace changes since the last record first.
 
-        Returns `events` with their seqs (the file records are not among them).
+        `atomic` (a wal.append_batch) covers the file records too. Returns
+        `events` with their seqs (the file records are not among them).
         """
         if not self._settled.is_set():
             await self._settled.wait()
@@ -138,7 +141,7 @@ class Workspace(Resets, Retention):
                 prepared = Prepared(self._model, {}, None)
             records = file_records(prepared.changes, cause)
             # From here to `wait`, no checkpoint: the writer wakes this task.
-            queued = committer.enqueue([*records, *events])
+            queued = committer.enqueue([*records, *events], atomic=atomic)
             self._adopt(prepared, queued.staged.events)
         finally:
             self._lock.release()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from reynd.protocol import errors
-from reynd.protocol.executor import StepRequest, StepResult
+from reynd.protocol.executor import EXECUTOR_OPTIONS, StepRequest, StepResult
 
 if TYPE_CHECKING:
     from reynd.runtime.procs import ProcessGroups
@@ -28,21 +28,12 @@ class Executor(Protocol):
 
 
 def _options_type(name: str) -> type[msgspec.Struct]:
-    if name == "builtin":
-        from reynd.runtime.executors.builtin import BuiltinOptions
-
-        return BuiltinOptions
-    if name == "command":
-        from reynd.runtime.executors.command import CommandOptions
-
-        return CommandOptions
-    if name == "openai":
-        from reynd.runtime.executors.openai import OpenAIOptions
-
-        return OpenAIOptions
-    raise errors.InvalidParams(
-        f"unknown executor {name!r}: use builtin, command or openai", {"executor": name}
-    )
+    try:
+        return EXECUTOR_OPTIONS[name]
+    except KeyError:
+        raise errors.InvalidParams(
+            f"unknown executor {name!r}: use {', '.join(EXECUTOR_OPTIONS)}", {"executor": name}
+        ) from None
 
 
 def validate_options(name: str, options: dict[str, Any]) -> msgspec.Struct:

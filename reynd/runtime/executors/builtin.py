@@ -14,21 +14,17 @@ from the demo executor. Messages may ask for more structure:
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 import trio
 
 from reynd.protocol.events import Message, ToolCall
-from reynd.protocol.executor import StepRequest, StepResult
+from reynd.protocol.executor import BuiltinOptions, StepRequest, StepResult
 
-__all__ = ["BuiltinExecutor", "BuiltinOptions"]
+__all__ = ["BuiltinExecutor"]
 
 PHASES = ("plan", "act", "review")
-
-
-class BuiltinOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    delay: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 0.0
 
 
 def _tokens(text: str) -> int:

@@ -17,26 +17,18 @@ import os
 import signal
 import subprocess
 from pathlib import Path
-from typing import Annotated
 
 import msgspec
 import trio
 
-from reynd.protocol.executor import StepRequest, StepResult
+from reynd.protocol.executor import CommandOptions, StepRequest, StepResult
 from reynd.runtime.executors.base import StepFailed
 from reynd.runtime.procs import TOKEN_ENV, ProcessGroups, new_token
 
-__all__ = ["CommandExecutor", "CommandOptions"]
+__all__ = ["CommandExecutor"]
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(StepResult)
-
-
-class CommandOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    argv: Annotated[list[str], msgspec.Meta(min_length=1)]
-    timeout: Annotated[float, msgspec.Meta(gt=0)] = 300.0
-    env: dict[str, str] = {}
-    cwd: str | None = None
 
 
 async def _kill_group(process: trio.Process) -> None:

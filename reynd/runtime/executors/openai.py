@@ -12,35 +12,16 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Annotated, Any
+from typing import Any
 
 import httpx
 import msgspec
 
 from reynd.protocol.events import Message, ToolCall
-from reynd.protocol.executor import StepRequest, StepResult
+from reynd.protocol.executor import OpenAIOptions, StepRequest, StepResult
 from reynd.runtime.executors.base import StepFailed
 
-__all__ = ["OpenAIExecutor", "OpenAIOptions", "TOOLS"]
-
-
-class OpenAIOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    base_url: str = "http://127.0.0.1:8080/v1"
-    model: str = "default"
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout: Annotated[float, msgspec.Meta(gt=0)] = 120.0
-    temperature: float | None = None
-    system: str | None = None
-    tools: bool = True
-
-    def __post_init__(self) -> None:
-        # Refused at agents.create, not at the first step (msgspec reports it as invalid).
-        try:
-            url = httpx.URL(self.base_url)
-        except (httpx.InvalidURL, UnicodeError) as exc:
-            raise ValueError(f"base_url {self.base_url!r} is not a URL: {exc}") from None
-        if url.scheme not in ("http", "https") or not url.host:
-            raise ValueError(f"base_url {self.base_url!r} must be an http:// or https:// URL")
+__all__ = ["OpenAIExecutor", "TOOLS"]
 
 
 def _tool_time(arguments: dict[str, Any]) -> str:

@@ -1,0 +1,80 @@
+"""msgspec's validation messages, said plainly: what a value must be, not which C type failed.
+
+msgspec reports "Expected `int` >= 0" or "Object contains unknown field `x`";
+people (and the scripts that show them the message) read "must be 0 or more"
+and "unknown field `x`" better. Only the wording changes: the field path is
+found separately (reynd.daemon.rpc.validation_details), and a message this
+module does not know is kept as msgspec wrote it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Final
+
+__all__ = ["plain_reason"]
+
+_TYPES: Final = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "true or false",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
+    "bytes": "base64 bytes",
+}
+
+
+def _kind(spec: str) -> str:
+    """`int | null` -> "an integer or null"."""
+    return " or ".join(_TYPES.get(part.strip(), f"`{part.strip()}`") for part in spec.split("|"))
+
+
+def _bound(op: str, value: str) -> str:
+    value = value.removesuffix(".0")
+    return {
+        ">=": f"{value} or more",
+        ">": f"more than {value}",
+        "<=": f"{value} or less",
+        "<": f"less than {value}",
+    }[op]
+
+
+def _length(kind: str, op: str, value: str) -> str:
+    unit = {"str": "characters", "bytes": "bytes"}.get(kind, "items")
+    return f"must have {_bound(op, value)} {unit}"
+
+
+_RULES: Final[tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...]] = (
+    (
+        re.compile(r"Expected `([^`]+)`, got `([^`]+)`"),
+        lambda m: f"must be {_kind(m[1])}, not {_kind(m[2])}",
+    ),
+    (
+        re.compile(r"Expected `([^`]+)` of length (>=|>|<=|<) (\d+)"),
+        lambda m: _length(m[1], m[2], m[3]),
+    ),
+    (
+        re.compile(r"Expected `([^`]+)` (>=|>|<=|<) (-?[\d.e+-]+)"),
+        lambda m: f"must be {_bound(m[2], m[3])}",
+    ),
+    (
+        re.compile(r"Expected `str` matching regex (.+)"),
+        lambda m: f"holds a character or form not allowed here (it must match {m[1]})",
+    ),
+    (re.compile(r"Object missing required field `([^`]+)`"), lambda m: f"`{m[1]}` is required"),
+    (re.compile(r"Object contains unknown field `([^`]+)`"), lambda m: f"unknown field `{m[1]}`"),
+    (re.compile(r"Invalid enum value (.+)"), lambda m: f"{m[1]} is not one of the allowed values"),
+    (re.compile(r"Integer value out of range"), lambda m: "the integer is out of range"),
+)
+
+
+def plain_reason(reason: str) -> str:
+    """msgspec's `reason` (without its ` - at $.path` suffix) in plain words."""
+    for pattern, say in _RULES:
+        m = pattern.fullmatch(reason)
+        if m is not None:
+            return say(m)
+    return reason
