@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -38,10 +39,11 @@ from typing import Any
 
 import msgspec
 
-from bench import scaling, workload
+from bench import daemon, scaling, workload
 from bench.daemon import workdir
-from bench.peer import assistant_text, sqlite_default_synchronous, user_text
-from bench.storage import raw_fsync_per_batch, raw_fsync_per_record, wal_appends
+from bench.storage import raw_fsync_per_batch, raw_fsync_per_record, trio_ack_floor, wal_appends
+from bench.targets import targets
+from bench.texts import assistant_text, user_text
 from reynd.protocol import events as ev
 from reynd.storage.framing import encode_frame
 
@@ -64,10 +66,17 @@ def machine(base: Path) -> dict[str, str]:
         "kernel": platform.release(),
         "python": platform.python_version(),
         "sqlite": __import__("sqlite3").sqlite_version,
-        "langgraph": metadata.version("langgraph"),
-        "langgraph-checkpoint-sqlite": metadata.version("langgraph-checkpoint-sqlite"),
-        "reynd": metadata.version("reynd"),
+        "langgraph": _version("langgraph"),
+        "langgraph-checkpoint-sqlite": _version("langgraph-checkpoint-sqlite"),
+        "reynd": _version("reynd"),
     }
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def turn_record_bytes() -> float:
@@ -111,6 +120,7 @@ def limits(base: Path, n: int) -> dict[str, Any]:
     finally:
         alone.close()
     raw1b = raw_fsync_per_record(d / "raw1b", n, size)
+    floor64 = trio_ack_floor(n * 16, 64)  # trio's own cost of 64 tasks parked and woken
     per_record = 2 / (raw1 + raw1b)  # seconds, from the mean rate
     return {
         "record_bytes": size,
@@ -120,6 +130,7 @@ def limits(base: Path, n: int) -> dict[str, Any]:
         "raw_fsync_batch64_per_record_s": 1 / raw64,
         "wal_1_writer_per_append_s": 1 / wal1,
         "wal_64_writers_per_append_s": 1 / wal64,
+        "trio_ack_floor_64_per_append_s": 1 / floor64,
         "reynd_turn_alone_s": statistics.fmean(turn_alone),
         "reynd_turn_alone_median_s": statistics.median(turn_alone),
         # a turn = 4 appends, each waiting for its own fsync
@@ -180,15 +191,18 @@ def render(result: dict[str, Any]) -> str:
     )
     out.append(f"reynd: the daemon over its Unix socket, {workload.DRIVER}")
     peer = result["peer"]
-    out.append(
-        f"peer:  LangGraph {m['langgraph']} + langgraph-checkpoint-sqlite "
-        f"{m['langgraph-checkpoint-sqlite']} (SqliteSaver), journal_mode="
-        f"{peer['journal_mode']}, synchronous={'/'.join(peer['modes'])}; SQLite's "
-        f"default on this machine is {peer['default_synchronous']}"
-        + (" (the same run)" if peer["default_synchronous"] in peer["modes"][:1] else "")
-        + "; LangGraph's default durability (async): every checkpoint of a turn is "
-        "committed when invoke returns; 3 checkpoints per turn"
-    )
+    if peer is None:
+        out.append("peer:  not run (--no-peer, or the bench extra is not installed)")
+    else:
+        out.append(
+            f"peer:  LangGraph {m['langgraph']} + langgraph-checkpoint-sqlite "
+            f"{m['langgraph-checkpoint-sqlite']} (SqliteSaver), journal_mode="
+            f"{peer['journal_mode']}, synchronous={'/'.join(peer['modes'])}; SQLite's "
+            f"default on this machine is {peer['default_synchronous']}"
+            + (" (the same run)" if peer["default_synchronous"] in peer["modes"][:1] else "")
+            + "; LangGraph's default durability (async): every checkpoint of a turn is "
+            "committed when invoke returns; 3 checkpoints per turn"
+        )
     out.append("")
     out.append("1. Workload (ratio = reynd / peer; < 1: reynd better; ~ = projected, see notes)")
     out.append(f"   {'':32} {'T':>6} {'sync':>5} {'reynd':>11} {'peer':>13} {'ratio':>8}")
@@ -220,6 +234,7 @@ def render(result: dict[str, Any]) -> str:
     raw1, raw4 = lim["raw_fsync_per_record_s"], lim["raw_fsync_batch4_per_record_s"]
     raw64, wal1 = lim["raw_fsync_batch64_per_record_s"], lim["wal_1_writer_per_append_s"]
     wal64 = lim["wal_64_writers_per_append_s"]
+    floor64 = lim["trio_ack_floor_64_per_append_s"]
     out += [
         f"   write+fdatasync per record           {raw1 * 1e3:8.3f} ms"
         f"   -> a turn of 4 fsynced appends: {lim['turn_floor_s'] * 1e3:.2f} ms",
@@ -229,6 +244,8 @@ def render(result: dict[str, Any]) -> str:
         f"  ({wal1 / raw1:.2f}x raw)",
         f"   reynd WAL in-process, 64 writers     {wal64 * 1e6:8.1f} us/append"
         f"  ({wal64 / raw64:.2f}x batched raw)",
+        f"   trio alone, 64 tasks parked + woken  {floor64 * 1e6:8.1f} us/append"
+        f"  (no I/O, no work: the floor of one task per writer)",
         f"   reynd turn over the socket, alone    {lim['reynd_turn_alone_s'] * 1e3:8.3f} ms"
         f"   ({lim['reynd_turn_alone_s'] / lim['turn_floor_s']:.2f}x the 4-fsync floor; "
         f"median {lim['reynd_turn_alone_median_s'] * 1e3:.2f} ms)",
@@ -261,75 +278,44 @@ def render(result: dict[str, Any]) -> str:
             f"{s['rewind_worst_s'] * 1e3:6.2f} "
             f"{s['reconstruct_s'] * 1e3:9.2f} {s['page_s'] * 1e3:8.2f}"
         )
+    out += _render_rpc(result)
     out.append("")
-    out.append("Targets")
+    out.append("Targets (value vs goal)")
     for t in result["targets"]:
-        out.append(f"   [{'met' if t['met'] else 'MISSED'}] {t['what']}: {t['detail']}")
+        if t["value"] is None:
+            mark, value = "n/a", "-"
+        else:
+            mark, value = ("met" if t["met"] else "MISSED"), f"{t['value']:.3f}"
+        out.append(f"   [{mark}] {t['name']} {value} (goal {t['goal']}): {t['detail']}")
     return "\n".join(out)
 
 
-def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+def _render_rpc(result: dict[str, Any]) -> list[str]:
     out = []
-    rows = result["workload"]
-    missed = [r for r in rows if not r["met"]]
-    worst = max(rows, key=lambda r: r["ratio"])
-    out.append(
-        {
-            "what": "ahead of the peer on every workload row (ratio < 1)",
-            "met": not missed,
-            "detail": f"{len(rows) - len(missed)}/{len(rows)} rows; worst ratio "
-            f"{worst['ratio']:.3f} ({worst['label']}, T={worst['T']:,})"
-            + (
-                "; missed: "
-                + ", ".join(f"{r['label']} T={r['T']:,} ({r['ratio']:.2f})" for r in missed)
-                if missed
-                else ""
-            ),
-        }
-    )
-    bpt = [r["reynd"]["bytes_per_turn"] for r in result["runs"]]
-    spread = max(bpt) / min(bpt)
-    out.append(
-        {
-            "what": "reynd bytes per turn flat in T",
-            "met": spread <= 1.5,
-            "detail": " / ".join(f"{b:,.0f}" for b in bpt) + f" B (max/min {spread:.2f})",
-        }
-    )
-    sc = result["scaling"]
-    if len(sc) >= 2:
-        lo, hi = sc[0], sc[-1]
-        span = f"{lo['entries']:.0e} -> {hi['entries']:.0e}"
-        for key, label in (
-            ("rewind_tip_s", "rewind near the tip"),
-            ("rewind_mid_s", "rewind to the middle"),
-            ("rewind_worst_s", "rewind, longest replay (just below a snapshot)"),
-            ("reconstruct_s", "reconstruct (state.get at a past seq)"),
-            ("page_s", "generations.list first page"),
-        ):
-            ratio = hi[key] / lo[key]
+    rpc = result.get("rpc")
+    if rpc:
+        out += [
+            "",
+            f"4. RPC server vs a trivial trio echo server (requests/s, one request in flight per "
+            f"client, {result['rpc_rounds']} alternating rounds of {result['rpc_seconds']:g} s)",
+            f"   {'method':14} {'clients':>7} {'reynd/s':>9} {'echo/s':>9} {'ratio':>6} "
+            f"{'reynd us/req':>12} {'echo us/req':>11} {'reply B':>8}",
+        ]
+        for row in rpc["rows"]:
             out.append(
-                {
-                    "what": f"{label} flat within 1.5x, {span}",
-                    "met": ratio <= 1.5,
-                    "detail": f"{lo[key] * 1e3:.2f} -> {hi[key] * 1e3:.2f} ms (x{ratio:.2f})",
-                }
+                f"   {row['method']:14} {row['clients']:7d} {row['reynd_rps']:9,.0f} "
+                f"{row['echo_rps']:9,.0f} {row['ratio']:6.2f} "
+                f"{row['reynd_server_us_per_req']:12.1f} {row['echo_server_us_per_req']:11.1f} "
+                f"{row['reynd_reply_bytes']:8,d}"
             )
-        ratio = hi["restart_s"] / lo["restart_s"]
-        scan = hi["restart_scan_s"] / lo["restart_scan_s"]
-        out.append(
-            {
-                "what": f"restart (start to READY=1) within 1.5x, {span}",
-                "met": ratio <= 1.5,
-                "detail": f"{lo['restart_s']:.2f} -> {hi['restart_s']:.2f} s (x{ratio:.2f} for "
-                f"x{hi['entries'] / lo['entries']:.0f} entries; storage open "
-                f"{lo['open_s'] * 1e3:.0f} -> {hi['open_s'] * 1e3:.0f} ms); by a full scan "
-                f"(segment indexes moved aside) {lo['restart_scan_s']:.2f} -> "
-                f"{hi['restart_scan_s']:.2f} s (x{scan:.1f}), "
-                f"{hi['restart_scan_vs_floor']:.0f}x a sequential read of the same "
-                f"{hi['wal_bytes'] / 2**20:.0f} MiB",
-            }
-        )
+    rep = result.get("replication")
+    if rep:
+        out += ["", "5. Replication: wal.append/s with [replicate] on vs off (moto on loopback)"]
+        for key, r in rep.items():
+            out.append(
+                f"   {key.replace('_', ' '):10} plain {r['plain_per_s']:7,} replicated "
+                f"{r['replicated_per_s']:7,} ratio {r['ratio']:.3f}"
+            )
     return out
 
 
@@ -371,6 +357,50 @@ def plot(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def _peer_available() -> bool:
+    try:
+        import langgraph  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _rpc(base: Path, seconds: float, rounds: int) -> dict[str, Any]:
+    """bench.daemon's requests/s against the echo server (the RPC targets of issue 14)."""
+    load = daemon.Load()
+    try:
+        return daemon.measure_rps(base / "rpc", load, seconds, rounds)
+    finally:
+        load.close()
+
+
+def _replication(base: Path, seconds: float, rounds: int) -> dict[str, Any] | None:
+    """bench.replication's append throughput, on vs off (issue 15); None without moto."""
+    try:
+        from bench import replication
+    except ImportError:
+        return None
+    work = base / "replication"
+    work.mkdir()
+    saved = {k: os.environ.get(k) for k in replication.CREDENTIALS}
+    os.environ.update(replication.CREDENTIALS)  # moto's; the daemons inherit them
+    moto, endpoint = replication.start_moto(work)
+    try:
+        return replication.measure_throughput(work, endpoint, seconds, rounds)
+    finally:
+        moto.kill()
+        moto.wait()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         prog="python -m bench",
@@ -380,7 +410,7 @@ def main() -> None:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="T = 100, 1,000; scaling at 10^4, 10^5; one round (~3 min)",
+        help="T = 100, 1,000; scaling at 10^4, 10^5; one round, short windows (~4 min)",
     )
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     ap.add_argument("--out", default="bench-out", help="directory for bench.{txt,json,png}")
@@ -390,47 +420,72 @@ def main() -> None:
         default=1000,
         help="largest T the peer runs in full (above: sampled)",
     )
+    ap.add_argument("--no-peer", action="store_true", help="skip the workload (needs LangGraph)")
+    ap.add_argument("--turns", type=_ints, help="the workload's T values, e.g. 100,1000")
+    ap.add_argument("--sizes", type=_ints, help="the scaling's entries, e.g. 10000,100000")
+    ap.add_argument("--appends", type=int, help="appends per writer count in the limits")
+    ap.add_argument("--seconds", type=float, help="one RPC / replication load window (s)")
     args = ap.parse_args()
-    turns = [100, 1000] if args.quick else [100, 1000, 10_000]
-    sizes = [10**4, 10**5] if args.quick else [10**4, 10**5, 10**6]
-    rounds = 1 if args.quick else 2
+    quick = args.quick
+    turns = args.turns or ([100, 1000] if quick else [100, 1000, 10_000])
+    sizes = args.sizes or ([10**4, 10**5] if quick else [10**4, 10**5, 10**6])
+    rounds = 1 if quick else 2
+    seconds = args.seconds or (1.0 if quick else 3.0)
+    rpc_rounds = 1 if quick else 3
+    with_peer = not args.no_peer
+    if with_peer and not _peer_available():
+        sys.exit(
+            "python -m bench: the peer needs the bench extra (pip install -e '.[bench]'); "
+            "or pass --no-peer"
+        )
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    default_sync = sqlite_default_synchronous()
-    modes = ["FULL"] if default_sync == "FULL" else ["FULL", "default"]
     with workdir() as base:
         result: dict[str, Any] = {
-            "mode": "quick" if args.quick else "full",
+            "mode": "quick" if quick else "full",
             "command": " ".join(["python -m bench", *sys.argv[1:]]),
             "machine": machine(base),
             "scaling_rounds": rounds,
+            "rpc_seconds": seconds,
+            "rpc_rounds": rpc_rounds,
+            "peer": None,
         }
         _log("physical limits ...")
-        result["limits"] = limits(base, 300 if args.quick else 1000)
+        result["limits"] = limits(base, args.appends or (300 if quick else 1000))
         runs = []
-        for mode in modes:
-            for t in turns:
-                _log(f"workload T={t:,}, peer synchronous={mode} ...")
-                sub = base / f"w-{mode}"
-                sub.mkdir(exist_ok=True)
-                runs.append(
-                    workload.run(
-                        sub,
-                        t,
-                        peer_sync=None if mode == "default" else mode,
-                        peer_full_max=args.peer_full_max,
-                        log=_log,
+        if with_peer:
+            from bench.peer import sqlite_default_synchronous
+
+            default_sync = sqlite_default_synchronous()
+            modes = ["FULL"] if default_sync == "FULL" else ["FULL", "default"]
+            for mode in modes:
+                for t in turns:
+                    _log(f"workload T={t:,}, peer synchronous={mode} ...")
+                    sub = base / f"w-{mode}"
+                    sub.mkdir(exist_ok=True)
+                    runs.append(
+                        workload.run(
+                            sub,
+                            t,
+                            peer_sync=None if mode == "default" else mode,
+                            peer_full_max=args.peer_full_max,
+                            log=_log,
+                        )
                     )
-                )
+            result["peer"] = {
+                "modes": modes,
+                "default_synchronous": default_sync,
+                "journal_mode": runs[0]["peer"]["journal_mode"],
+            }
         result["runs"] = runs
-        result["peer"] = {
-            "modes": modes,
-            "default_synchronous": default_sync,
-            "journal_mode": runs[0]["peer"]["journal_mode"],
-        }
         _log("scaling ...")
         result["scaling"] = scaling.run(base, sizes, rounds=rounds, log=_log)
+        _log("rpc ...")
+        (base / "rpc").mkdir()
+        result["rpc"] = _rpc(base, seconds, rpc_rounds)
+        _log("replication ...")
+        result["replication"] = _replication(base, seconds, rpc_rounds)
     for s in result["scaling"]:
         s.pop("root", None)
     result["workload"] = workload_rows(runs)
@@ -439,12 +494,23 @@ def main() -> None:
     text = render(result)
     (out_dir / "bench.txt").write_text(text + "\n")
     (out_dir / "bench.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-    plot(result, out_dir / "bench.png")
+    written = "bench.txt, bench.json"
+    if runs and _has_matplotlib():
+        plot(result, out_dir / "bench.png")
+        written += ", bench.png"
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     else:
         print(text)
-        print(f"\nwritten: {out_dir / 'bench.txt'}, bench.json, bench.png", file=sys.stderr)
+        print(f"\nwritten in {out_dir}: {written}", file=sys.stderr)
+
+
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

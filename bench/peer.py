@@ -25,17 +25,11 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
+from bench.texts import assistant_text, user_text
+
 __all__ = ["PeerThread", "sqlite_default_synchronous"]
 
 _SYNC_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
-
-
-def user_text(i: int) -> str:
-    return f"Please fix the failing check in module {i % 37}, request {i}"
-
-
-def assistant_text(i: int) -> str:
-    return f"Done: updated the config and ran the tests for request {i}; all green."
 
 
 class _State(TypedDict):

@@ -66,19 +66,24 @@ def start_moto(base: Path) -> tuple[subprocess.Popen[bytes], str]:
         stderr=subprocess.DEVNULL,
         cwd=base,
     )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-    url = f"http://127.0.0.1:{port}"
-    import boto3
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        url = f"http://127.0.0.1:{port}"
+        import boto3
 
-    boto3.client("s3", endpoint_url=url).create_bucket(Bucket=BUCKET)
+        boto3.client("s3", endpoint_url=url).create_bucket(Bucket=BUCKET)
+    except BaseException:
+        proc.kill()  # e.g. no credentials: the caller never gets the process to stop
+        proc.wait()
+        raise
     return proc, url
 
 

@@ -20,12 +20,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from langchain_core.runnables import RunnableConfig
+from typing import TYPE_CHECKING, Any
 
 from bench.daemon import Client, Proc, start_reynd
-from bench.peer import PeerThread, assistant_text, user_text
+from bench.texts import assistant_text, user_text
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 AGENT = "ada"
 DRIVER = "external runtime: 4 x wal.append per turn over the socket (fsync each)"
@@ -157,6 +158,8 @@ def run(
     figures that need the whole thread are projected (marked so), always in the
     peer's favour.
     """
+    from bench.peer import PeerThread  # needs the bench extra (LangGraph)
+
     work = base / f"T{turns}"
     work.mkdir()
     reynd = ReyndThread(work, "reynd")

@@ -133,3 +133,26 @@ def test_a_fenced_writer_never_appends_on_a_state_it_did_not_see(daemon: Daemon)
             assert frozenset(lineage_state["agents"]) == seen
             after = c.call("state.get", {"seq": seq})
             assert set(after["agents"]) >= seen, f"append at {seq} lost what it was based on"
+
+
+def test_the_tip_read_is_the_state_as_of_its_seq_after_every_append_and_reset(
+    daemon: Daemon,
+) -> None:
+    """state.get at the tip (encoded once per head, then served again) never outlives its head."""
+    with daemon.connect() as c:
+        seqs = [_append(c, "ada", "agent.created")]
+        tips = {}
+        for j in range(4):
+            seqs.append(_append(c, "ada", "message.received", message_id=f"m{j}", text="hi"))
+            tips[seqs[-1]] = [c.call("state.get", {}) for _ in range(2)]
+        _append(c, "bob", "agent.created")  # the head moves on: below it, as-of reads rebuild
+        for seq, (first, again) in tips.items():
+            assert first == again
+            assert first["seq"] == seq
+            past = c.call("state.get", {"seq": seq})
+            assert first == past, f"the tip read at seq {seq} is not the state as of it"
+        reset = c.call("rewind", {"seq": seqs[1]})["reset_seq"]
+        tip = c.call("state.get", {})
+        assert tip["seq"] == reset
+        assert tip["agents"] == c.call("state.get", {"seq": seqs[1]})["agents"]
+        assert tip == c.call("state.get", {"seq": reset})

@@ -204,6 +204,7 @@ def test_diff_text():
         to_seq=9,
         agents={
             "ada": [
+                m.Change(path="/history/10", op="add", after={"role": "tool", "content": "z"}),
                 m.Change(path="/history/2", op="add", after={"role": "user", "content": "x"}),
                 m.Change(path="/turns_completed", op="change", before=1, after=2),
                 m.Change(path="/inbox/0", op="remove", before={"text": "y"}),
@@ -211,12 +212,14 @@ def test_diff_text():
             "bob": [],
         },
     )
+    # Document order whatever order the changes came in: indices as numbers.
     assert render.diff_text(res, PLAIN).splitlines() == [
         "seq 5 → seq 9",
-        "agent ada: 3 changes",
+        "agent ada: 4 changes",
         '  + /history/2        {"role":"user","content":"x"}',
-        "  ~ /turns_completed  1 → 2",
+        '  + /history/10       {"role":"tool","content":"z"}',
         '  - /inbox/0          {"text":"y"}',
+        "  ~ /turns_completed  1 → 2",
     ]
     none = m.DiffResult(from_seq=1, to_seq=1, agents={"ada": []})
     assert render.diff_text(none, PLAIN) == "seq 1 → seq 1: no differences"

@@ -10,6 +10,7 @@ app keeps running meanwhile. Waiting is polling with a deadline (Pilot's
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import subprocess
@@ -19,6 +20,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widgets import Log, OptionList, Static
@@ -255,17 +258,17 @@ def test_act_turn_steps_and_a_refused_rewind(daemon: Daemon) -> None:
         async with app.run_test(size=SIZE) as pilot:
             await connected(pilot, g1, g2)
             head = app.head
-            # The tip itself: the daemon refuses (nothing to do), the picker says why.
+            # The tip itself: a no-op, said so at once, with nothing to confirm.
             await open_picker(pilot)
-            await pilot.press("enter")
-            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirmation")
+            assert highlighted(app) == f"n{head}"
             await pilot.press("enter")
             await until(
                 pilot,
-                lambda: shows(app, "refused by the daemon", "nothing_to_do", "nothing changed"),
-                "the refusal",
+                lambda: shows(app, f"seq {head} is already the tip", "nothing to do"),
+                "the no-op",
             )
             assert isinstance(app.screen, PickerScreen)
+            assert not shows(app, f"moves back from seq {head} to seq {head}")
             assert (await call(daemon, "daemon.status"))["head"] == head
 
             # Expand the first turn's act-steps and rewind to just after step 0.
@@ -412,3 +415,250 @@ def test_graph_of_the_worked_example() -> None:
     ]
     parents = {r.node.seq: r.node.parent for r in rows if r.node}
     assert parents[16] == 7 and parents[11] == 5 and parents[9] == 7 and parents[12] == 11
+
+
+# -- issue 13: header, chat history, 80x24, palette, diff order, the tip ------------------
+
+
+def screen_lines(app: ReyndTui) -> list[str]:
+    """The terminal as drawn, line by line (what a user sees, wrapping included)."""
+    width, height = app.size
+    console = Console(
+        width=width, height=height, file=io.StringIO(), record=True, legacy_windows=False
+    )
+    console.print(
+        app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+    )
+    return console.export_text().splitlines()
+
+
+def chat_lines(app: ReyndTui) -> list[str]:
+    return list(main_screen(app).query_one("#chat-log", Log).lines)
+
+
+def said(app: ReyndTui, start: str) -> bool:
+    """Whether a chat line starts with `start`."""
+    return any(line.startswith(start) for line in chat_lines(app))
+
+
+def agent_header(app: ReyndTui) -> str:
+    return str(main_screen(app).query_one("#agent-status", Static).content)
+
+
+def test_agent_header_shows_the_turn_count_as_of_the_new_head(daemon: Daemon) -> None:
+    g1, g2 = two_turns(daemon)
+
+    async def scenario() -> None:
+        app = ReyndTui(daemon.socket, agent="a")
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot, g1, g2)
+            await until(pilot, lambda: "· 2 turns" in agent_header(app), "two turns")
+            # Another client rewinds: the header counts as of the reset, not as before.
+            await call(daemon, "rewind", {"seq": g1})
+            await until(pilot, lambda: "· 1 turn " in agent_header(app) + " ", "one turn")
+            # The TUI's own fork switch back to the second turn.
+            await open_picker(pilot)
+            await move_to(pilot, f"n{g2}")
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirmation")
+            await pilot.press("enter")
+            await until(pilot, lambda: "· 2 turns" in agent_header(app), "two turns again")
+            info = await call(daemon, "agents.get", {"agent": "a"})
+            assert info["turns_completed"] == 2
+
+    run(scenario)
+
+
+def test_chat_shows_history_and_separates_what_a_rewind_abandoned(daemon: Daemon) -> None:
+    g1, g2 = two_turns(daemon)
+    daemon.call("agents.create", {"name": "b"})
+    daemon.call("agents.send", {"agent": "b", "text": "bonjour", "wait": True})
+    memos = daemon.call("state.get", {"seq": g2 - 1, "agent": "a"})["agents"]["a"][
+        "pending_chains"
+    ][0]["steps"]
+    first = memos[0]["seq"]
+    reply = "a: [builtin demo executor, no model] You said: 'again'"
+
+    async def scenario() -> None:
+        app = ReyndTui(daemon.socket, agent="a")
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot, g1, g2)
+            await until(
+                pilot,
+                lambda: all(said(app, s) for s in ("you: hello", "you: again", reply)),
+                "a's history at start",
+            )
+            # Switching agents shows the other one's history, and back.
+            await pilot.press("ctrl+n")
+            await until(
+                pilot,
+                lambda: "you: bonjour" in chat_lines(app) and "you: hello" not in chat_lines(app),
+                "b's history",
+            )
+            await pilot.press("ctrl+n")
+            await until(pilot, lambda: said(app, reply), "a's history again")
+            before = chat_lines(app)
+            # Another client rewinds a's second turn to just after its first act-step: the
+            # turn continues (step 0 replayed from its memo, steps 1.. run again).
+            await call(daemon, "act_turn.rewind", {"agent": "a", "seq": first})
+
+            def separated() -> bool:
+                lines = chat_lines(app)
+                sep = [i for i, line in enumerate(lines) if f"rewound to seq {first}" in line]
+                return bool(sep) and any("turn ended" in x for x in lines[sep[0] :])
+
+            await until(pilot, separated, "a separator, then the continued turn")
+            lines = chat_lines(app)
+            sep = next(i for i, line in enumerate(lines) if f"rewound to seq {first}" in line)
+            assert lines[: len(before)] == before  # what was shown stays, above the line
+            assert sep >= len(before)
+            assert "abandoned" in " ".join(lines[sep : sep + 2])
+            after = lines[sep:]
+            assert any("step 0" in x and "replayed" in x for x in after), after
+            assert any("step 1:" in x for x in after), after
+            assert after.index(next(x for x in after if "turn ended" in x)) > 0
+
+    run(scenario)
+
+
+def test_nothing_wraps_at_80_by_24(daemon: Daemon) -> None:
+    daemon.call("agents.create", {"name": "a"})
+    long = "a first message far too long for its label to fit in a timeline row at 80 columns"
+    g1 = daemon.call("agents.send", {"agent": "a", "text": long, "wait": True})["boundary_seq"]
+    g2 = daemon.call("agents.send", {"agent": "a", "text": "again", "wait": True})["boundary_seq"]
+    reset = daemon.call("rewind", {"seq": g1})["reset_seq"]
+
+    def one_row_each(app: ReyndTui, selector: str) -> None:
+        ol = app.screen.query_one(selector, OptionList)
+        assert ol.virtual_size.height == ol.option_count, "an option took more than one row"
+
+    def row_of(lines: list[str], seq: int, width: int) -> str:
+        """The row of `seq` in the list, `width` cells wide (the chat / preview beside it)."""
+        found = [line[:width] for line in lines[1:] if f" {seq:>5} " in line[:width]]
+        assert len(found) == 1, (seq, lines)
+        return found[0]
+
+    async def scenario() -> None:
+        app = ReyndTui(daemon.socket, agent="a")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await connected(pilot, g1, g2, reset)
+            await until(pilot, lambda: said(app, "you: a first"), "the chat")
+            one_row_each(app, "#timeline")
+            for name in ("#conn", "#agent-status", "#banner"):
+                assert app.screen.query_one(name).size.height == 1, name
+            lines = screen_lines(app)
+            assert f"head {reset}" in lines[0]
+            width = app.screen.query_one("#timeline").size.width
+            tip, old, gone = (row_of(lines, seq, width) for seq in (reset, g1, g2))
+            assert "◉" in tip and "◀" in tip
+            assert "●" in old and "…" in old and long[:8] in old
+            assert "○" in gone and "again" in gone
+
+            await open_picker(pilot)
+            await move_to(pilot, f"n{g1}")
+            await until(pilot, lambda: shows(app, f"as of seq {g1}"), "the preview")
+            one_row_each(app, "#picker-list")
+            preview = app.screen.query_one("#preview", Static)
+            text_lines = str(preview.content).splitlines()
+            assert preview.size.height == len(text_lines), "a preview line wrapped"
+            assert app.screen.query_one("#picker-title").size.height == 1
+            assert "…" in "\n".join(screen_lines(app))
+
+    run(scenario)
+
+
+def test_command_palette_offers_the_tui_commands(daemon: Daemon) -> None:
+    g1, g2 = two_turns(daemon)
+    daemon.call("agents.create", {"name": "b"})
+
+    async def command(pilot: Pilot[None], query: str, expect: str) -> None:
+        app = pilot.app
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: CommandPalette.is_open(app), "the palette")
+        await pilot.press(*query)
+
+        def listed() -> list[str]:
+            ol = app.screen.query_one(CommandList)
+            return [str(ol.get_option_at_index(i).prompt) for i in range(ol.option_count)]
+
+        await until(pilot, lambda: any(expect in p for p in listed()), f"{expect!r} listed")
+        hits = listed()
+        await pilot.press(*["down"] * [expect in p for p in hits].index(True), "enter")
+        await until(pilot, lambda: not CommandPalette.is_open(app), "the palette closed")
+
+    async def scenario() -> None:
+        app = ReyndTui(daemon.socket, agent="a")
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot, g1, g2)
+            await command(pilot, "switch agent b", "switch agent: b")
+            await until(pilot, lambda: app.agent == "b", "agent b")
+            resyncs = app.resyncs
+            await command(pilot, "refresh", "refresh")
+            await until(pilot, lambda: app.resyncs > resyncs, "a refresh")
+            await command(pilot, "rewind picker", "rewind picker")
+            await until(pilot, lambda: isinstance(app.screen, PickerScreen), "the picker")
+            await pilot.press("escape")
+            await until(pilot, lambda: isinstance(app.screen, MainScreen), "the main screen")
+            await command(pilot, f"rewind to seq {g1}", f"rewind to seq {g1}")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirmation")
+            assert shows(app, f"undo: seq {g1}", f"reynctl checkout {g1}")
+            await pilot.press("enter")
+            await until(pilot, lambda: shows(app, "undo: rewound to seq", main=True), "undone")
+            assert await asyncio.to_thread(history, daemon) == await asyncio.to_thread(
+                history, daemon, g1
+            )
+            await until(pilot, lambda: app.node_at(g2) is not None, "g2 on screen")
+            await command(pilot, f"checkout seq {g2}", f"checkout seq {g2}")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirmation")
+            assert shows(app, f"fork switch: seq {g2}")
+            await pilot.press("escape")
+            await until(pilot, lambda: isinstance(app.screen, MainScreen), "cancelled")
+
+    run(scenario)
+
+
+def test_preview_diff_lists_array_indices_in_numeric_order(daemon: Daemon) -> None:
+    daemon.call("agents.create", {"name": "a"})
+    seqs = [
+        daemon.call("agents.send", {"agent": "a", "text": f"turn {i}", "wait": True})[
+            "boundary_seq"
+        ]
+        for i in range(3)
+    ]
+
+    async def scenario() -> None:
+        app = ReyndTui(daemon.socket, agent="a")
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot, *seqs)
+            await open_picker(pilot)
+            await move_to(pilot, f"n{seqs[0]}")
+            await until(pilot, lambda: shows(app, "diff to the tip", "/history/10"), "the diff")
+            text = str(app.screen.query_one("#preview", Static).content)
+            diff = text[text.index("diff to the tip") :]
+            paths = [w for w in diff.split() if w.startswith("/history/")]
+            indices = [int(p.split("/")[2]) for p in paths]
+            assert indices == sorted(indices) and 4 in indices and 10 in indices, paths
+
+    run(scenario)
+
+
+def test_timeline_rows_fit_their_width() -> None:
+    """Each row is sized to the cells it gets: the label shrinks, then the clock goes."""
+    from reynctl.tui.graph import Node
+    from reynctl.tui.timeline import node_prompt
+
+    label = "a label much longer than any timeline row could show " * 3
+    nodes = [
+        Node(seq=157, kind="turn", active=True, branch=0, agent="ada", label=label, here=True),
+        Node(seq=12, kind="turn", active=False, branch=11, agent="ada", label=label, created_at=1),
+        Node(seq=9, kind="plan_step", active=True, branch=0, agent="bo", label=label),
+    ]
+    for node in nodes:
+        fixed = node_prompt(node, "│ ○", 3, 0).cell_len - 1  # the row with a 1-cell label
+        for width in range(fixed + 1, 160):
+            prompt = node_prompt(node, "│ ○", 3, width)
+            assert prompt.cell_len <= width, (node.seq, width, prompt.plain)
+            assert "…" in prompt.plain
+        wide = node_prompt(node, "│ ○", 3, 150).plain
+        assert ("◀ you are here" in wide) == node.here
+        assert ("abandoned" in wide) == (not node.active)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from reynctl.render.formats import _compact, truncate
 from reynctl.render.table import Style
 from reynd.protocol import methods as m
+from reynd.protocol.pointer import path_order
 from reynd.protocol.state import AgentState
 
 __all__ = ["diff_text", "state_text"]
@@ -66,9 +67,17 @@ _OPS = {"add": ("+", "green"), "remove": ("-", "red"), "change": ("~", "yellow")
 
 
 def diff_text(res: m.DiffResult, style: Style, width: int = 60) -> str:
-    """state.diff: per agent, one line per change (+ added, - removed, ~ changed)."""
+    """state.diff: per agent, one line per change (+ added, - removed, ~ changed).
+
+    Paths in document order, array indices as numbers (/history/4 before
+    /history/10), whatever order the daemon sent them in.
+    """
     head = style(f"seq {res.from_seq} → seq {res.to_seq}", "bold")
-    changed = {name: cs for name, cs in sorted(res.agents.items()) if cs}
+    changed = {
+        name: sorted(cs, key=lambda c: path_order(c.path))
+        for name, cs in sorted(res.agents.items())
+        if cs
+    }
     if not changed:
         return f"{head}: no differences"
     lines = [head]

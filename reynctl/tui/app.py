@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 import msgspec
 from rich.text import Text
 from textual.app import App
+from textual.command import Provider
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Static
@@ -27,8 +31,9 @@ from reynctl.aio import AsyncClient, open_client
 from reynctl.errors import ClientError, NoDaemon, StaleSocket
 from reynctl.jsonrpc import decode_notification
 from reynctl.tui.base import spawn
-from reynctl.tui.chat import ChatPane, narrate
-from reynctl.tui.confirm import Target
+from reynctl.tui.chat import ChatPane, narrate, rewind_lines, transcript
+from reynctl.tui.commands import TuiCommands
+from reynctl.tui.confirm import ConfirmScreen, Target, noop_reason
 from reynctl.tui.connection import (
     BACKOFF_FIRST,
     BACKOFF_MAX,
@@ -56,22 +61,30 @@ class ReyndTui(App[None]):
     """Attach to the daemon at `socket`; `agent` preselects the chat pane's agent."""
 
     TITLE = "reynctl tui"
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {
+        *App.COMMANDS,
+        TuiCommands,
+    }
+    # One row per line at any width (80x24 included): long lines end in an ellipsis.
     CSS = """
-    #conn { height: auto; padding: 0 1; background: $boost; }
+    OptionList, #conn, #agent-status, #banner, #picker-title, #picker-message, #preview {
+        text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    #conn { height: 1; padding: 0 1; background: $boost; }
     #conn.bad { background: $error 30%; }
     #timeline-pane { width: 3fr; }
     #chat-pane { width: 2fr; border-left: solid $primary; }
     #timeline, #picker-list { height: 1fr; border: none; }
-    #agent-status { height: auto; padding: 0 1; }
+    #agent-status { height: 1; padding: 0 1; }
     #chat-log { height: 1fr; }
-    #banner { height: auto; padding: 0 1; }
-    #picker-title { padding: 0 1; background: $boost; }
+    #banner { height: 1; padding: 0 1; }
+    #picker-title { height: 1; padding: 0 1; background: $boost; }
     #picker-list { width: 3fr; }
     #preview-pane { width: 2fr; border-left: solid $primary; padding: 0 1; }
-    #picker-message { height: auto; padding: 0 1; }
+    #picker-message { height: 1; padding: 0 1; }
     ConfirmScreen { align: center middle; }
-    #confirm-box { width: 80; height: auto; border: thick $warning; padding: 1 2;
-                   background: $surface; }
+    #confirm-box { width: 80; max-width: 100%; height: auto; border: thick $warning;
+                   padding: 1 2; background: $surface; }
     """
 
     def __init__(
@@ -102,6 +115,7 @@ class ReyndTui(App[None]):
         self.agent = agent
         self.last_error: Text = Text("")
         self.resyncs = 0  # how many times the state was read again (gap / lagged / reconnect)
+        self.chat_seq = 0  # the seq the chat's transcript was read at (older records are in it)
         self._own_resets: set[int] = set()
 
     # -- lifecycle ---------------------------------------------------------
@@ -204,6 +218,25 @@ class ReyndTui(App[None]):
         if self.agent is None and self.agents:
             self.agent = sorted(self.agents)[0]
         self.show_agent()
+        await self.load_chat(client)
+
+    async def load_chat(self, client: AsyncClient) -> None:
+        """Show the agent talked to as of the head: its history, its turn in flight."""
+        name = self.agent
+        if name is None:
+            return
+        try:
+            st = await client.call("state.get", m.StateParams(agent=name), m.StateResult)
+        except ReyndError as exc:  # e.g. not an agent (any more): say so, stay connected
+            lines = [f"cannot read {name}'s history: {exc.message}"]
+        else:
+            abandoned = sum(1 for g in self.generations if g.agent == name and not g.active)
+            self.chat_seq = st.seq
+            lines = transcript(name, st.agents.get(name), st.seq, abandoned)
+        if name != self.agent:
+            return  # another agent was picked meanwhile: its own load shows it
+        with contextlib.suppress(LookupError, NoMatches):
+            self._main().query_one(ChatPane).replace(lines)
 
     async def _load_timeline(self, client: AsyncClient) -> None:
         branches = await client.call("branches.list", m.BranchesParams(), m.BranchesResult)
@@ -253,7 +286,8 @@ class ReyndTui(App[None]):
                     self.rebuild()  # the tip moved inside a turn: redraw the "you are here"
             if d.get("agent") and d.get("agent") == self.agent:
                 name = str(d["agent"])
-                await narrate(client, n, self.chat)
+                if n.seq > self.chat_seq:
+                    await narrate(client, n, self.chat)
                 await self._refresh_agent(client, name)
                 info = self.agents.get(name)
                 if d.get("kind") in IN_TURN and info is not None and info.status == "idle":
@@ -265,6 +299,7 @@ class ReyndTui(App[None]):
                 await self._load_timeline(client)
             if n.topic == "rewinds":
                 self._rewound_elsewhere(n)
+                await self._after_rewind(client, n)
         elif n.topic == "agents":
             name = str(d.get("agent", ""))
             if name:
@@ -272,6 +307,24 @@ class ReyndTui(App[None]):
                 if self.agent is None:
                     self.agent = name
                 self.show_agent()
+
+    async def _after_rewind(self, client: AsyncClient, n: m.Notification) -> None:
+        """Every agent moved: read them again; the chat marks where its past was cut."""
+        agents = await client.call("agents.list", a.AgentsListParams(), a.AgentsListResult)
+        self.agents = {info.name: info for info in agents.agents}
+        self.show_agent()
+        name = self.agent
+        if name is None:
+            return
+        # As of the reset record, which is the state as of the target: not what ran since.
+        try:
+            st = await client.call("state.get", m.StateParams(seq=n.seq, agent=name), m.StateResult)
+        except ReyndError:  # not an agent as of the target
+            state = None
+        else:
+            state = st.agents.get(name)
+        for line in rewind_lines(name, n.data, state):
+            self.chat(line)
 
     async def _refresh_agent(self, client: AsyncClient, name: str) -> None:
         try:
@@ -315,9 +368,11 @@ class ReyndTui(App[None]):
                 self.conn_state, self.conn_text, self.socket, self.head, self.branch
             )
 
-    def set_banner(self, text: Text) -> None:
+    def set_banner(self, text: Text | str) -> None:
         with contextlib.suppress(LookupError, NoMatches):
-            self._main().query_one("#banner", Static).update(text)
+            banner = self._main().query_one("#banner", Static)
+            banner.update(text)
+            banner.tooltip = text or None  # the whole of it, when one row cuts it
 
     def show_agent(self) -> None:
         with contextlib.suppress(LookupError, NoMatches):
@@ -332,9 +387,43 @@ class ReyndTui(App[None]):
         if not names:
             return
         i = names.index(self.agent) + 1 if self.agent in names else 0
-        self.agent = names[i % len(names)]
-        self.chat(f"— now talking to {self.agent}")
+        self.select_agent(names[i % len(names)])
+
+    def select_agent(self, name: str) -> None:
+        """Talk to `name`: its status line, and its history in the chat."""
+        self.agent = name
         self.show_agent()
+        self.chat(f"— now talking to {name}")
+        client = self.client
+        if client is not None:
+            spawn(self, partial(self._load_chat_quietly, client), group="chat-load", exclusive=True)
+
+    async def _load_chat_quietly(self, client: AsyncClient) -> None:
+        try:
+            await self.load_chat(client)
+        except ClientError as exc:  # the connection loop reconnects and loads it again
+            self.chat(f"cannot read {self.agent}'s history: {exc.message}")
+
+    def refresh_all(self) -> None:
+        """Read the timeline, the agents and the chat again from the daemon."""
+        client = self.client
+        if client is None:
+            self.set_banner(Text("not connected: nothing to refresh", style="bold red"))
+            return
+
+        async def job() -> None:
+            try:
+                await self.resync(client)
+            except (ClientError, ReyndError) as exc:
+                self.set_banner(Text(f"refresh failed: {exc.message}", style="bold red"))
+            else:
+                self.set_banner(Text(f"refreshed: head {self.head}", style="dim"))
+
+        spawn(self, job, group="refresh", exclusive=True)
+
+    def cancel_turn(self) -> None:
+        with contextlib.suppress(LookupError, NoMatches):
+            spawn(self, self._main().query_one(ChatPane).cancel_turn, group="chat")
 
     # -- actions (each one daemon method, each also a reynctl command) ---------------
 
@@ -344,6 +433,39 @@ class ReyndTui(App[None]):
             return
         if not isinstance(self.screen, PickerScreen):
             self.push_screen(PickerScreen())
+
+    def ask(
+        self,
+        target: Target,
+        say: Callable[[Text | str], None] | None = None,
+        done: Callable[[], None] | None = None,
+    ) -> None:
+        """Confirm `target`, then perform it; `say` shows progress (the banner by default).
+
+        A checkout of the tip is a no-op: said at once, with nothing to confirm.
+        """
+        tell = say or self.set_banner
+        why = noop_reason(target, self.head)
+        if why is not None:
+            tell(Text(why, style="bold yellow"))
+            return
+        tell("")
+
+        async def act() -> None:
+            tell(Text(f"{target.mode}: seq {target.seq}…", style="dim"))
+            if await self.perform(target):
+                if done is not None:
+                    done()
+            else:
+                tell(self.last_error)
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                spawn(self, act, group="action", exclusive=True)
+            else:
+                tell(Text("cancelled: nothing changed", style="dim"))
+
+        self.push_screen(ConfirmScreen(target, self.head), answered)
 
     async def perform(self, target: Target) -> bool:
         """Run a confirmed pick; False (with `last_error`) when it did not happen."""
@@ -372,7 +494,7 @@ class ReyndTui(App[None]):
         except ReyndError as exc:
             name = exc.data.get("error", exc.name)
             self.last_error = Text(
-                f"refused by the daemon: {exc.message} ({name}, {exc.code}); nothing changed",
+                f"nothing changed, refused by the daemon: {exc.message} ({name}, {exc.code})",
                 style="bold red",
             )
             return False

@@ -2,22 +2,95 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Log, Static
 
+from reynctl import render
 from reynctl.aio import AsyncClient
 from reynctl.errors import ClientError
 from reynctl.tui.base import tui_of
-from reynctl.tui.timeline import _step_summary
+from reynctl.tui.timeline import _message_text, _step_summary
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 from reynd.protocol.errors import ReyndError
+from reynd.protocol.events import Message
+from reynd.protocol.state import AgentState
 
-__all__ = ["ChatPane", "narrate"]
+__all__ = ["ChatPane", "narrate", "rewind_lines", "transcript"]
+
+LINE_MAX = 2000  # a chat line is one line: longer texts are cut, newlines shown as ⏎
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _message_line(agent: str, msg: Message) -> str:
+    if msg.role == "tool":
+        return render.truncate(f"  {_message_text(msg)}", LINE_MAX)
+    who = {"user": "you", "assistant": agent}.get(msg.role, msg.role)
+    return render.truncate(f"{who}: {_message_text(msg)}", LINE_MAX)
+
+
+def _in_flight(state: AgentState, note: str = "") -> list[str]:
+    lines: list[str] = []
+    for chain in state.pending_chains:
+        lines.append(f"turn {chain.turn_id} in flight (from seq {chain.started_seq})")
+        for memo in chain.steps:
+            lines.append(f"[{memo.seq}] step {memo.step}: {_step_summary(memo, 80)}{note}")
+    return lines
+
+
+def transcript(agent: str, state: AgentState | None, seq: int, abandoned: int) -> list[str]:
+    """What the chat shows when an agent is picked: its history as of `seq` (the head).
+
+    Only the active lineage is in it; `abandoned` counts the agent's turns left
+    on abandoned branches, which the picker shows.
+    """
+    if state is None:
+        return [f"── {agent} does not exist as of seq {seq} ──"]
+    lines = [
+        f"── {agent} as of seq {seq}: {_plural(len(state.history), 'message')}, "
+        f"{_plural(state.turns_completed, 'turn')} ──"
+    ]
+    lines += [_message_line(agent, msg) for msg in state.history]
+    lines += _in_flight(state)
+    if abandoned:
+        lines.append(
+            f"({_plural(abandoned, 'more turn')} of {agent} on abandoned branches: "
+            "Esc Esc to see them)"
+        )
+    return lines
+
+
+def rewind_lines(agent: str, data: Mapping[str, object], state: AgentState | None) -> list[str]:
+    """The separator a rewind writes: above it is abandoned, below it continues.
+
+    `data` is the `rewinds` notification (a RewindResult); `state` the agent as
+    of the reset record, that is as of the target.
+    """
+    target, reset = data.get("target"), data.get("reset_seq")
+    if data.get("mode") == "fork_switch":
+        what, left = "fork switch to", "the branch it was on, now abandoned"
+    else:
+        what, left = "rewound to", f"what came after seq {target}, now abandoned"
+    lines = [
+        f"━━━━ {what} seq {target} (reset record {reset}, branch {data.get('branch')}) ━━━━",
+        f"above: {left} (kept on its branch: Esc Esc); "
+        f"below: {agent} as of seq {target}, then what it does next",
+    ]
+    if state is None:
+        lines.append(f"{agent} does not exist as of seq {target}")
+        return lines
+    lines.append(
+        f"{agent}: {_plural(len(state.history), 'message')}, "
+        f"{_plural(state.turns_completed, 'turn')} as of seq {target}"
+    )
+    return lines + _in_flight(state, note="  (replayed from its memo)")
 
 
 class ChatPane(Vertical):
@@ -30,6 +103,12 @@ class ChatPane(Vertical):
 
     def write(self, line: str) -> None:
         self.query_one("#chat-log", Log).write_line(line)
+
+    def replace(self, lines: Iterable[str]) -> None:
+        """Clear the log and show `lines` (an agent's transcript)."""
+        log = self.query_one("#chat-log", Log)
+        log.clear()
+        log.write_lines(lines)
 
     def show_agent(self, agents: Mapping[str, a.AgentInfo], agent: str | None) -> None:
         """The agent talked to: its status, turn, step, and what it waits for."""
@@ -51,7 +130,7 @@ class ChatPane(Vertical):
                 text.append(f"  turn {info.turn_id}")
             if info.step is not None and info.status == "running":
                 text.append(f", step {info.step}")
-            text.append(f"  · {info.turns_completed} turns", style="dim")
+            text.append(f"  · {_plural(info.turns_completed, 'turn')}", style="dim")
             if info.waiting_for:
                 text.append(f"  waiting for: {info.waiting_for}", style="cyan")
             if info.last_error:

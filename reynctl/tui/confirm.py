@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-__all__ = ["ConfirmScreen", "Target"]
+__all__ = ["ConfirmScreen", "Target", "noop_reason"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,16 @@ class Target:
         if self.action == "act_turn":
             return f"reynctl act-turn-rewind {self.agent} {self.seq}"
         return f"reynctl checkout {self.seq}"
+
+
+def noop_reason(target: Target, head: int) -> str | None:
+    """Why `target` would change nothing (it is the tip itself), or None when it would act."""
+    if target.seq != head:
+        return None
+    return (
+        f"seq {head} is already the tip (◀ you are here): {target.mode} to it "
+        "would change nothing; nothing to do"
+    )
 
 
 class ConfirmScreen(ModalScreen[bool]):

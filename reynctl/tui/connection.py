@@ -26,9 +26,10 @@ class ConnectionStatus(Static):
         """Connected (with the head and branch), connecting, or why not."""
         text = Text()
         if state == "connected":
+            # The head first: on a narrow terminal the socket path is what gets cut.
             text.append("● ", style="bold green")
-            text.append(message)
-            text.append(f"   head {head} on branch {branch}", style="bold")
+            text.append(f"head {head} on branch {branch}", style="bold")
+            text.append(f" · {message}")
             self.remove_class("bad")
         elif state == "connecting":
             text.append(f"connecting to reynd at {socket}…", style="dim")

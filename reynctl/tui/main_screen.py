@@ -58,7 +58,7 @@ class MainScreen(TuiScreen):
             self.tui.set_banner(Text("press Esc again to open the rewind picker", style="dim"))
 
     def action_cancel_turn(self) -> None:
-        spawn(self, self.query_one(ChatPane).cancel_turn, group="chat")
+        self.tui.cancel_turn()
 
     def action_next_agent(self) -> None:
         self.tui.next_agent()

@@ -6,7 +6,7 @@ from functools import partial
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
@@ -15,9 +15,9 @@ from textual.widgets import Footer, OptionList, Static
 from reynctl import render
 from reynctl.errors import ClientError
 from reynctl.tui.base import TuiScreen, spawn
-from reynctl.tui.confirm import ConfirmScreen, Target
+from reynctl.tui.confirm import Target
 from reynctl.tui.graph import Node
-from reynctl.tui.timeline import StepRow, _step_summary, timeline_options
+from reynctl.tui.timeline import StepRow, _step_summary, option_width, timeline_options
 from reynd.protocol import methods as m
 from reynd.protocol.errors import ReyndError
 
@@ -59,11 +59,14 @@ class PickerScreen(TuiScreen):
         self.refresh_list()
         self.query_one("#picker-list", OptionList).focus()
 
+    def on_resize(self, event: events.Resize) -> None:
+        self.refresh_list()  # the labels are sized to the width
+
     def refresh_list(self) -> None:
         """Rebuild from the app's rows, keeping the highlighted seq (not its position)."""
         ol = self.query_one("#picker-list", OptionList)
         keep = ol.highlighted_option.id if ol.highlighted_option is not None else None
-        ol.set_options(timeline_options(self.tui.rows, self.steps))
+        ol.set_options(timeline_options(self.tui.rows, self.steps, option_width(ol)))
         index = _index_of(ol, keep) if keep else None
         if index is None:
             index = _first_enabled(ol)
@@ -93,8 +96,8 @@ class PickerScreen(TuiScreen):
 
     async def _preview(self, seq: int) -> None:
         pane = self.query_one("#preview", Static)
-        width = self.query_one("#preview-pane").size.width
-        text = await self.preview_text(seq, width=max(30, width - 16))
+        width = self.query_one("#preview-pane").content_region.width
+        text = await self.preview_text(seq, width=max(20, width))
         if text is not None:
             pane.update(text)
 
@@ -113,23 +116,10 @@ class PickerScreen(TuiScreen):
             )
         else:
             return
-        self.message("")
+        self.tui.ask(target, self.message, self._close)
 
-        def done(yes: bool | None) -> None:
-            if yes:
-                spawn(self, partial(self._perform, target), group="action", exclusive=True)
-            else:
-                self.message(Text("cancelled: nothing changed", style="dim"))
-
-        self.app.push_screen(ConfirmScreen(target, self.tui.head), done)
-
-    async def _perform(self, target: Target) -> None:
-        self.message(Text(f"{target.mode}: seq {target.seq}…", style="dim"))
-        ok = await self.tui.perform(target)
-        if ok:
-            self.dismiss()
-        else:
-            self.message(self.tui.last_error)
+    def _close(self) -> None:
+        self.dismiss()
 
     def message(self, text: Text | str) -> None:
         self.query_one("#picker-message", Static).update(text)

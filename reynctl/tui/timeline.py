@@ -10,7 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from rich.cells import cell_len
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import OptionList, Static
@@ -26,11 +28,15 @@ __all__ = [
     "StepRow",
     "TimelineView",
     "node_prompt",
+    "option_width",
     "step_prompt",
     "timeline_options",
 ]
 
 MAX_GENERATIONS = 2000  # newest first; older ones are left out of the timeline
+LABEL_WIDTH = 24  # when the row's width is unknown
+LABEL_MAX = 48
+LABEL_MIN = 12  # below this, the row drops its clock, then shortens its mark
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +78,23 @@ def _kind_text(node: Node) -> str:
     return node.kind
 
 
-def node_prompt(node: Node, graph: str, width: int) -> Text:
-    """One timeline line: graph, seq, kind, agent, label, time, marks."""
+def _tails(node: Node) -> list[tuple[str, str]]:
+    """(clock, mark) after the label, the fullest first: narrower rows take later ones."""
+    clock = f" {_clock(node.created_at):>8}"
+    if node.here:
+        return [(clock, "  ◀ you are here"), ("", "  ◀ you are here"), ("", "  ◀ here")]
+    if node.active:
+        return [(clock, ""), ("", "")]
+    # Its lane and its ○ show the branch; the word goes first when room is short.
+    return [(clock, "  abandoned"), ("", "  abandoned"), ("", "")]
+
+
+def node_prompt(node: Node, graph: str, width: int, row_width: int | None = None) -> Text:
+    """One timeline line: graph, seq, kind, agent, label, time, marks.
+
+    `row_width` (the cells the line gets) sizes the label so the line fits in
+    one row: the label is cut with an ellipsis, then the clock is left out.
+    """
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(graph.ljust(width), style="bold magenta" if node.active else "magenta")
     text.append(f" {node.seq:>5} ", style="cyan")
@@ -84,12 +105,21 @@ def node_prompt(node: Node, graph: str, width: int) -> Text:
     elif node.kind == "tip":
         label = "the tip (no checkpoint here yet)"
     text.append(body, style="" if node.active else "dim")
-    text.append(render.truncate(label, 24).ljust(24), style="" if node.active else "dim")
-    text.append(f" {_clock(node.created_at):>8}", style="dim")
-    if node.here:
-        text.append("  ◀ you are here", style="bold green")
-    elif not node.active:
-        text.append("  abandoned", style="dim yellow")  # its lane shows the branch
+    tails = _tails(node)
+    clock, mark = tails[0]
+    label_width = LABEL_WIDTH
+    if row_width is not None:
+        room = row_width - text.cell_len
+        for clock, mark in tails:
+            label_width = min(LABEL_MAX, room - cell_len(clock) - cell_len(mark))
+            if label_width >= LABEL_MIN:
+                break
+        label_width = max(label_width, 1)
+    text.append(
+        render.truncate(label, label_width).ljust(label_width), style="" if node.active else "dim"
+    )
+    text.append(clock, style="dim")
+    text.append(mark, style="bold green" if node.here else "dim yellow")
     return text
 
 
@@ -103,9 +133,14 @@ def step_prompt(step: StepRow, graph: str, width: int) -> Text:
 
 
 def timeline_options(
-    rows: Iterable[Row], steps: dict[int, list[StepRow] | str] | None = None
+    rows: Iterable[Row],
+    steps: dict[int, list[StepRow] | str] | None = None,
+    row_width: int | None = None,
 ) -> list[Option]:
-    """Options for an OptionList: `n<seq>` nodes, `s<seq>` steps, disabled link lines."""
+    """Options for an OptionList: `n<seq>` nodes, `s<seq>` steps, disabled link lines.
+
+    `row_width`: the cells an option gets, so that each fits in one row.
+    """
     rows = list(rows)
     width = max((len(r.graph) for r in rows), default=1)
     out: list[Option] = []
@@ -114,7 +149,8 @@ def timeline_options(
             out.append(Option(Text(row.graph, style="magenta"), id=f"l{i}", disabled=True))
             continue
         node = row.node
-        out.append(Option(node_prompt(node, row.graph, width), id=f"n{node.seq}"))
+        prompt = node_prompt(node, row.graph, width, row_width)
+        out.append(Option(prompt, id=f"n{node.seq}"))
         expanded = (steps or {}).get(node.seq)
         if isinstance(expanded, str):
             hint = Text(row.below.ljust(width), style="magenta")
@@ -129,8 +165,18 @@ def timeline_options(
     return out
 
 
+def option_width(ol: OptionList) -> int | None:
+    """The cells an option of `ol` gets (a scrollbar may come), or None before layout."""
+    width = ol.scrollable_content_region.width
+    if width <= 0:
+        return None
+    return width - 2 - ol.styles.scrollbar_size_vertical  # options are padded by one cell
+
+
 class TimelineView(Vertical):
     """The live timeline beside the chat pane."""
+
+    rows: list[Row] = []  # the last drawn, to draw again at a new width
 
     def compose(self) -> ComposeResult:
         yield Static(Text("timeline (all branches, newest first)", style="bold"))
@@ -138,8 +184,12 @@ class TimelineView(Vertical):
 
     def draw(self, rows: Iterable[Row]) -> None:
         """Redraw from `rows`, keeping the highlighted line."""
+        self.rows = list(rows)
         ol = self.query_one("#timeline", OptionList)
         keep = ol.highlighted
-        ol.set_options(timeline_options(rows))
+        ol.set_options(timeline_options(self.rows, row_width=option_width(ol)))
         if keep is not None and keep < ol.option_count:
             ol.highlighted = keep
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.draw(self.rows)  # the labels are sized to the width

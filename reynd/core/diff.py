@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from reynd.protocol.pointer import path_order
+
 __all__ = ["diff_values", "path_order"]
 
 
 def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
-
-
-def path_order(path: str) -> tuple[tuple[int, int | str], ...]:
-    """Sort key of a JSON pointer: segment by segment, indices as numbers (/4 before /10)."""
-    return tuple((0, int(s)) if s.isascii() and s.isdigit() else (1, s) for s in path.split("/"))
 
 
 def diff_values(before: Any, after: Any, path: str = "") -> list[tuple[str, str, Any, Any]]:

@@ -31,6 +31,7 @@ from reynd.daemon.retention_api import RetentionApi, gc_loop, use_retention
 from reynd.daemon.rpc import Handler
 from reynd.daemon.runtime_api import RuntimeApi
 from reynd.daemon.scrub import Scrub
+from reynd.daemon.tipreply import TipReply
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.events import (
@@ -128,6 +129,7 @@ class App:
         self.config: ConfigStore  # runtime settings + agent configs, in SQLite
         self.gate = Gate()  # writes share it; a rewind holds it alone
         self.reads = Gate()  # as-of reads share it; GC holds it while it deletes files
+        self._tip_state = TipReply()  # state.get at the tip, encoded once per head
         self.retention = retention or RetentionPolicy()
         self.retention_changed = trio.Event()
         self._snapshot_due = trio.Event()
@@ -530,8 +532,12 @@ class App:
                         raise
                     store.snapshots.discard(plan.snapshot, exc.reason)
 
-    async def _state_get(self, p: m.StateParams, ctx: CallContext) -> m.StateResult:
-        seq = self.store.head if p.seq is None else p.seq
+    async def _state_get(self, p: m.StateParams, ctx: CallContext) -> m.StateResult | msgspec.Raw:
+        head = self.store.head
+        if p.agent is None and (p.seq is None or p.seq == head):
+            # The hot read (a UI polling the tip): encoded once per head.
+            return self._tip_state.get(head, lambda: self._state_result(head, self.store.state))
+        seq = head if p.seq is None else p.seq
         state = await self.as_of(seq)
         agents = state.agents
         if p.agent is not None:
@@ -540,9 +546,17 @@ class App:
                     f"no agent {p.agent!r} as of seq {seq}", {"agent": p.agent, "seq": seq}
                 )
             agents = {p.agent: agents[p.agent]}
+        return self._state_result(seq, state, agents)
+
+    def _state_result(
+        self, seq: int, state: RuntimeState, agents: dict[str, Any] | None = None
+    ) -> m.StateResult:
         lineage = self.store.lineage
         return m.StateResult(
-            seq=seq, active=lineage.is_active(seq), branch=lineage.branch_of(seq), agents=agents
+            seq=seq,
+            active=lineage.is_active(seq),
+            branch=lineage.branch_of(seq),
+            agents=state.agents if agents is None else agents,
         )
 
     async def _state_diff(self, p: m.DiffParams, ctx: CallContext) -> m.DiffResult:

@@ -73,7 +73,7 @@ class Rebuilt:
     state: RuntimeState
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per append, and frozen init costs twice as much
 class Staged:
     """Events with their seqs assigned and their frames encoded, not yet durable."""
 
