@@ -38,3 +38,24 @@ def shared_daemon() -> Iterator[Daemon]:
         d = start_daemon(path)
         yield d
         d.stop()
+
+
+def workspace_config(ws: Path, extra: str = "") -> str:
+    """reynd.toml with workspace rewind on for `ws` (`*.log` and `build/` ignored)."""
+    return f'[workspace]\nenabled = true\npath = "{ws}"\nignore = ["*.log", "build/"]\n{extra}'
+
+
+@pytest.fixture
+def ws(short_tmp: Path) -> Path:
+    """An empty workspace directory."""
+    path = short_tmp / "ws"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def wd(ws: Path, short_tmp: Path) -> Iterator[Daemon]:
+    """A daemon with workspace rewind on for `ws`."""
+    d = start_daemon(short_tmp, config=workspace_config(ws))
+    yield d
+    d.stop()

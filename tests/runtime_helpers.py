@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.harness import Daemon, start_daemon
+from tests.harness import READY_TIMEOUT, Daemon, start_daemon
 
 T = TypeVar("T")
 
@@ -149,6 +149,29 @@ def wait_open_step(d: Daemon, name: str, step: int, timeout: float = DEADLINE) -
         return c if c is not None and c["open_step"] == step else None
 
     return wait_until(probe, f"{name} running step {step}", timeout)
+
+
+def log_lines(d: Daemon, event: str) -> list[dict[str, Any]]:
+    """The daemon's JSON log lines of `event` so far (start_daemon logs JSON at debug)."""
+    out = []
+    for line in d.stderr().splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if obj.get("event") == event:
+            out.append(obj)
+    return out
+
+
+def wait_for_log(d: Daemon, event: str, count: int = 1) -> list[dict[str, Any]]:
+    """Poll the log until `event` was logged `count` times; its lines."""
+
+    def enough() -> list[dict[str, Any]] | None:
+        lines = log_lines(d, event)
+        return lines if len(lines) >= count else None
+
+    return wait_until(enough, f"{count}x {event!r} in the log", READY_TIMEOUT)
 
 
 def pid_gone(pid: int) -> bool:

@@ -5,6 +5,8 @@ The message text is the script: word i says what act-step i does.
     call     an assistant message with one tool call, id `<turn_id>.call`
     result   the tool result for `<turn_id>.call`
     msg      a plain assistant message
+    write    write `step<step>.txt` (`<turn_id> step <step>`) in the current directory
+    rm       delete `step<step - 1>.txt` from the current directory
     sleep    write this process's pid to `$PROG_DIR/<turn_id>.s<step>.pid`, then sleep 60 s
     (none)   past the last word: the final reply (done)
 
@@ -75,6 +77,13 @@ def main() -> int:
         os.rename(path + ".tmp", path)
         time.sleep(60)
         result = {"messages": [{"role": "assistant", "content": "woke up"}]}
+    elif word in ("write", "rm"):
+        if word == "write":
+            with open(f"step{step}.txt", "w") as f:
+                f.write(f"{turn} step {step}\n")
+        else:
+            os.unlink(f"step{step - 1}.txt")
+        result = {"messages": [{"role": "assistant", "content": f"{word} at step {step}"}]}
     elif word == "msg":
         result = {"messages": [{"role": "assistant", "content": f"step {step}"}]}
     else:

@@ -9,15 +9,13 @@ that segment at the next start and nothing else.
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
-import time
 from pathlib import Path
-from typing import Any
 
 from reynd.storage.crashpoints import CRASH_ENV
 from reynd.storage.store import Store
 from tests.harness import READY_TIMEOUT, Daemon, start_daemon
+from tests.runtime_helpers import log_lines, wait_for_log
 
 # Small segments and snapshot distance: a few hundred appends span several of each.
 CONFIG = "[storage]\nsegment_bytes = 8192\nsnapshot_min_bytes = 4096\n"
@@ -43,37 +41,17 @@ def _append(d: Daemon, n: int, start: int = 0, acked: list[int] | None = None) -
     return int(d.call("daemon.status")["head"])
 
 
-def _log_lines(d: Daemon, event: str) -> list[dict[str, Any]]:
-    out = []
-    for line in d.stderr().splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if obj.get("event") == event:
-            out.append(obj)
-    return out
-
-
-def _wait_for_log(d: Daemon, event: str, count: int = 1) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + READY_TIMEOUT
-    while len(lines := _log_lines(d, event)) < count:
-        assert time.monotonic() < deadline, f"no {event!r} in:\n{d.stderr()}"
-        time.sleep(0.05)
-    return lines
-
-
 def test_restart_after_sigkill_reads_the_index_and_scans_the_tail(short_tmp: Path) -> None:
     d = start_daemon(short_tmp, config=CONFIG)
     head = _append(d, 600)
-    _wait_for_log(d, "index.written")
+    wait_for_log(d, "index.written")
     d.stop(signal.SIGKILL, expect=None)
     index = d.state_dir / "state" / "index"
     assert len(list(index.glob("*.idx"))) >= 3
 
     again = start_daemon(short_tmp, state_dir=d.state_dir)
     try:
-        (opened,) = _log_lines(again, "storage.open")
+        (opened,) = log_lines(again, "storage.open")
         assert opened["head"] == head == opened["records"]
         assert opened["indexed"] > head // 2  # the last writes may not have run yet
         assert opened["scanned"] == head - opened["indexed"]
@@ -105,7 +83,7 @@ def test_sigkill_mid_index_write_costs_a_scan_and_nothing_else(short_tmp: Path) 
         head = again.call("daemon.status")["head"]
         assert acked and head >= acked[-1]  # nothing acknowledged was lost
         more = _append(again, 300, start=head)
-        _wait_for_log(again, "index.written")
+        wait_for_log(again, "index.written")
     finally:
         again.stop()
     _restart_reads_the_index(short_tmp, d.state_dir, more)  # the torn one was rebuilt whole
@@ -119,7 +97,7 @@ def test_failed_index_write_is_logged_and_not_fatal(short_tmp: Path) -> None:
         head = _append(d, 600)
         assert d.proc.poll() is None
         assert "segment index of" in d.stderr() and "not written" in d.stderr()
-        _wait_for_log(d, "index.written", 2)
+        wait_for_log(d, "index.written", 2)
     finally:
         d.stop()
     _restart_reads_the_index(short_tmp, d.state_dir, head)
@@ -128,7 +106,7 @@ def test_failed_index_write_is_logged_and_not_fatal(short_tmp: Path) -> None:
 def _restart_reads_the_index(workdir: Path, state_dir: Path, head: int) -> None:
     again = start_daemon(workdir, state_dir=state_dir)
     try:
-        (opened,) = _log_lines(again, "storage.open")
+        (opened,) = log_lines(again, "storage.open")
         assert opened["head"] == head
         assert opened["indexed"] > head // 2
         assert "not used" not in again.stderr()

@@ -16,14 +16,15 @@ from pathlib import Path
 
 from reynd.storage.damage import DAMAGE_FILE
 from tests.harness import READY_TIMEOUT, run_daemon_to_exit, start_daemon
-from tests.test_restart_index import CONFIG, _append, _log_lines, _wait_for_log
+from tests.runtime_helpers import log_lines, wait_for_log
+from tests.test_restart_index import CONFIG, _append
 
 
 def _indexed_state(short_tmp: Path) -> tuple[Path, int]:
     """A state dir whose first segments are indexed; the daemon stopped cleanly."""
     d = start_daemon(short_tmp, config=CONFIG)
     head = _append(d, 600)
-    _wait_for_log(d, "index.written")
+    wait_for_log(d, "index.written")
     d.stop()
     return d.state_dir, head
 
@@ -45,9 +46,9 @@ def test_damage_an_index_vouched_for_stops_the_daemon_then_every_start(short_tmp
     d = start_daemon(short_tmp, state_dir=state_dir, wait_ready=False)
     assert d.proc.wait(timeout=READY_TIMEOUT) == 3
     d.notify_sock.close()
-    (opened,) = _log_lines(d, "storage.open")
+    (opened,) = log_lines(d, "storage.open")
     assert opened["indexed"] > 10
-    (found,) = _log_lines(d, "storage.damage_found")
+    (found,) = log_lines(d, "storage.damage_found")
     assert segment.name in found["error"] and "reynd repair" in found["error"]
     assert (state_dir / "state" / DAMAGE_FILE).exists()
 
@@ -79,7 +80,7 @@ def test_a_mark_over_an_intact_log_costs_one_full_scan(short_tmp: Path) -> None:
     (state_dir / "state" / DAMAGE_FILE).write_text("corrupt record in ... (restored since)\n")
     d = start_daemon(short_tmp, state_dir=state_dir)
     try:
-        (opened,) = _log_lines(d, "storage.open")
+        (opened,) = log_lines(d, "storage.open")
         assert opened["indexed"] == 0 and opened["scanned"] == head
         assert not (state_dir / "state" / DAMAGE_FILE).exists()
         assert d.call("daemon.status")["head"] == head
@@ -91,12 +92,12 @@ def test_a_mark_over_an_intact_log_costs_one_full_scan(short_tmp: Path) -> None:
     d = start_daemon(short_tmp, state_dir=state_dir)
     try:
         _append(d, 300, start=605)  # snapshots, and the index writes that go with them
-        _wait_for_log(d, "index.written")
+        wait_for_log(d, "index.written")
     finally:
         d.stop()
     d = start_daemon(short_tmp, state_dir=state_dir)
     try:
-        (opened,) = _log_lines(d, "storage.open")
+        (opened,) = log_lines(d, "storage.open")
         assert opened["indexed"] > 0
     finally:
         d.stop()

@@ -1,9 +1,9 @@
 """Workspace rewind against the real daemon: real files, real checkouts, a real git repository.
 
-Each generation is a `turn.ended` appended over the socket; the daemon
-captures the workspace after the record is durable (asynchronously), and
-the test waits for the durable `state/trees/<seq>` file before it touches
-the files again.
+Each generation is a `turn.ended` appended over the socket (an external
+runtime's turn); the daemon records what changed in the workspace in the
+same batch, before it answers, so the test may touch the files again as
+soon as the append returned.
 """
 
 from __future__ import annotations
@@ -12,20 +12,16 @@ import hashlib
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import workspace_config
 from tests.harness import Daemon, start_daemon
-from tests.runtime_helpers import kill_daemon, restart, wait_until
+from tests.runtime_helpers import kill_daemon, records, restart, wait_until
 
 Tree = dict[str, tuple[Any, ...]]
-
-
-def config(ws: Path, extra: str = "") -> str:
-    return f'[workspace]\nenabled = true\npath = "{ws}"\nignore = ["*.log", "build/"]\n{extra}'
 
 
 class Agent:
@@ -42,19 +38,18 @@ class Agent:
         return int(result["seq"])
 
     def turn(self) -> int:
-        """One turn; returns its boundary seq once the workspace capture of it is durable."""
+        """One turn; returns its boundary seq (the workspace as of it is durable)."""
         self.n += 1
         n = self.n
         self.add("message.received", message_id=f"m{n}", text=f"q{n}")
         self.add("turn.started", turn_id=f"t{n}", message_id=f"m{n}")
-        seq = self.add("turn.ended", turn_id=f"t{n}", reply=f"r{n}")
-        wait_captured(self.d, seq)
-        return seq
+        return self.add("turn.ended", turn_id=f"t{n}", reply=f"r{n}")
 
 
-def wait_captured(d: Daemon, seq: int) -> None:
+def wait_tree_file(d: Daemon, seq: int) -> None:
+    """Until `state/trees/<seq>` is written (after the boundary, off the commit path)."""
     index = d.state_dir / "state" / "trees" / f"{seq:020d}"
-    wait_until(index.is_file, f"the workspace capture of seq {seq}")
+    wait_until(index.is_file, f"the tree file of seq {seq}")
 
 
 def snapshot(root: Path) -> Tree:
@@ -114,20 +109,6 @@ def write(ws: Path, rel: str, text: str, mode: int | None = None) -> None:
 def checkout(d: Daemon, seq: int, force: bool = False) -> dict[str, Any]:
     with d.connect() as c:
         return c.request("checkout", {"seq": seq, "force": force})
-
-
-@pytest.fixture
-def ws(short_tmp: Path) -> Path:
-    path = short_tmp / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def wd(ws: Path, short_tmp: Path) -> Iterator[Daemon]:
-    d = start_daemon(short_tmp, config=config(ws))
-    yield d
-    d.stop()
 
 
 def test_files_are_restored_exactly_on_checkout_and_fork_switch(wd: Daemon, ws: Path) -> None:
@@ -196,7 +177,8 @@ def test_a_user_edit_refuses_checkout_and_force_keeps_it(wd: Daemon, ws: Path) -
     g1 = agent.turn()
     s1 = snapshot(ws)
     write(ws, "a.txt", "a2")
-    g2 = agent.turn()
+    agent.turn()
+    s2 = snapshot(ws)
 
     # Outside reynd: an edit, a delete, a create, and an ignored file.
     write(ws, "a.txt", "edited by hand")
@@ -210,7 +192,8 @@ def test_a_user_edit_refuses_checkout_and_force_keeps_it(wd: Daemon, ws: Path) -
     err = reply["error"]
     assert err["code"] == -32015
     assert err["data"]["paths"] == ["a.txt", "b.txt", "mine.txt"]
-    assert "a.txt" in err["message"] and f"checkout {head}" in err["message"]
+    assert err["data"]["head"] == head
+    assert "a.txt" in err["message"] and "checkout R-1" in err["message"]
     with wd.connect() as c:  # a rewind is refused the same way
         assert c.request("rewind", {"seq": g1})["error"]["code"] == -32015
     assert snapshot(ws) == edited
@@ -219,11 +202,22 @@ def test_a_user_edit_refuses_checkout_and_force_keeps_it(wd: Daemon, ws: Path) -
     forced = checkout(wd, g1, force=True)["result"]
     assert {k: v for k, v in snapshot(ws).items() if k != "trace.log"} == s1
     assert (ws / "trace.log").read_text() == "ignored"
+    # The edits were recorded first, right after the old tip, on the branch left.
+    kept = forced["reset_seq"] - 1
+    assert kept == head + 1
+    (rec,) = records(wd, kind="workspace.files", seq=kept)
+    assert rec["cause"] == "reset"
+    assert [op[:2] for op in rec["ops"]] == [["a.txt", "f"], ["b.txt", "-"], ["mine.txt", "f"]]
 
-    # Undo the forced restore: the old tip's tree is now what the workspace held.
-    assert checkout(wd, head)["result"]["mode"] == "fork_switch"
+    # Undo the forced restore: the record before it holds what the workspace held.
+    assert checkout(wd, kept)["result"]["mode"] == "fork_switch"
     assert snapshot(ws) == edited
-    assert forced["reset_seq"] > g2
+    # The old tip's own tree is unchanged: as recorded at the tip.
+    write(ws, "trace.log", "ignored")
+    assert checkout(wd, head)["result"]["mode"] == "undo"
+    assert {k: v for k, v in snapshot(ws).items() if k != "trace.log"} == {
+        k: v for k, v in s2.items() if k != "trace.log"
+    }
 
 
 def test_disabled_never_touches_the_workspace(short_tmp: Path, ws: Path) -> None:
@@ -247,7 +241,7 @@ def test_disabled_never_touches_the_workspace(short_tmp: Path, ws: Path) -> None
 
 def test_a_crash_mid_restore_is_completed_at_restart(short_tmp: Path, ws: Path) -> None:
     d = start_daemon(
-        short_tmp, config=config(ws), env={"REYN_CRASH_AT": "workspace.restore.file:3"}
+        short_tmp, config=workspace_config(ws), env={"REYN_CRASH_AT": "workspace.restore.file:3"}
     )
     try:
         agent = Agent(d)
@@ -289,7 +283,7 @@ def test_storage_grows_with_changed_content_only(wd: Daemon, ws: Path) -> None:
     agent = Agent(wd)
     for i in range(200):
         write(ws, f"src/{i // 20}/file{i}.txt", f"{i:04d}" * 1024)  # 4 KiB each
-    agent.turn()
+    wait_tree_file(wd, agent.turn())
     state = wd.state_dir / "state"
     first = _store_bytes(state)
     assert first["blobs"] == 200 * 4096
@@ -297,7 +291,7 @@ def test_storage_grows_with_changed_content_only(wd: Daemon, ws: Path) -> None:
     changed = "x" * 3000 + "y" * 1096
     write(ws, "src/0/file0.txt", changed)
     write(ws, "src/9/file199.txt", changed)  # same content twice: one blob
-    agent.turn()
+    wait_tree_file(wd, agent.turn())
     second = _store_bytes(state)
     assert second["blobs"] - first["blobs"] == 4096
 
@@ -305,23 +299,24 @@ def test_storage_grows_with_changed_content_only(wd: Daemon, ws: Path) -> None:
     # and src/0..9; then only root, src/, src/0 and src/9 again.
     manifests = state / "manifests"
     assert len([p for p in manifests.rglob("*") if p.is_file()]) == 1 + (1 + 1 + 10) + 4
+    assert len(records(wd, kind="workspace.files")) == 2
 
-    agent.turn()  # nothing changed: the same manifests, one index file
+    seq = agent.turn()  # nothing changed: no blob, no manifest, no tree file, no record
+    assert wd.call("daemon.status")["head"] == seq
     third = _store_bytes(state)
-    assert third["blobs"] == second["blobs"]
-    assert third["manifests"] == second["manifests"]
-    assert third["trees"] - second["trees"] == 65
+    assert third == second
+    assert len(records(wd, kind="workspace.files")) == 2
+
+
+def gc_daemon(workdir: Path, ws: Path, retention: str = "") -> Daemon:
+    """Small segments and a snapshot per record: a collection drops history soon."""
+    storage = "[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 0\n"
+    extra = f"{storage}[retention]\nsnapshot_keep = 1\n{retention}"
+    return start_daemon(workdir, config=workspace_config(ws, extra))
 
 
 def test_gc_collects_blobs_of_dropped_generations(short_tmp: Path, ws: Path) -> None:
-    d = start_daemon(
-        short_tmp,
-        config=config(
-            ws,
-            "[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 0\n"
-            "[retention]\nsnapshot_keep = 1\n",
-        ),
-    )
+    d = gc_daemon(short_tmp, ws)
     try:
         agent = Agent(d)
         seqs = []
@@ -340,5 +335,30 @@ def test_gc_collects_blobs_of_dropped_generations(short_tmp: Path, ws: Path) -> 
         write(ws, "big.txt", f"version {29}\n" * 100)
         assert "result" in checkout(d, kept[0])
         assert (ws / "big.txt").read_text() == f"version {seqs.index(kept[0])}\n" * 100
+    finally:
+        d.stop()
+
+
+def test_gc_keeps_what_the_trees_above_the_floor_need(short_tmp: Path, ws: Path) -> None:
+    """Trees inside a turn whose file records fall below the new floor: pinned first."""
+    d = gc_daemon(short_tmp, ws, "wal_keep_records = 50\n")
+    try:
+        agent = Agent(d)
+        agent.add("message.received", message_id="m1", text="q")
+        agent.add("turn.started", turn_id="t1", message_id="m1")
+        commits: list[tuple[int, Tree]] = []
+        for k in range(40):  # one file rewritten by every step: its blobs are in records only
+            write(ws, "one.txt", f"step {k}\n" * 20)
+            write(ws, f"many/{k}.txt", f"{k}")
+            agent.add("step.started", turn_id="t1", step=k)
+            commits.append((agent.add("step.committed", turn_id="t1", step=k), snapshot(ws)))
+        agent.add("turn.ended", turn_id="t1")
+        gc = d.call("retention.gc")  # keeps the last 50 records: the floor lands in the turn
+        floor = gc["floor"]
+        kept = [(seq, tree) for seq, tree in commits if seq >= floor]
+        assert commits[0][0] < floor and kept, (floor, commits[0][0], commits[-1][0])
+        for seq, tree in [kept[0], kept[-1], kept[len(kept) // 2]]:
+            assert "result" in checkout(d, seq), seq
+            assert snapshot(ws) == tree, seq
     finally:
         d.stop()

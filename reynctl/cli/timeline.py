@@ -148,7 +148,8 @@ def rewind(opts: Options, seq: int, yes: bool) -> None:
     "--force",
     is_flag=True,
     help="With workspace rewind on: restore the files even over changes reynd did not "
-    "record (they are kept: checking the old tip out brings them back).",
+    "record (they are recorded first, just before the reset record R: `checkout R-1` "
+    "brings them back).",
 )
 @json_option
 @pass_opts

@@ -113,6 +113,10 @@ def summarize(e: ev.Event) -> str:
         return f"{line_kind(e)} to {e.target_n} (reset {e.seq}, tip was {e.supersedes})"
     if isinstance(e, ev.Lost):
         return f"lost: {e.reason}"
+    if isinstance(e, ev.WorkspaceFiles):
+        gone = sum(1 for op in e.ops if op.kind == "-")
+        paths = preview(", ".join(op.path for op in e.ops))
+        return f"workspace ({e.cause}): {len(e.ops) - gone} written, {gone} deleted: {paths}"
     return line_kind(e)
 
 

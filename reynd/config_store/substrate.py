@@ -88,6 +88,9 @@ class ConfigStore:
     async def before_reset(self, target: int, force: bool) -> None:
         return None
 
+    async def reset_records(self, target: int) -> Sequence[Event]:
+        return ()
+
     async def after_reset(self, target: int, reset_seq: int) -> None:
         async with self._lock:
             await self._reset(target, reset_seq)

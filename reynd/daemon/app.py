@@ -41,6 +41,7 @@ from reynd.protocol.events import (
     Event,
     MessageReceived,
     Rewind,
+    StepCommitted,
     boundary_kind,
     kind_of,
 )
@@ -192,7 +193,10 @@ class App:
             self.state_dir, store, self.retention, lambda p: use_retention(self, p)
         )
         self.coordinator.substrates.append(self.config)
-        if self._workspace_config.enabled:
+        if self._workspace_config.enabled and self._follow is not None:
+            # A replica runs no agent and restores nothing: its files are its own.
+            log.warning("workspace.ignored_on_replica", reason="a replica never rewinds files")
+        elif self._workspace_config.enabled:
             self.workspace = Workspace(self._workspace_config, self.state_dir, store)
             self.coordinator.substrates.append(self.workspace)
         location = self._replicate.location()
@@ -229,6 +233,8 @@ class App:
                         nursery.start_soon(gc_loop, self)
                     nursery.start_soon(self._capture_generations)
                     nursery.start_soon(self.config.run)
+                    if self.workspace is not None:
+                        nursery.start_soon(self.workspace.run)
                     if self.shipper is not None:
                         nursery.start_soon(self.shipper.run)
                     task_status.started()
@@ -258,6 +264,8 @@ class App:
                         await self._save_clean_stop()
                     await trio.to_thread.run_sync(store.close)
                 self.config.close()
+                if self.workspace is not None:
+                    self.workspace.close()
                 log.info("storage.closed", head=store.head)
 
     async def _task_died(self, exc: Exception) -> None:
@@ -293,7 +301,18 @@ class App:
     async def append(self, events: Sequence[Event]) -> list[Event]:
         """The runtime's path to the WAL: shares the write gate with wal.append."""
         async with self.gate.shared():
-            return await self.committer.append(events)
+            return await self._commit(events)
+
+    async def _commit(self, events: Sequence[Event], *, atomic: bool = False) -> list[Event]:
+        """Append `events` durably; with workspace rewind on, a step's commit or a boundary
+        takes the workspace's changes with it (a `workspace.files` record just before,
+        inside the batch: `atomic` covers it too).
+
+        Returns `events` with their seqs.
+        """
+        if self.workspace is not None and any(records_files(e) for e in events):
+            return await self.workspace.record(self.committer, events, atomic=atomic)
+        return await self.committer.append(events, atomic=atomic)
 
     def handlers(self) -> dict[str, Handler]:
         """Handlers for every method of METHODS except the transport's own."""
@@ -364,6 +383,8 @@ class App:
                 self._publish("agents", event.seq, {"agent": event.agent, "status": "created"})
         self.audit.record(events, lineage)
         self.config.observe(events)
+        if self.workspace is not None:
+            self.workspace.committed(events)
         self.registry.on_commit(events)
         if self.store.snapshot_due() or self.store.index_due():
             self._snapshot_due.set()
@@ -579,7 +600,7 @@ class App:
         event = event_of(p)
         async with self._fenced(p.agent, p.based_on) as store:
             check_applies(store.state, event)
-            (durable,) = await self.committer.append([event])
+            (durable,) = await self._commit([event])
         return m.WalAppendResult(seq=durable.seq, branch=store.lineage.branch_of(durable.seq))
 
     async def _wal_append_batch(
@@ -590,7 +611,7 @@ class App:
             check_batch(store.state, events)
             # One staging, so consecutive seqs (no await between them), one
             # fsync; `atomic` lets recovery drop a batch the crash cut short.
-            durable = await self.committer.append(events, atomic=True)
+            durable = await self._commit(events, atomic=True)
         seqs = [e.seq for e in durable]
         return m.WalAppendBatchResult(seqs=seqs, branch=store.lineage.branch_of(seqs[-1]))
 
@@ -637,6 +658,11 @@ def _record_brief(event: Event, agent: str | None, branch: int) -> dict[str, Any
     if step is not None:
         brief["step"] = step
     return brief
+
+
+def records_files(event: Event) -> bool:
+    """True for the records the workspace's changes go with: a step's commit, a boundary."""
+    return isinstance(event, StepCommitted) or boundary_kind(event) is not None
 
 
 _CHEAP_REPLAY = 128  # records

@@ -33,12 +33,14 @@ from reynd.protocol.events import Event
 from reynd.storage.store import Rebuilt, Staged, Store
 from reynd.storage.wal import Placement
 
-__all__ = ["Committer"]
+__all__ = ["Committer", "Queued"]
 
 log = logging.getLogger(__name__)
 
 
-class _Pending:
+class Queued:
+    """Staged events in the writer's queue, and the task to wake once they are durable."""
+
     __slots__ = ("error", "staged", "task")
 
     def __init__(self, staged: Staged, task: trio.lowlevel.Task) -> None:
@@ -75,7 +77,7 @@ class Committer:
     def __init__(self, store: Store, on_commit: Callable[[Sequence[Event]], None]) -> None:
         self._store = store
         self._on_commit = on_commit
-        self._queue: queue.SimpleQueue[_Pending | object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Queued | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self.failed = trio.Event()
@@ -113,8 +115,26 @@ class Committer:
         Not cancellable once queued: a cancelled caller could not tell whether
         its events were written, so it waits the few milliseconds to know.
         """
+        return await self.wait(self.enqueue(events, rebuilt, atomic=atomic))
+
+    def enqueue(
+        self, events: Sequence[Event], rebuilt: Rebuilt | None = None, *, atomic: bool = False
+    ) -> Queued:
+        """Stage `events` (seqs assigned, in queue order) and queue them; `wait` for durability.
+
+        For a caller that must stage under a lock it releases before the
+        fsync: no checkpoint may come between this call and `wait` (the
+        writer wakes the task that enqueued).
+        """
         self._check()
-        return await self._submit(self._store.stage(events, rebuilt, atomic=atomic))
+        return self._queue_staged(self._store.stage(events, rebuilt, atomic=atomic))
+
+    async def wait(self, queued: Queued) -> list[Event]:
+        """Until the events of `queued` are durable (not cancellable); returns them with seqs."""
+        await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
+        if queued.error is not None:
+            raise queued.error
+        return list(queued.staged.events)
 
     async def append_replicated(
         self, frames: Sequence[bytes], rebuilt: Rebuilt | None
@@ -124,7 +144,7 @@ class Committer:
         `rebuilt`: the state a reset record among them leads to, as in `append`.
         """
         self._check()
-        return await self._submit(self._store.stage_replicated(frames, rebuilt))
+        return await self.wait(self._queue_staged(self._store.stage_replicated(frames, rebuilt)))
 
     def _check(self) -> None:
         if self.failure is not None:
@@ -132,13 +152,10 @@ class Committer:
         if self.stopping:
             raise _stopping()
 
-    async def _submit(self, staged: Staged) -> list[Event]:
-        pending = _Pending(staged, trio.lowlevel.current_task())
+    def _queue_staged(self, staged: Staged) -> Queued:
+        pending = Queued(staged, trio.lowlevel.current_task())
         self._queue.put(pending)  # no await since staging: queue order = seq order
-        await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
-        if pending.error is not None:
-            raise pending.error
-        return list(pending.staged.events)
+        return pending
 
     # -- writer thread --------------------------------------------------------------
 
@@ -147,13 +164,13 @@ class Committer:
         wal = self._store.wal
         stopping = False
         while not stopping:
-            batch: list[_Pending] = []
+            batch: list[Queued] = []
             item = self._queue.get()
             while True:
                 if item is _STOP:
                     stopping = True
                 else:
-                    assert isinstance(item, _Pending)
+                    assert isinstance(item, Queued)
                     batch.append(item)
                 try:
                     item = self._queue.get_nowait()
@@ -173,7 +190,7 @@ class Committer:
 
     # -- back on the trio thread ----------------------------------------------------------
 
-    def _complete(self, batch: list[_Pending], placements: list[Placement]) -> None:
+    def _complete(self, batch: list[Queued], placements: list[Placement]) -> None:
         self.batches += 1
         k = 0
         committed: list[Event] = []
@@ -186,7 +203,7 @@ class Committer:
             trio.lowlevel.reschedule(pending.task)
         self._on_commit(committed)
 
-    def _fail(self, batch: list[_Pending], exc: BaseException) -> None:
+    def _fail(self, batch: list[Queued], exc: BaseException) -> None:
         log.critical("WAL write or sync failed: %r; refusing further writes", exc)
         self.failure = exc
         for pending in batch:
@@ -203,6 +220,6 @@ class Committer:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if isinstance(item, _Pending):
+            if isinstance(item, Queued):
                 item.error = error()
                 trio.lowlevel.reschedule(item.task)

@@ -2,7 +2,8 @@
 
 A rewind (a) closes the write gate and waits for in-flight appends, (b)
 cancels in-flight chains, (c) builds the state as of the target on a worker
-thread, (d) appends the reset record and waits for its fsync (its commit moves
+thread, (d) appends the reset record (after what the substrates record
+first: the workspace's changes nothing recorded yet) and waits for its fsync (its commit moves
 the head and swaps in that state in one step), (e) lets the substrates
 restore, reopens the gate and notifies subscribers. Reads keep being answered
 throughout: they never take the gate, and they see either the old tip with
@@ -21,13 +22,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, TypeVar, cast
 
+import msgspec
 import structlog
 import trio
 
 from reynd.daemon.committer import Committer
 from reynd.daemon.hooks import Substrate
 from reynd.protocol import methods as m
-from reynd.protocol.events import Rewind
+from reynd.protocol.events import Event, Rewind
 from reynd.storage.store import Store
 
 __all__ = ["Coordinator", "Gate"]
@@ -151,7 +153,13 @@ class Coordinator:
             cancelled = await self._cancel_all()
             try:
                 rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
-                (durable,) = await self._committer.append([record], rebuilt)
+                extra: list[Event] = []
+                for substrate in self.substrates:
+                    extra.extend(await substrate.reset_records(seq))
+                # The reset supersedes the last record of its batch: what the
+                # substrates recorded stays on the branch it leaves.
+                record = msgspec.structs.replace(record, supersedes=self._store.head + len(extra))
+                *_, durable = await self._committer.append([*extra, record], rebuilt)
             except Exception as exc:
                 # No reset record was acknowledged: the tip stands, and its
                 # agents run on. Not when the WAL failed or the daemon stops:

@@ -7,7 +7,10 @@ They plug in here instead of into the coordinator's code.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
+
+from reynd.protocol.events import Event
 
 __all__ = ["Substrate"]
 
@@ -19,7 +22,11 @@ class Substrate(Protocol):
       substrate in line with the tip (a crash may have hit between a reset
       record and the substrate's restore).
     - `before_reset(target, force)`: may refuse the reset (raise a
-      ReyndError, e.g. WorkspaceDirty) before anything is written.
+      ReyndError, e.g. WorkspaceDirty) before anything is written; the
+      chains in flight are still running.
+    - `reset_records(target)`: the chains in flight are cancelled: records to
+      append in the reset record's batch, just before it (the workspace's
+      unrecorded changes). The reset record then supersedes the last of them.
     - `after_reset(target, reset_seq)`: restore the substrate as of `target`;
       runs after the reset record is durable and the runtime state rebuilt,
       while writes are still held.
@@ -30,6 +37,8 @@ class Substrate(Protocol):
     async def start(self, head: int) -> None: ...
 
     async def before_reset(self, target: int, force: bool) -> None: ...
+
+    async def reset_records(self, target: int) -> Sequence[Event]: ...
 
     async def after_reset(self, target: int, reset_seq: int) -> None: ...
 

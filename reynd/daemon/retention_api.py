@@ -38,6 +38,10 @@ async def collect_now(app: App) -> m.GcResult:
         plan = plan_gc(store, app.retention, keep_from=keep_from)
         if keep_from is not None and plan.floor < keep_from <= store.head:
             log.info("gc.held_for_replication", floor=plan.floor, unshipped_from=keep_from)
+        if app.workspace is not None and plan.drop_segments:
+            # Trees that need file records below the new floor are recorded first.
+            coarse = (s for s in store.snapshots.seqs if s < plan.floor)
+            await app.workspace.pin([*plan.entries, *coarse])
         await trio.to_thread.run_sync(prepare_gc, store, plan)
         async with app.reads.exclusive():
             report = apply_gc(store, plan)

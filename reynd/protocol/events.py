@@ -17,6 +17,7 @@ __all__ = [
     "AgentCreated",
     "AnyEvent",
     "Event",
+    "FileOp",
     "GenerationKind",
     "InterventionAnswered",
     "InterventionAsked",
@@ -34,6 +35,7 @@ __all__ = [
     "ToolCall",
     "TurnEnded",
     "TurnStarted",
+    "WorkspaceFiles",
     "boundary_kind",
     "kind_of",
 ]
@@ -194,6 +196,36 @@ class Rewind(Event, tag="rewind", kw_only=True, frozen=True):
     agent: str | None = None
 
 
+class FileOp(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_fields=True):
+    """What one workspace path became: `["src/a.py","f",420,"<sha256>",1234]`.
+
+    `kind` is `f` (a regular file: `mode` its permission bits, `ref` the
+    sha256 of its bytes, a blob in the store, `size` its length), `l` (a
+    symlink: `ref` its target) or `-` (gone: `mode`, `ref`, `size` empty).
+    """
+
+    path: str
+    kind: Literal["f", "l", "-"]
+    mode: int
+    ref: str
+    size: int
+
+
+class WorkspaceFiles(Event, tag="workspace.files", kw_only=True, frozen=True):
+    """Workspace rewind: files that changed since the previous such record.
+
+    Written by the daemon only (never through wal.append), in the same batch
+    as the record it goes with: a step's commit (`cause` "step"), a boundary
+    without one ("boundary"), or a reset record, for changes the reset is
+    about to overwrite ("reset"). The tree as of seq N is the tree of the
+    nearest recorded generation at or below N on N's lineage with the `ops`
+    of these records in between applied in order. Changes no runtime state.
+    """
+
+    ops: tuple[FileOp, ...]
+    cause: Literal["step", "boundary", "reset"] = "step"
+
+
 class Lost(Event, tag="lost", kw_only=True, frozen=True):
     """A seq whose record an operator cut with `reynd repair`.
 
@@ -220,6 +252,7 @@ AnyEvent = (
     | InterventionAsked
     | InterventionAnswered
     | Rewind
+    | WorkspaceFiles
     | Lost
 )
 

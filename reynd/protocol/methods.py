@@ -203,7 +203,8 @@ class RewindParams(Params, kw_only=True):
 
 class CheckoutParams(Params, kw_only=True):
     """`force`: restore the workspace (when workspace rewind is on) even over changes
-    reynd did not record; the overwritten content is kept and can be brought back."""
+    reynd did not record; the overwritten content is recorded first, just before the
+    reset record R, and `checkout R-1` brings it back."""
 
     seq: NonNegative
     force: bool = False

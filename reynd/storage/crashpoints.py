@@ -31,6 +31,12 @@ The points:
     index.mid_write         half of a segment index chunk is appended (a torn index)
     index.after_chunk       one more chunk is appended and synced (hit once per segment
                             whose index a write extends)
+    workspace.recorded      a step's or boundary's changed files are read and their blobs
+                            (and a boundary's manifests) stored, nothing staged in the WAL
+    workspace.before_pointer  a boundary with changes is durable, its trees/<seq> not written
+    workspace.before_restore  a reset record is durable (journal written), no file restored
+    workspace.restore.file  before each file a restore writes or deletes
+    workspace.after_restore the files are restored, the journal not yet removed
 
 Unset (production), `hit` is one truthiness test.
 """

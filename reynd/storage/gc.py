@@ -154,7 +154,7 @@ def apply_gc(store: Store, plan: GcPlan) -> GcReport:
         next_seq=store.head + 1,
         resets=[(r, t) for r, t in store.lineage.resets if r < floor],
     )
-    store.catalog.drop_below(store.floor)
+    store.forget_below_floor()
     keep = snapshots_to_keep(
         store.snapshots.seqs,
         floor=store.floor,

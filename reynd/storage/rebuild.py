@@ -1,4 +1,4 @@
-"""What opening a state directory rebuilds from the log: the lineage and the catalog.
+"""What opening a state directory rebuilds from the log: lineage, catalog, file records.
 
 One place for it, fed record by record (a scan) or chunk by chunk (a segment
 index), so that `Store.open` and `reynd repair --verify` rebuild exactly the
@@ -11,7 +11,8 @@ from pathlib import Path
 
 from reynd.core.catalog import Catalog
 from reynd.core.lineage import Lineage
-from reynd.protocol.events import Event, Rewind, boundary_kind
+from reynd.core.seqs import SeqList
+from reynd.protocol.events import Event, Rewind, WorkspaceFiles, boundary_kind
 from reynd.storage.errors import CorruptionError
 from reynd.storage.retained import Retained
 from reynd.storage.segindex import Chunk
@@ -31,27 +32,32 @@ def label(event: Event) -> str:
     return ""
 
 
-def index_event(lineage: Lineage, catalog: Catalog, event: Event) -> None:
-    """Add one record, the next seq, to the lineage and (a boundary) to the catalog."""
+def index_event(lineage: Lineage, catalog: Catalog, file_ops: SeqList, event: Event) -> None:
+    """Add one record, the next seq, to the lineage, and to the catalog (a boundary)
+    or to the workspace's file records (a `workspace.files` record)."""
     lineage.observe(event.seq, event.target_n if isinstance(event, Rewind) else None)
+    if isinstance(event, WorkspaceFiles):
+        file_ops.add(event.seq)
     kind = boundary_kind(event)
     if kind is not None:
         catalog.add(event.seq, kind, getattr(event, "agent", ""), event.ts, label(event))
 
 
 class Rebuild:
-    """The lineage and catalog of a log, built in seq order from its first kept record."""
+    """The lineage, catalog and file records of a log, built in seq order from its first
+    kept record."""
 
     def __init__(self, retained: Retained, wal_dir: Path) -> None:
         self.lineage = Lineage()
         self.catalog = Catalog()
+        self.file_ops = SeqList()  # seqs of workspace.files records
         self._retained = retained
         self._wal_dir = wal_dir
 
     def record(self, event: Event, nbytes: int = 0) -> None:
         """A scanned record (the signature of Wal.open's `on_record`)."""
         self._begin(event.seq)
-        index_event(self.lineage, self.catalog, event)
+        index_event(self.lineage, self.catalog, self.file_ops, event)
 
     def chunk(self, chunk: Chunk) -> None:
         """What `record` does for each record of `chunk`, taken from a segment index."""
@@ -61,6 +67,7 @@ class Rebuild:
             self.lineage.observe(seq, target)
         self.lineage.observe_plain_through(chunk.last)
         self.catalog.extend(chunk.generations)
+        self.file_ops.extend(chunk.file_ops)
 
     def _begin(self, first: int) -> None:
         if self.lineage.head != 0 or first == 1:

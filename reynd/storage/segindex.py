@@ -4,9 +4,10 @@ Pure code, no I/O. A segment index (`state/index/<first seq, 20 digits>.idx`,
 see indexfiles.py for the files and docs/format.md for the layout) is a run of
 chunks. Each chunk describes the next records of its segment, in seq order,
 exactly as a scan of them would rebuild it: where each record starts, the
-reset records among them (lineage), the generations they cut (catalog), and
-enough of the last one (end offset, checksum, time) to check cheaply that the
-segment still holds what the chunk describes.
+reset records among them (lineage), the generations they cut (catalog), the
+seqs of their workspace.files records (workspace rewind), and enough of the
+last one (end offset, checksum, time) to check cheaply that the segment still
+holds what the chunk describes.
 
 A chunk is a 44-byte little-endian header, then a msgpack payload:
 
@@ -17,10 +18,16 @@ The header layout is frozen across versions: the version is believed only when
 the header passes its own checksum, so a flipped bit reads as damage, never as
 "written by a newer reynd". Both mean the same thing here: the index is not
 used, and the segment is scanned.
+
+Version 2 added the workspace.files seqs. A version 1 chunk (reynd before
+workspace rewind was tied to the WAL) does not list them, so it is not used
+either: the segment is scanned once, and its index written again, as version 2.
 """
 
 from __future__ import annotations
 
+import itertools
+import operator
 import struct
 import sys
 import zlib
@@ -41,7 +48,7 @@ __all__ = [
     "encode_chunk",
 ]
 
-INDEX_VERSION: Final = 1
+INDEX_VERSION: Final = 2  # 2: workspace.files seqs (`file_seqs`)
 MAGIC: Final = b"REYNSIDX"
 _HEADER: Final = struct.Struct("<8sIQQQII")  # 44 bytes, the last 4 its own crc32
 HEADER_SIZE: Final = _HEADER.size
@@ -71,6 +78,7 @@ class _Payload(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     agents: list[str] = []
     label_data: memoryview = _EMPTY  # the labels, UTF-8, one after the other
     label_ends: memoryview = _EMPTY  # u32 LE per generation: where its label ends in label_data
+    file_seqs: memoryview = _EMPTY  # u64 LE per workspace.files record, ascending (version 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +92,7 @@ class Chunk:
     last_ts: float
     resets: tuple[tuple[int, int], ...]
     generations: Columns
+    file_ops: array[int]  # "Q": the seqs of its workspace.files records, ascending
 
     @property
     def last(self) -> int:
@@ -129,6 +138,7 @@ def encode_chunk(chunk: Chunk) -> bytes:
             agents=list(gens.names),
             label_data=memoryview(gens.labels.data),
             label_ends=_le(gens.labels.ends),
+            file_seqs=_le(chunk.file_ops),
         )
     )
     head = _HEADER.pack(
@@ -180,6 +190,13 @@ def _decode_one(data: bytes, pos: int, expected_seq: int) -> tuple[Chunk, int]:
         raise IndexUnusable(
             f"chunk at byte {pos} has version {version}, this reynd reads up to {INDEX_VERSION}"
         )
+    if version < INDEX_VERSION:
+        # It does not list the workspace.files seqs: what it does list is right, but
+        # incomplete. Scanning the segment once rebuilds them, and the index anew.
+        raise IndexUnusable(
+            f"chunk at byte {pos} has version {version}, written before the index listed "
+            f"workspace.files records; it is written again as version {INDEX_VERSION}"
+        )
     start = pos + HEADER_SIZE
     if len(data) - start < length:
         raise IndexUnusable(f"torn chunk at byte {pos}")
@@ -227,6 +244,7 @@ def _decode_one(data: bytes, pos: int, expected_seq: int) -> tuple[Chunk, int]:
             tuple(p.agents),
             Packed(bytes(p.label_data), label_ends),
         ),
+        _from_le("Q", p.file_seqs, "workspace.files seqs"),
     )
     _check(chunk, count, pos)
     return chunk, start + length
@@ -269,3 +287,11 @@ def _check(chunk: Chunk, count: int, pos: int) -> None:
         raise IndexUnusable(f"chunk at byte {pos}: generation columns differ in length")
     if n and not (first <= gens.seqs[0] and gens.seqs[-1] <= last):
         raise IndexUnusable(f"chunk at byte {pos} holds generations outside its seqs")
+    files = chunk.file_ops
+    # Ascending and inside first..last: each run extends the store's list as it is.
+    if files and not (
+        first <= files[0]
+        and files[-1] <= last
+        and all(map(operator.lt, files, itertools.islice(files, 1, None)))
+    ):
+        raise IndexUnusable(f"chunk at byte {pos} holds workspace.files seqs out of order or range")

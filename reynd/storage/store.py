@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from reynd.core.catalog import Catalog, Entry
 from reynd.core.lineage import Lineage
 from reynd.core.reconstruct import ReplayPlan, plan_reconstruct
 from reynd.core.reduce import apply
+from reynd.core.seqs import SeqList
 from reynd.protocol import errors
 from reynd.protocol.events import Event, GenerationKind, Rewind, kind_of
 from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
@@ -109,6 +111,7 @@ class Store:
         self.options = options
         self.lineage = Lineage()
         self.catalog = Catalog()
+        self.file_ops = SeqList()  # seqs of workspace.files records (workspace rewind)
         self.state = RuntimeState()
         self.recovery = RecoveryReport()
         self.wal: Wal
@@ -190,12 +193,13 @@ class Store:
             clear_mark(state_dir)
             log.warning("every record verified, none damaged: the damage mark is removed")
         self.lineage, self.catalog = rebuild.lineage, rebuild.catalog
+        self.file_ops = rebuild.file_ops
         self._unindexed = sum(
             s.size - (s.offsets[s.indexed] if s.indexed < len(s.offsets) else s.size)
             for s in self.wal.segments
         )
         self._next_seq = self.wal.head + 1
-        self.catalog.drop_below(self.floor)
+        self.forget_below_floor()
         for seq in [s for s in self.snapshots.seqs if s > self.wal.head]:
             # Only possible when a torn tail was cut: a snapshot is written after
             # the records it covers are durable, but a later crash can still
@@ -231,12 +235,22 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def forget_below_floor(self) -> None:
+        """Drop the index entries of records below the floor (collected, or about to be)."""
+        self.catalog.drop_below(self.floor)
+        self.file_ops.drop_below(self.floor)
+
     # -- properties -----------------------------------------------------------------
 
     @property
     def head(self) -> int:
         """The tip: the highest durable seq."""
         return self.lineage.head
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next staged record gets (head + 1 when nothing is in flight)."""
+        return self._next_seq
 
     @property
     def floor(self) -> int:
@@ -334,7 +348,7 @@ class Store:
         return list(staged.events)
 
     def _index(self, event: Event) -> None:
-        index_event(self.lineage, self.catalog, event)
+        index_event(self.lineage, self.catalog, self.file_ops, event)
 
     # -- rewind / checkout ---------------------------------------------------------------
 
@@ -506,6 +520,7 @@ class Store:
                 seg.last_ts,
                 tuple(self.lineage.resets_between(lo, hi)),
                 self.catalog.columns(lo, hi),
+                array("Q", self.file_ops.between(lo, hi)),
             )
             out.append((seg.path, chunk))
         self._unindexed = 0

@@ -21,8 +21,6 @@ from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reynd.core.catalog import Catalog
-from reynd.core.lineage import Lineage
 from reynd.protocol.events import Event
 from reynd.storage.errors import CorruptionError, UnsupportedVersion
 from reynd.storage.indexfiles import INDEX_DIR, SUFFIX, IndexFiles, record_crc
@@ -116,7 +114,7 @@ def _check_indexes(
         for chunk in chunks:
             report.index_chunks += 1
             ts = times[chunk.first - base : chunk.last - base + 1]
-            wrong = _disagreement(chunk, seg, ts, rebuild.lineage, rebuild.catalog)
+            wrong = _disagreement(chunk, seg, ts, rebuild)
             if wrong is not None:
                 report.problems.append(
                     f"{path}: the chunk for seqs {chunk.first}..{chunk.last} disagrees with "
@@ -125,9 +123,7 @@ def _check_indexes(
                 break
 
 
-def _disagreement(
-    chunk: Chunk, seg: Segment, ts: array[float], lineage: Lineage, catalog: Catalog
-) -> str | None:
+def _disagreement(chunk: Chunk, seg: Segment, ts: array[float], rebuild: Rebuild) -> str | None:
     """How `chunk` differs from what the scan rebuilt for its records, or None."""
     i0 = chunk.first - seg.first_seq
     i1 = i0 + len(chunk.offsets)
@@ -146,9 +142,11 @@ def _disagreement(
         return exc.reason
     if crc != chunk.last_crc:
         return "the last record's checksum"
-    if list(chunk.resets) != lineage.resets_between(chunk.first, chunk.last):
+    if list(chunk.resets) != rebuild.lineage.resets_between(chunk.first, chunk.last):
         return "reset records"
-    want, got = catalog.columns(chunk.first, chunk.last), chunk.generations
+    if list(chunk.file_ops) != rebuild.file_ops.between(chunk.first, chunk.last):
+        return "workspace.files records"
+    want, got = rebuild.catalog.columns(chunk.first, chunk.last), chunk.generations
     if want.seqs != got.seqs or want.kinds != got.kinds or want.times != got.times:
         return "generations"
     if [want.names[i] for i in want.agents] != [got.names[i] for i in got.agents]:

@@ -61,9 +61,12 @@ class ObjectStore:
     def read(self, digest: str) -> bytes:
         return self.path(digest).read_bytes()
 
-    def put_bytes(self, data: bytes) -> tuple[str, int]:
-        """Store `data`; its hash and the bytes added (0 when it was already there)."""
-        digest = hashlib.sha256(data).hexdigest()
+    def put_bytes(self, data: bytes, digest: str | None = None) -> tuple[str, int]:
+        """Store `data` (whose sha256 is `digest`, when the caller has it already).
+
+        Returns its hash and the bytes added (0 when it was already there).
+        """
+        digest = digest or hashlib.sha256(data).hexdigest()
         if self.has(digest):
             return digest, 0
         tmp = self._tmp()
@@ -169,12 +172,21 @@ class TreeIndex:
 
     def set(self, seq: int, digest: str) -> int:
         """Record (durably) that the workspace as of `seq` is manifest `digest`; bytes written."""
+        written = self.write(seq, digest)
+        self.note(seq, digest)
+        return written
+
+    def write(self, seq: int, digest: str) -> int:
+        """The file of `set` only (any thread); `note` makes it known. Bytes written."""
         data = f"{digest}\n".encode()
         atomic_write(self.root / f"{seq:020d}", data)
+        return len(data)
+
+    def note(self, seq: int, digest: str) -> None:
+        """The in-memory half of `set`, for a file `write` made durable."""
         if seq not in self._trees:
             insort(self.seqs, seq)
         self._trees[seq] = digest
-        return len(data)
 
     def remove(self, seqs: Iterable[int]) -> None:
         dropped = list(seqs)

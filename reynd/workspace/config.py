@@ -22,8 +22,13 @@ class WorkspaceConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
       a trailing `/` matches directories only. A matching directory is
       skipped with everything under it. `.git/`, `.hg/`, `.svn/`, `.jj/` and
       the state directory are always ignored, whatever this says.
+    - `watch`: find what changed with inotify (the default): a step costs
+      what it changed. False: scan the whole workspace (stat cache) at every
+      step and boundary, for a file system whose changes inotify does not
+      see (one shared over the network and written from elsewhere).
     """
 
     enabled: bool = False
     path: str = ""
     ignore: list[str] = msgspec.field(default_factory=list)
+    watch: bool = True

@@ -1,4 +1,4 @@
-"""Workspace trees: scanning (with a stat cache), manifests, diffs and the per-file restore."""
+"""Workspace trees on disk: scanning (with a stat cache), stored manifests, the per-file restore."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import fnmatch
 import os
 import stat as st
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,111 +17,74 @@ from reynd.storage import crashpoints, fsops
 from reynd.storage.fsutil import fsync_dir, write_all
 from reynd.workspace.blobs import CHUNK, ObjectStore, hash_file
 from reynd.workspace.config import ALWAYS_IGNORED
+from reynd.workspace.model import (
+    MANIFEST_VERSION,
+    Dir,
+    Item,
+    Manifest,
+    Tree,
+    clean_name,
+    encode,
+    remember,
+)
 
 __all__ = [
+    "MAX_DEPTH",
     "TMP_PREFIX",
     "CacheEntry",
+    "Hasher",
     "Ignore",
-    "Item",
     "Scan",
-    "Tree",
     "changed_paths",
-    "load_tree",
-    "put_tree",
+    "load_dir",
+    "look",
     "reachable",
     "restore_tree",
     "scan",
+    "store_dir",
+    "walk",
 ]
 
 TMP_PREFIX = ".reynd-tmp-"  # a restore's tmp file; a crash may leave one
-MANIFEST_VERSION = 1
 # A cached hash is trusted only for files whose mtime lies this far before the
 # scan that hashed them: a write in the same timestamp tick must not be missed.
 RACY_NS = 100_000_000
+# Directories deeper than this are not workspace content (nor are names that
+# are not UTF-8, which no manifest or record could hold).
+MAX_DEPTH = 200
 
 
-class Item(msgspec.Struct, array_like=True, frozen=True):
-    """One path of a tree: a regular file (`ref` = blob hash) or a symlink (`ref` = its target)."""
+def store_dir(objects: ObjectStore, root: Dir) -> tuple[str, int]:
+    """Store the manifests of `root` that are not stored yet; (root digest, bytes added).
 
-    kind: str  # "f" | "l"
-    mode: int  # permission bits (files); 0 for links
-    ref: str
-    size: int
-
-
-Tree = dict[str, Item]
-
-
-class _Manifest(msgspec.Struct, frozen=True):
-    """One directory: name -> Item, where kind "d" is a subdirectory (`ref` = its manifest)."""
-
-    v: int
-    entries: dict[str, Item]
-
-
-def _clean_name(name: str) -> bool:
-    return bool(name) and name not in (".", "..") and "/" not in name and "\0" not in name
-
-
-def put_tree(objects: ObjectStore, tree: Tree) -> tuple[str, int]:
-    """Store `tree` as one manifest per directory (git-like); (root hash, bytes added).
-
-    Manifests are deterministic (names sorted), so an unchanged directory
-    has the same hash in every generation and is stored once: a generation
-    adds the manifests of the directories on the paths to what changed.
+    Only the directories changed since the tree they were derived from are
+    encoded and written: the others carry the digest of a stored manifest.
     """
-    root: dict[str, object] = {}
-    for path, item in tree.items():
-        node = root
-        *dirs, name = path.split("/")
-        for d in dirs:
-            child = node.setdefault(d, {})
-            assert isinstance(child, dict)
-            node = child
-        node[name] = item
+    digest, encoded = encode(root)
     added = 0
-
-    def store(node: dict[str, object]) -> str:
-        nonlocal added
-        entries: dict[str, Item] = {}
-        for name in sorted(node):
-            value = node[name]
-            if isinstance(value, dict):
-                entries[name] = Item("d", 0, store(value), 0)
-            else:
-                assert isinstance(value, Item)
-                entries[name] = value
-        digest, n = objects.put_bytes(msgspec.json.encode(_Manifest(MANIFEST_VERSION, entries)))
-        added += n
-        return digest
-
-    digest = store(root)
+    for _, d, data in encoded:
+        added += objects.put_bytes(data, d)[1]
     objects.sync()
+    remember(encoded)
     return digest, added
 
 
 def _read_dir(objects: ObjectStore, digest: str) -> dict[str, Item]:
-    m = msgspec.json.decode(objects.read(digest), type=_Manifest)
+    m = msgspec.json.decode(objects.read(digest), type=Manifest)
     if m.v != MANIFEST_VERSION:
         raise ValueError(f"manifest {digest}: version {m.v} is not {MANIFEST_VERSION}")
     for name, item in m.entries.items():
-        if not _clean_name(name) or item.kind not in ("f", "l", "d"):
+        if not clean_name(name) or item.kind not in ("f", "l", "d"):
             raise ValueError(f"manifest {digest}: bad entry {name!r}")
     return m.entries
 
 
-def load_tree(objects: ObjectStore, digest: str) -> Tree:
-    """The flat tree (path -> file or link) of the root manifest `digest`."""
-    out: Tree = {}
-    stack = [("", digest)]
-    while stack:
-        prefix, d = stack.pop()
-        for name, item in _read_dir(objects, d).items():
-            if item.kind == "d":
-                stack.append((f"{prefix}{name}/", item.ref))
-            else:
-                out[f"{prefix}{name}"] = item
-    return out
+def load_dir(objects: ObjectStore, digest: str) -> Dir:
+    """The tree of root manifest `digest`, each directory knowing its digest."""
+    entries: dict[str, Item | Dir] = {}
+    for name, item in _read_dir(objects, digest).items():
+        entries[name] = load_dir(objects, item.ref) if item.kind == "d" else item
+    return Dir(entries, digest)
 
 
 def reachable(objects: ObjectStore, roots: Iterable[str]) -> tuple[set[str], set[str]]:
@@ -194,23 +157,46 @@ class Scan:
     leftovers: list[str] = field(default_factory=list)  # stale TMP_PREFIX files
 
 
-def _walk(root: Path, ignore: Ignore) -> Iterable[tuple[str, os.stat_result, str | None]]:
-    """(rel path, lstat, link target) of every regular file and symlink not ignored."""
-    stack = [("", root)]
+def _usable(name: str) -> bool:
+    """A name a manifest and a WAL record can hold (UTF-8)."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def walk(
+    root: Path, ignore: Ignore, under: str = ""
+) -> Iterator[tuple[str, os.stat_result, str | None]]:
+    """(rel path, lstat, link target) of every regular file and symlink not ignored.
+
+    `under`: only what lies below that directory (relative to root; nothing
+    when it is not a real directory now). Symlinks are never followed.
+    """
+    if under:
+        try:
+            if not st.S_ISDIR(os.lstat(root / under).st_mode):
+                return
+        except (FileNotFoundError, NotADirectoryError):
+            return
+    stack = [(f"{under}/" if under else "", root / under if under else root)]
     while stack:
         prefix, d = stack.pop()
         try:
             entries = list(os.scandir(d))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             continue
         for e in entries:
+            if not _usable(e.name):
+                continue
             rel = f"{prefix}{e.name}"
             try:
                 s = e.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
             if st.S_ISDIR(s.st_mode):
-                if not ignore(rel, True):
+                if not ignore(rel, True) and rel.count("/") < MAX_DEPTH:
                     stack.append((rel + "/", Path(e.path)))
             elif st.S_ISREG(s.st_mode):
                 if not ignore(rel, False):
@@ -220,65 +206,116 @@ def _walk(root: Path, ignore: Ignore) -> Iterable[tuple[str, os.stat_result, str
             # sockets, fifos, devices: not workspace content
 
 
+class Hasher:
+    """Turns what `lstat` says about a path into an Item, reading files only when needed.
+
+    A file whose (size, mtime_ns, inode) match the cache keeps its cached
+    hash (and is not read) unless `trust_cache` is off or its mtime was too
+    close to the read that cached it. With `objects`, content the store does
+    not hold yet is copied in (the caller syncs the store).
+    """
+
+    def __init__(
+        self, root: Path, cache: dict[str, CacheEntry], objects: ObjectStore | None
+    ) -> None:
+        self.root = root
+        self.cache = cache
+        self.objects = objects
+        self.started = time.time_ns()
+        self.hashed = 0
+        self.added = 0
+
+    def item(
+        self, rel: str, s: os.stat_result, link: str | None, trust_cache: bool = True
+    ) -> Item | None:
+        if link is not None:
+            return Item("l", 0, link, 0)
+        mode = st.S_IMODE(s.st_mode)
+        hit = self.cache.get(rel)
+        if (
+            trust_cache
+            and hit is not None
+            and (hit.size, hit.mtime_ns, hit.ino) == (s.st_size, s.st_mtime_ns, s.st_ino)
+            and (self.objects is None or hit.stored)
+        ):
+            return Item("f", mode, hit.digest, s.st_size)
+        path = self.root / rel
+        try:
+            # Read once to hash; copy in only content the store does not have yet.
+            digest, size = hash_file(path)
+            if self.objects is not None and not self.objects.has(digest):
+                digest, size, added = self.objects.put_file(path)
+                self.added += added
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # became a symlink under us
+                return None
+            raise
+        self.hashed += 1
+        if s.st_mtime_ns < self.started - RACY_NS and size == s.st_size:
+            self.cache[rel] = CacheEntry(
+                s.st_size, s.st_mtime_ns, s.st_ino, digest, self.objects is not None
+            )
+        else:
+            self.cache.pop(rel, None)
+        return Item("f", mode, digest, size)
+
+
 def scan(
     root: Path,
     ignore: Ignore,
     cache: dict[str, CacheEntry],
     objects: ObjectStore | None = None,
 ) -> Scan:
-    """The workspace tree now. With `objects`, every file's content is stored as a blob.
-
-    A file whose (size, mtime_ns, inode) match the cache keeps its cached hash
-    (and is not read) unless its mtime is too close to the scan that cached it.
-    """
-    started = time.time_ns()
+    """The whole workspace tree now. With `objects`, every file's content is stored as a blob."""
+    hasher = Hasher(root, cache, objects)
     out = Scan({})
-    seen: set[str] = set()
-    for rel, s, link in _walk(root, ignore):
-        name = rel.rsplit("/", 1)[-1]
-        if name.startswith(TMP_PREFIX):
+    for rel, s, link in walk(root, ignore):
+        if rel.rsplit("/", 1)[-1].startswith(TMP_PREFIX):
             out.leftovers.append(rel)
             continue
-        seen.add(rel)
-        if link is not None:
-            out.tree[rel] = Item("l", 0, link, 0)
-            continue
-        mode = st.S_IMODE(s.st_mode)
-        hit = cache.get(rel)
-        if (
-            hit is not None
-            and (hit.size, hit.mtime_ns, hit.ino) == (s.st_size, s.st_mtime_ns, s.st_ino)
-            and (objects is None or hit.stored)
-        ):
-            out.tree[rel] = Item("f", mode, hit.digest, s.st_size)
-            continue
-        path = root / rel
-        try:
-            # Read once to hash; copy in only content the store does not have yet.
-            digest, size = hash_file(path)
-            added = 0
-            if objects is not None and not objects.has(digest):
-                digest, size, added = objects.put_file(path)
-        except FileNotFoundError:
-            seen.discard(rel)
-            continue
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:  # became a symlink under us
-                seen.discard(rel)
-                continue
-            raise
-        out.hashed += 1
-        out.added_bytes += added
-        out.tree[rel] = Item("f", mode, digest, size)
-        if s.st_mtime_ns < started - RACY_NS and size == s.st_size:
-            cache[rel] = CacheEntry(s.st_size, s.st_mtime_ns, s.st_ino, digest, objects is not None)
-        else:
-            cache.pop(rel, None)
-    for gone in cache.keys() - seen:
+        item = hasher.item(rel, s, link)
+        if item is not None:
+            out.tree[rel] = item
+    for gone in cache.keys() - out.tree.keys():
         del cache[gone]
     if objects is not None:
         objects.sync()
+    out.hashed, out.added_bytes = hasher.hashed, hasher.added
     return out
+
+
+def look(hasher: Hasher, ignore: Ignore, rel: str) -> Item | None:
+    """The file or link at `rel` now (None: none there, or not workspace content).
+
+    Every directory on the way must be a real one: a path is never seen
+    through a symlink. The file is always read (the caller knows it changed).
+    """
+    parts = rel.split("/")
+    name = parts[-1]
+    if name.startswith(TMP_PREFIX) or len(parts) > MAX_DEPTH or ignore.covers(rel):
+        return None
+    cur = hasher.root
+    for part in parts[:-1]:
+        cur = cur / part
+        try:
+            if not st.S_ISDIR(os.lstat(cur).st_mode):
+                return None
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+    try:
+        s = os.lstat(cur / name)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if st.S_ISLNK(s.st_mode):
+        try:
+            return Item("l", 0, os.readlink(cur / name), 0)
+        except (FileNotFoundError, OSError):
+            return None
+    if not st.S_ISREG(s.st_mode):
+        return None
+    return hasher.item(rel, s, None, trust_cache=False)
 
 
 def changed_paths(recorded: Tree, now: Tree) -> list[str]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import struct
 import sys
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ AGENTS = ("a", "b")
 
 # ("create", agent) | ("msg", agent, message_id, text) | ("turn_start", agent, turn_id, message_id)
 # | ("step", agent, turn_id, reply) | ("turn_end", agent, turn_id)
+# | ("files", agent, path): a workspace.files record (the workspace's, not the agent's state)
 Op = tuple[str, ...]
 
 
@@ -52,6 +55,8 @@ def to_event(op: Op) -> ev.Event:
         )
     if kind == "turn_end":
         return ev.TurnEnded(agent=agent, turn_id=op[2], label=f"turn {op[2]}")
+    if kind == "files":
+        return ev.WorkspaceFiles(ops=(ev.FileOp(op[2], "-", 0, "", 0),))
     raise ValueError(op)
 
 
@@ -69,6 +74,8 @@ def model_apply(state: ModelState, op: Op) -> ModelState:
     """The independent reducer: a new dict, the old one untouched."""
     out = dict(state)
     kind, agent = op[0], op[1]
+    if kind == "files":
+        return out
     if kind == "create":
         out[agent] = AgentModel()
         return out
@@ -205,13 +212,16 @@ def build_log(
     seed: int = 0,
     options: StorageOptions | None = None,
     snapshot_every: int = 0,
+    files_every: int = 0,
 ) -> LogModel:
-    """Write about `n` plain records (no resets) to a fresh store and close it."""
+    """Write about `n` plain records (no resets) to a fresh store and close it; with
+    `files_every`, a workspace.files record every that many records or so."""
     rng = random.Random(seed)
     model = LogModel()
     with Store.open(root, options or opts()) as store:
         while model.head < n:
-            for op in model.next_ops(rng):
+            files = files_every and (model.head + 1) % files_every == 0
+            for op in [("files", "a", f"f{model.head}")] if files else model.next_ops(rng):
                 append_ops(store, model, [op])
                 if snapshot_every and model.head % snapshot_every == 0:
                     store.snapshot_now()
@@ -339,6 +349,7 @@ def store_view(store: Store, *, every_seq: bool = True) -> dict[str, object]:
         "active": lin.active_intervals(),
         "branches": lin.branches(),
         "catalog": list(store.catalog.newest_first()),
+        "file_ops": store.file_ops.between(0, store.head),
         "active_generations": list(store.generations()),
         "segments": [(s.first_seq, list(s.offsets), s.size, s.last_ts) for s in store.wal.segments],
         "snapshots": list(store.snapshots.seqs),
@@ -364,3 +375,10 @@ def assert_same_as_full_scan(store: Store, root: Path, scratch: Path) -> None:
     got = store_view(store)
     for key in want:
         assert got[key] == want[key], key
+
+
+def frame_chunk(payload: object, first: int, count: int, version: int) -> bytes:
+    """A segment index chunk of any `version` around any payload, its checksums right."""
+    body = msgspec.msgpack.encode(payload)
+    head = struct.pack("<8sIQQQI", b"REYNSIDX", version, first, count, len(body), zlib.crc32(body))
+    return head + struct.pack("<I", zlib.crc32(head)) + body

@@ -5,11 +5,13 @@ histories (appends, rewinds, checkouts, snapshots that write the index,
 index writes of their own, retention GC, reopens, and crashes that leave a
 torn WAL tail and a torn, damaged or missing index). After every reopen the
 store is compared with a full-scan open of a copy of the same directory
-without its indexes: head, floor, lineage, branches, catalog, segment
-offsets, snapshots, the tip's state and the state as of every seq.
+without its indexes: head, floor, lineage, branches, catalog, the seqs of
+workspace.files records, segment offsets, snapshots, the tip's state and the
+state as of every seq.
 
 Then each way an index can be wrong (torn, failing its checksum, stale,
-missing, from a newer reynd, left over by a deleted segment) falls back to
+missing, from a newer reynd or of version 1, left over by a deleted
+segment) falls back to
 scanning that segment, says so in the log, and opens to the same store; and
 a state directory without indexes (an older reynd's) opens exactly as before,
 changing nothing on disk.
@@ -24,6 +26,7 @@ import struct
 import tempfile
 import zlib
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import msgspec
@@ -35,6 +38,7 @@ from helpers import (
     append_ops,
     assert_same_as_full_scan,
     build_log,
+    frame_chunk,
     index_dir,
     index_files,
     opts,
@@ -51,7 +55,7 @@ from reynd.protocol import errors
 from reynd.storage.errors import CorruptionError
 from reynd.storage.framing import encode_frame
 from reynd.storage.gc import collect
-from reynd.storage.segindex import HEADER_SIZE, INDEX_VERSION, decode_index
+from reynd.storage.segindex import HEADER_SIZE, INDEX_VERSION, decode_index, encode_chunk
 from reynd.storage.store import Store
 
 OPTIONS = opts(segment_bytes=2048, snapshot_min_bytes=1 << 30)  # snapshots only when asked
@@ -98,6 +102,14 @@ class IndexMachine(RuleBasedStateMachine):
             return
         for _ in range(steps):
             append_ops(self.store, self.model, self.model.next_ops(self.rng, agent))
+
+    @rule(agent=st.sampled_from(AGENTS), with_step=st.booleans())
+    def workspace_files(self, agent: str, with_step: bool) -> None:
+        """A workspace.files record, alone or in the batch of the agent's next step."""
+        ops = [("files", agent, f"f{self.model.head}")]
+        if with_step:
+            ops += self.model.next_ops(self.rng, agent)
+        append_ops(self.store, self.model, ops)
 
     @precondition(lambda self: self.model.head > 0)
     @rule(data=st.data())
@@ -208,7 +220,7 @@ def indexed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A log over several segments, a snapshot (and with it an index) every 20 records,
     then a tail no index describes."""
     root = tmp_path_factory.mktemp("indexed") / "reyn"
-    build_log(root, N, seed=3, options=OPTIONS, snapshot_every=20)
+    build_log(root, N, seed=3, options=OPTIONS, snapshot_every=20, files_every=7)
     assert len(index_files(root)) >= 4
     return root
 
@@ -326,6 +338,42 @@ def test_index_of_a_newer_version_is_ignored_not_fatal(
         assert store.wal.segments[0].indexed == 0
 
 
+def _as_version_1(path: Path) -> None:
+    """Rewrite an index file as reynd wrote it before version 2: no `file_seqs`."""
+    out = []
+    for chunk in decode_index(path.read_bytes(), int(path.stem)):
+        payload = msgspec.msgpack.decode(encode_chunk(chunk)[HEADER_SIZE:])
+        del payload["file_seqs"]
+        out.append(frame_chunk(payload, chunk.first, len(chunk.offsets), 1))
+    path.write_bytes(b"".join(out))
+
+
+def test_index_of_version_1_is_scanned_once_and_written_again(
+    indexed_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A version 1 index does not list the workspace.files seqs: believing it would lose them
+    (a rewind after the restart would restore the wrong files). Its segment is scanned, and
+    the next index write writes it again, as version 2, which the open after it uses."""
+    caplog.set_level(logging.WARNING)
+    root = _copy(indexed_dir, tmp_path / "r")
+    old = index_files(root)
+    for path in old:
+        _as_version_1(path)
+    with Store.open(root, OPTIONS) as store:
+        view = store_view(store, every_seq=False)
+        assert store.recovery.indexed == 0
+        assert len(store.file_ops) > len(old)  # every segment holds file records
+        for path in old:
+            assert "version 1, written before the index listed" in _not_used(caplog, path)
+        store.index_now()
+    assert {p.name for p in old} < {p.name for p in index_files(root)}  # and the tail's
+    for path in index_files(root):
+        assert struct.unpack_from("<I", path.read_bytes(), 8) == (INDEX_VERSION,)
+    with _open_and_compare(root, tmp_path) as store:
+        assert store.recovery.scanned == 0
+        assert store_view(store, every_seq=False) == view
+
+
 def test_stale_index_of_a_longer_segment_falls_back(
     indexed_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -425,7 +473,6 @@ def test_index_that_passes_cheap_checks_but_lies_is_caught_by_verify(
     """The limit of the cheap checks, stated: an index whose checksums are right and whose
     last record matches, but which lies about an earlier offset, is believed at open (a read
     there then fails cleanly, on the record's own checksum); `verify` names it."""
-    from reynd.storage.segindex import encode_chunk
     from reynd.storage.verify import verify
 
     root = _copy(indexed_dir, tmp_path / "r")
@@ -442,6 +489,22 @@ def test_index_that_passes_cheap_checks_but_lies_is_caught_by_verify(
             list(store.wal.read(first.first + 1, first.first + 1))
         assert store_view(store, every_seq=False)["head"] == N
     msgspec.json.encode(report.problems)  # plain strings, for the CLI
+
+
+def test_index_that_drops_a_file_record_is_caught_by_verify(
+    indexed_dir: Path, tmp_path: Path
+) -> None:
+    """The workspace.files seqs are part of what verify compares with the scan."""
+    from reynd.storage.verify import verify
+
+    root = _copy(indexed_dir, tmp_path / "r")
+    path = index_files(root)[1]
+    chunks = decode_index(path.read_bytes(), int(path.stem))
+    (lying,) = [c for c in chunks if len(c.file_ops)][:1]
+    chunks[chunks.index(lying)] = replace(lying, file_ops=lying.file_ops[1:])
+    path.write_bytes(b"".join(encode_chunk(c) for c in chunks))
+    (problem,) = verify(root).problems
+    assert str(path) in problem and "workspace.files records" in problem
 
 
 # == SIGKILL at each crash point of an index write ==========================================

@@ -1,0 +1,156 @@
+"""What the parts of workspace rewind share: the tree reynd holds for the workspace.
+
+`WorkspaceCore` owns the state (the model: the tree as of the last staged
+record; what the watcher says is dirty; the stores and the tree index) and
+the few operations every part uses. The parts: recording and start-up
+(substrate.py), resets (resets.py), retention (retention.py). All of it is
+used under `_lock`, one task (or its worker thread) at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+import trio
+
+from reynd.protocol.events import Event, WorkspaceFiles, boundary_kind
+from reynd.storage.store import Store
+from reynd.workspace import journal
+from reynd.workspace.blobs import ObjectStore, TreeIndex
+from reynd.workspace.config import WorkspaceConfig
+from reynd.workspace.history import History
+from reynd.workspace.model import Dir, Item, apply, flat, to_ops
+from reynd.workspace.observe import observe
+from reynd.workspace.tree import CacheEntry, Hasher, Ignore, Scan, scan
+from reynd.workspace.watch import Dirty, Watcher, WatchUnavailable
+
+__all__ = ["Prepared", "RecordStats", "WorkspaceCore", "file_records", "resolve_root"]
+
+log = structlog.get_logger("reynd.workspace")
+
+OPS_PER_RECORD = 512  # a large change is split over several records of one batch
+
+
+@dataclass(frozen=True, slots=True)
+class RecordStats:
+    changed: int  # paths recorded
+    hashed: int  # files read
+    bytes_added: int  # blob + manifest bytes stored
+    duration_ms: float  # looking, storing and staging (not the WAL's fsync)
+
+
+@dataclass(slots=True)
+class Prepared:
+    """Changes looked at and stored, and the tree they make: not staged yet."""
+
+    model: Dir
+    changes: dict[str, Item | None]
+    root: str | None  # the tree's stored root manifest, for a boundary
+    hashed: int = 0
+    added: int = 0
+
+
+def resolve_root(config: WorkspaceConfig, state_dir: Path) -> Path:
+    base = state_dir.resolve().parent
+    return (base / config.path).resolve() if config.path else base
+
+
+def file_records(changes: dict[str, Item | None], cause: str) -> list[WorkspaceFiles]:
+    ops = to_ops(changes)
+    return [
+        WorkspaceFiles(ops=tuple(ops[i : i + OPS_PER_RECORD]), cause=cause)  # type: ignore[arg-type]
+        for i in range(0, len(ops), OPS_PER_RECORD)
+    ]
+
+
+class WorkspaceCore:
+    """The state of one workspace under rewind, and what every part does with it."""
+
+    def __init__(self, config: WorkspaceConfig, state_dir: Path, store: Store) -> None:
+        self.root = resolve_root(config, state_dir)
+        self._store = store
+        self._state = state_dir / "state"
+        self._journal = self._state / "workspace-restore.json"
+        excluded: list[str] = []
+        with_state = state_dir.resolve()
+        if with_state.is_relative_to(self.root) and with_state != self.root:
+            excluded.append(with_state.relative_to(self.root).as_posix())
+        self._ignore = Ignore(config.ignore, excluded)
+        self._watch = config.watch
+        self._cache: dict[str, CacheEntry] = {}
+        self._lock = trio.Lock()  # the model, the index, the dirty set: one user at a time
+        self._settled = trio.Event()
+        self._model = Dir({})  # the tree as of the last staged record
+        self._unindexed = False  # the model differs from the newest recorded tree
+        self._dirty = Dirty()
+        self._watcher: Watcher | None = None
+        self._pointers: dict[int, str] = {}  # boundary seq -> its tree, not indexed yet
+        self._inflight: set[int] = set()  # file records staged, not durable yet
+        self._inflight_done = trio.Event()
+        self._pending: tuple[journal.Intent, Dir | None] | None = None  # the reset under way
+        self.blobs: ObjectStore
+        self.manifests: ObjectStore
+        self.index: TreeIndex
+        self.history: History
+        self.last_record: RecordStats | None = None
+
+    # -- shared ------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Create the directories and load the index (worker thread; `start` calls it)."""
+        made = not self.root.exists()
+        self.root.mkdir(parents=True, exist_ok=True)
+        if made:
+            log.info("workspace.created", root=str(self.root))
+        self.blobs = ObjectStore(self._state / "blobs")
+        self.manifests = ObjectStore(self._state / "manifests")
+        self.index = TreeIndex(self._state / "trees")
+        self.history = History(self._store, self.index, self.manifests)
+
+    def _adopt(self, prepared: Prepared, staged: Iterable[Event]) -> None:
+        """The staged batch holds `prepared`: it is the tree as of the batch's last record."""
+        self._model = prepared.model
+        self._dirty.clear()
+        self._dirty.full = self._watcher is None
+        for e in staged:
+            if isinstance(e, WorkspaceFiles):
+                self._inflight.add(e.seq)
+            elif prepared.root is not None and boundary_kind(e) is not None:
+                self._pointers[e.seq] = prepared.root
+        if prepared.root is not None:
+            self._unindexed = False
+        elif prepared.changes:
+            self._unindexed = True
+
+    def _unwatch(self, exc: OSError) -> None:
+        log.warning(
+            "workspace.unwatched",
+            root=str(self.root),
+            error=str(exc),
+            effect="every step and generation scans the whole workspace",
+        )
+        if self._watcher is not None:
+            self._watcher.close()
+        self._watcher = None
+        self._dirty.full = True
+
+    def _look(self, objects: ObjectStore | None) -> tuple[dict[str, Item | None], Hasher]:
+        """What differs from the model where the dirty set says (all of it without a watcher)."""
+        if self._watcher is not None:
+            try:
+                self._watcher.drain(b"", self._dirty)
+            except WatchUnavailable as exc:
+                self._unwatch(exc)
+        hasher = Hasher(self.root, self._cache, objects)
+        return observe(self.root, self._ignore, self._dirty, self._model, hasher), hasher
+
+    def _now(self) -> Scan:
+        """What the workspace holds now, for a restore: the model and what changed since."""
+        changes, _ = self._look(None)
+        return Scan(flat(apply(self._model, changes)))
+
+    def _scan(self, store: bool) -> dict[str, Item]:
+        return scan(self.root, self._ignore, self._cache, self.blobs if store else None).tree
