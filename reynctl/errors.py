@@ -14,35 +14,8 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from reynd.protocol.errors import (
-    AgentExists,
-    BelowFloor,
-    ConfigDamaged,
-    ConnectionLimit,
-    EventNotFound,
-    InternalError,
-    InvalidEvent,
-    InvalidParams,
-    InvalidRequest,
-    LimitExceeded,
-    MessageTooLarge,
-    MethodNotFound,
-    NotActive,
-    NothingToDo,
-    ParseError,
-    PermissionDenied,
-    ReadOnlyReplica,
-    ReyndError,
-    SeqOutOfRange,
-    ShuttingDown,
-    StaleBranch,
-    StorageFailed,
-    UnknownAgent,
-    UnknownIntervention,
-    UnknownRun,
-    WorkspaceDirty,
-    error_class,
-)
+from reynd.protocol import errors as _daemon
+from reynd.protocol.errors import *  # noqa: F403  (every daemon error: one list, theirs)
 
 __all__ = [
     "ClientError",
@@ -56,35 +29,8 @@ __all__ = [
     "StaleSocket",
     "UntrustedDaemon",
     "connect_failed",
-    # The daemon's errors (reynd.protocol.errors).
-    "AgentExists",
-    "BelowFloor",
-    "ConfigDamaged",
-    "ConnectionLimit",
-    "EventNotFound",
-    "InternalError",
-    "InvalidEvent",
-    "InvalidParams",
-    "InvalidRequest",
-    "LimitExceeded",
-    "MessageTooLarge",
-    "MethodNotFound",
-    "NotActive",
-    "NothingToDo",
-    "ParseError",
-    "PermissionDenied",
-    "ReadOnlyReplica",
-    "ReyndError",
-    "SeqOutOfRange",
-    "ShuttingDown",
-    "StaleBranch",
-    "StorageFailed",
-    "UnknownAgent",
-    "UnknownIntervention",
-    "UnknownRun",
-    "WorkspaceDirty",
-    "error_class",
 ]
+__all__ += _daemon.__all__  # the daemon's errors, one class per code, as they define them
 
 START_HINT = "start it with `reynd serve` or `systemctl --user start reynd`"
 

@@ -18,6 +18,7 @@ from reynctl import aio, client
 from reynctl import errors as reynctl_errors
 from reynctl.errors import ConnectionClosed, NoDaemon
 from reynd.protocol import errors
+from reynd.protocol import errors as daemon_errors
 from reynd.protocol import methods as m
 from reynd.storage.crashpoints import CRASH_ENV
 from tests.harness import Daemon, start_daemon
@@ -219,9 +220,16 @@ def test_the_public_surface_is_small_and_typed() -> None:
     ]
     assert sorted(client.__all__) == ["Client", "Reply", "config_socket", "connect", "find_socket"]
     # Every daemon error class, by its stable code, importable from reynctl.errors.
-    for code in range(-32020, -32000):
+    codes = {
+        cls.code
+        for cls in vars(daemon_errors).values()
+        if isinstance(cls, type) and issubclass(cls, daemon_errors.ReyndError)
+    }
+    assert set(range(-32021, -32000)) <= codes  # the application codes, none skipped
+    for code in codes:
         cls = reynctl_errors.error_class(code)
         assert cls.code == code and cls.__name__ in reynctl_errors.__all__
+        assert getattr(reynctl_errors, cls.__name__) is cls
     unknown = reynctl_errors.ReyndError.from_wire({"code": -32999, "message": "new"})
     assert unknown.code == -32999 and unknown.message == "new"
     root = Path(reynctl_errors.__file__).parent
