@@ -78,10 +78,12 @@ EXECUTOR_OPTIONS: Final[dict[str, type[msgspec.Struct]]] = {
     "openai": OpenAIOptions,
 }
 
+_BY_EXECUTOR: Final = {name: inline_schema(t) for name, t in EXECUTOR_OPTIONS.items()}
+
 OPTIONS_SCHEMA: Final[dict[str, Any]] = {
     "description": "The executor's options: see x-options-by-executor.",
-    "anyOf": [inline_schema(t) for t in EXECUTOR_OPTIONS.values()],
-    "x-options-by-executor": {name: inline_schema(t) for name, t in EXECUTOR_OPTIONS.items()},
+    "anyOf": list(_BY_EXECUTOR.values()),
+    "x-options-by-executor": _BY_EXECUTOR,
 }
 """JSON Schema of an `options` param (msgspec validates it per executor at the door)."""
 
