@@ -1,13 +1,18 @@
-"""Group commit: one writer thread, many trio appenders, no early acknowledgement.
+"""Group commit: one writer task, many trio appenders, no early acknowledgement.
 
 Appenders stage their events on the trio thread (seqs are assigned there, in
-queue order) and queue them. The writer thread takes everything queued, writes
-it, fdatasyncs once, and hands the batch back to the trio thread, which
-commits it (index + state) in seq order and wakes the appenders. A batch forms
-by itself while the previous sync runs; there is no timer.
+queue order) and queue them. The writer takes everything queued, writes it,
+fdatasyncs once, commits it (index + state) in seq order and wakes the
+appenders. A batch forms by itself while the previous sync runs; there is no
+timer.
 
-A dedicated thread, not trio.to_thread per sync: a thread hand-off per batch
-costs less than the thread-pool round trip, which matters at one writer.
+The sync never blocks the event loop, and its end should wake the loop at the
+cost of one wake-up: through kernel AIO (storage/kernel_aio.py), a batch is
+written on the loop (a few KiB into the page cache) and its fdatasync runs in
+the kernel, whose eventfd the loop waits on. A batch that is large or opens a
+segment (whose rotation syncs and creates files), and every batch where
+kernel AIO is not available or the file calls are simulated (tests), is
+written and synced on a worker thread instead.
 
 A failed write or sync is fatal (DURABILITY rule 5): every pending append
 fails, no later append is accepted, and `failed` is set so the daemon exits
@@ -22,16 +27,17 @@ waiting would hold the daemon's shutdown forever).
 from __future__ import annotations
 
 import logging
-import queue
-import threading
+import os
 from collections.abc import Callable, Sequence
 
 import trio
 
 from reynd.protocol import errors
 from reynd.protocol.events import Event
+from reynd.storage import fsops
+from reynd.storage.kernel_aio import KernelSync
 from reynd.storage.store import Rebuilt, Staged, Store
-from reynd.storage.wal import Placement
+from reynd.storage.wal import Placement, Wal
 
 __all__ = ["Committer", "Queued"]
 
@@ -68,41 +74,60 @@ def _refuse_abort(_: object) -> trio.lowlevel.Abort:
     return trio.lowlevel.Abort.FAILED
 
 
-_STOP = object()
+# Written on the loop up to this size: a memory copy of at most ~0.1 ms.
+LOOP_WRITE_MAX = 256 * 1024
 
 
 class Committer:
     """The only path by which the daemon writes the WAL."""
 
-    def __init__(self, store: Store, on_commit: Callable[[Sequence[Event]], None]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        on_commit: Callable[[Sequence[Event]], None],
+        *,
+        kernel_aio: bool = True,
+    ) -> None:
+        """`kernel_aio=False`: every batch goes through a worker thread (tests, measurements)."""
         self._store = store
         self._on_commit = on_commit
-        self._queue: queue.SimpleQueue[Queued | object] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._token: trio.lowlevel.TrioToken | None = None
+        self._use_aio = kernel_aio
+        self._aio: KernelSync | None = None
+        self._pending: list[Queued] = []
+        self._writer_task: trio.lowlevel.Task | None = None
+        self._idle = False  # the writer is parked until an append is queued
+        self._started = False
+        # Its own: a WAL write never waits behind other work's threads.
+        self._thread_limiter = trio.CapacityLimiter(1)
+        self._writer_done = trio.Event()
         self.failed = trio.Event()
         self.failure: BaseException | None = None
         self.stopping = False  # stop() began: appends are refused
         self.batches = 0
+        self.sync_path = "not started"
 
     def start(self) -> None:
-        """Start the writer thread (call from the trio thread)."""
-        self._token = trio.lowlevel.current_trio_token()
-        self._thread = threading.Thread(target=self._writer, name="reynd-wal-writer", daemon=True)
-        self._thread.start()
+        """Start the writer (call from the trio thread); it lives until `stop`."""
+        if self._use_aio and fsops.fdatasync is os.fdatasync:
+            self._aio, self.sync_path = KernelSync.open()
+        else:
+            self.sync_path = "worker thread"
+        self._started = True
+        log.info("WAL sync through %s", self.sync_path)
+        # A system task, like the thread it replaces: it outlives the daemon's
+        # nurseries, so that appends queued while they end are still written.
+        trio.lowlevel.spawn_system_task(self._writer, name="reynd-wal-writer")
 
     async def stop(self) -> None:
-        """Refuse new appends, let queued ones finish, then stop the thread."""
+        """Refuse new appends, let queued ones finish, then stop the writer."""
         self.stopping = True
-        if self._thread is None:
-            return
-        self._queue.put(_STOP)
-        thread = self._thread
+        if not self._started:
+            self._writer_done.set()
+        self._wake_writer()
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(thread.join)
-        self._thread = None
-        # The writer is gone (after _STOP, or after a failure): nothing queued
-        # now will ever be written. Its appenders learn it instead of waiting.
+            await self._writer_done.wait()
+        # The writer is gone (after the last batch, or after a failure): nothing
+        # queued now will ever be written. Its appenders learn it instead of waiting.
         self._fail_queued(_stopping)
 
     async def append(
@@ -149,46 +174,80 @@ class Committer:
     def _check(self) -> None:
         if self.failure is not None:
             raise _storage_failed(self.failure)
-        if self.stopping:
+        if self.stopping or self._writer_done.is_set():
             raise _stopping()
 
     def _queue_staged(self, staged: Staged) -> Queued:
         pending = Queued(staged, trio.lowlevel.current_task())
-        self._queue.put(pending)  # no await since staging: queue order = seq order
+        self._pending.append(pending)  # no await since staging: queue order = seq order
+        self._wake_writer()
         return pending
 
-    # -- writer thread --------------------------------------------------------------
+    def _wake_writer(self) -> None:
+        if self._idle and self._writer_task is not None:
+            self._idle = False
+            trio.lowlevel.reschedule(self._writer_task)
 
-    def _writer(self) -> None:
-        assert self._token is not None
-        wal = self._store.wal
-        stopping = False
-        while not stopping:
-            batch: list[Queued] = []
-            item = self._queue.get()
-            while True:
-                if item is _STOP:
-                    stopping = True
-                else:
-                    assert isinstance(item, Queued)
-                    batch.append(item)
+    # -- the writer -----------------------------------------------------------------
+
+    async def _writer(self) -> None:
+        self._writer_task = trio.lowlevel.current_task()
+        try:
+            while self._pending or not self.stopping:
+                if not self._pending:
+                    self._idle = True
+                    await trio.lowlevel.wait_task_rescheduled(self._abort_idle)
+                    continue
+                batch, self._pending = self._pending, []
                 try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-            if not batch:
-                continue
-            frames = [f for p in batch for f in p.staged.frames]
-            glued = frozenset(s for p in batch for s in p.staged.glued)
-            try:
-                placements = wal.write_batch(frames, glued)
-                wal.sync()
-            except BaseException as exc:
-                self._token.run_sync_soon(self._fail, batch, exc)
-                return
-            self._token.run_sync_soon(self._complete, batch, placements)
+                    with trio.CancelScope(shield=True):
+                        placements = await self._write(batch)
+                except BaseException as exc:  # any failure is fatal: rule 5
+                    self._fail(batch, exc)
+                    return
+                self._complete(batch, placements)
+        except trio.Cancelled:
+            pass  # trio.run is ending (idle writer): queued appends are failed by stop
+        finally:
+            self._idle = False
+            self._writer_task = None
+            if self._aio is not None:
+                self._aio.close()
+                self._aio = None
+            self._writer_done.set()
 
-    # -- back on the trio thread ----------------------------------------------------------
+    def _abort_idle(self, _: object) -> trio.lowlevel.Abort:
+        self._idle = False
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    async def _write(self, batch: list[Queued]) -> list[Placement]:
+        """Write the batch and make it durable (raises on any failure)."""
+        wal = self._store.wal
+        frames = [f for p in batch for f in p.staged.frames]
+        glued = frozenset(s for p in batch for s in p.staged.glued)
+        nbytes = sum(len(f) for _, f in frames)
+        if self._aio is None or nbytes > LOOP_WRITE_MAX or not wal.fits_segment(nbytes):
+            return await trio.to_thread.run_sync(
+                _write_and_sync, wal, frames, glued, limiter=self._thread_limiter
+            )
+        placements = wal.write_batch(frames, glued)
+        fd = wal.start_sync()
+        try:
+            self._aio.submit(fd)
+        except OSError as exc:
+            # Not started, so nothing is lost: sync on a thread from now on.
+            log.warning("kernel AIO refused an fdatasync (%s); syncing on a thread", exc)
+            self._aio.close()
+            self._aio, self.sync_path = None, f"worker thread (AIO refused: {exc})"
+            try:
+                await trio.to_thread.run_sync(fsops.fdatasync, fd, limiter=self._thread_limiter)
+            except BaseException as error:
+                wal.sync_done(error)
+            wal.sync_done(None)
+            return placements
+        await trio.lowlevel.wait_readable(self._aio.eventfd)
+        wal.sync_done(self._aio.reap())
+        return placements
 
     def _complete(self, batch: list[Queued], placements: list[Placement]) -> None:
         self.batches += 1
@@ -209,17 +268,21 @@ class Committer:
         for pending in batch:
             pending.error = _storage_failed(exc)
             trio.lowlevel.reschedule(pending.task)
-        # Appends queued behind the failed batch never reach the thread again.
+        # Appends queued behind the failed batch are never written.
         self._fail_queued(lambda: _storage_failed(exc))
         self.failed.set()
 
     def _fail_queued(self, error: Callable[[], errors.ReyndError]) -> None:
         """Wake every append still queued with `error` (the writer will not take them)."""
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(item, Queued):
-                item.error = error()
-                trio.lowlevel.reschedule(item.task)
+        queued, self._pending = self._pending, []
+        for item in queued:
+            item.error = error()
+            trio.lowlevel.reschedule(item.task)
+
+
+def _write_and_sync(
+    wal: Wal, frames: list[tuple[int, bytes]], glued: frozenset[int]
+) -> list[Placement]:
+    placements = wal.write_batch(frames, glued)
+    wal.sync()
+    return placements

@@ -278,18 +278,42 @@ class Wal:
 
     def sync(self) -> None:
         """fdatasync the current segment. An error here is fatal for the caller."""
-        self._check_writable()
-        if self._wfd < 0:
+        fd = self.start_sync()
+        if fd < 0:
             return  # nothing was ever written (an empty batch on an empty log)
         try:
-            crashpoints.hit("wal.sync")
-            fsops.fdatasync(self._wfd)
+            fsops.fdatasync(fd)
         except BaseException as exc:
+            self.sync_done(exc)
+        self.sync_done(None)
+
+    def start_sync(self) -> int:
+        """The fd to fdatasync now, or -1 when nothing was ever written.
+
+        For a caller that runs the sync itself (kernel AIO); it must then
+        call `sync_done` with the outcome.
+        """
+        self._check_writable()
+        if self._wfd < 0:
+            return -1
+        try:
+            crashpoints.hit("wal.sync")
+        except BaseException as exc:
+            self.sync_done(exc)
+        return self._wfd
+
+    def sync_done(self, error: BaseException | None) -> None:
+        """Record a sync's outcome: raises `error` (and refuses all later writes) if any."""
+        if error is not None:
             # Never retried: after a failed fsync Linux may have dropped the
             # pages, and a later fsync would report success (rule 5).
-            self._failed = exc
-            raise
+            self._failed = error
+            raise error
         crashpoints.hit("wal.after_sync")
+
+    def fits_segment(self, nbytes: int) -> bool:
+        """True when `nbytes` more can be written without opening a segment."""
+        return self._wfd >= 0 and self._wsize + nbytes <= self.segment_bytes
 
     def _check_writable(self) -> None:
         if self._read_only:
