@@ -238,3 +238,31 @@ async def test_each_batch_is_committed_after_its_kernel_sync(
     assert trace == [
         step for n in committed for step in (("submit", fd), ("reaped", None), ("commit", n))
     ]
+
+
+@pytest.mark.parametrize("kernel_aio", PATHS)
+async def test_a_cancelled_appender_still_gets_its_answer(tmp_path: Path, kernel_aio: bool) -> None:
+    """Once queued, an append runs to its end even if its caller is cancelled (the first
+    appender writes the batch: it must not abandon the others queued behind it)."""
+    store = _open(tmp_path)
+    committer = Committer(store, lambda events: None, kernel_aio=kernel_aio)
+    committer.start()
+    answered: list[int] = []
+
+    async def cancelled_appender() -> None:
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            (done,) = await committer.append([_msg(100)])  # nothing in flight: it leads
+            answered.append(done.seq)
+            await trio.lowlevel.checkpoint()  # where the cancellation lands
+            answered.append(-1)  # never reached
+        assert scope.cancelled_caught
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cancelled_appender)
+        seqs = await _append_all(committer, writers=3, each=4)
+    await committer.stop()
+    assert len(answered) == 1
+    assert sorted([*answered, *seqs]) == list(range(2, 2 + 13))
+    store.close()
+    assert sorted(_message_ids(tmp_path)) == sorted([*(f"m{i}" for i in range(12)), "m100"])

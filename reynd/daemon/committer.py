@@ -1,27 +1,29 @@
-"""Group commit: one writer task, many trio appenders, no early acknowledgement.
+"""Group commit: many trio appenders, one batch in flight, no early acknowledgement.
 
 Appenders stage their events on the trio thread (seqs are assigned there, in
-queue order) and queue them. The writer takes everything queued, writes it,
-fdatasyncs once, commits it (index + state) in seq order and wakes the
-appenders. A batch forms by itself while the previous sync runs; there is no
-timer.
+queue order) and queue them. The first appender to find no batch in flight
+leads one: it takes everything queued, writes it, fdatasyncs once, commits it
+(index + state) in seq order and wakes the others. Whoever queued while it
+synced waits; the first of them is woken to lead the next batch. A batch
+forms by itself while the previous sync runs; there is no timer. No task of
+its own: at one writer, a hand-off to a writer task and back cost two
+scheduler passes per append.
 
-The sync never blocks the event loop, and its end should wake the loop at the
-cost of one wake-up: through kernel AIO (storage/kernel_aio.py), a batch is
-written on the loop (a few KiB into the page cache) and its fdatasync runs in
-the kernel, whose eventfd the loop waits on. A batch that is large or opens a
-segment (whose rotation syncs and creates files), and every batch where
-kernel AIO is not available or the file calls are simulated (tests), is
-written and synced on a worker thread instead.
+The sync never blocks the event loop, and its end wakes the loop at the cost
+of one wake-up: through kernel AIO (storage/kernel_aio.py), a batch is
+written on the loop (at most LOOP_WRITE_MAX bytes into the page cache) and
+its fdatasync runs in the kernel, whose eventfd the loop waits on. A larger
+batch, one that opens a segment (a rotation syncs and creates files), and
+every batch where kernel AIO is not available or the file calls are
+simulated (tests), is written and synced on a worker thread instead.
 
 A failed write or sync is fatal (DURABILITY rule 5): every pending append
 fails, no later append is accepted, and `failed` is set so the daemon exits
 and restarts through recovery. Retrying an fsync can lose data silently.
 
-Once `stop` began, `append` refuses (shutting_down): nothing is queued behind
-the writer's last batch. An append still queued when the writer is gone is
-failed, never left waiting (an append cannot be cancelled: a caller left
-waiting would hold the daemon's shutdown forever).
+Once `stop` began, `append` refuses (shutting_down); `stop` returns once
+every append queued before it is written (or failed). An append cannot be
+cancelled once queued: its caller must learn whether its events were written.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import trio
 
@@ -43,16 +46,19 @@ __all__ = ["Committer", "Queued"]
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 
 class Queued:
-    """Staged events in the writer's queue, and the task to wake once they are durable."""
+    """Staged events waiting for their sync, and the task to wake once they are durable."""
 
-    __slots__ = ("error", "staged", "task")
+    __slots__ = ("error", "lead", "staged", "task")
 
     def __init__(self, staged: Staged, task: trio.lowlevel.Task) -> None:
         self.staged = staged
         self.task = task
         self.error: errors.ReyndError | None = None
+        self.lead = False  # woken to write the next batch, not because its own is durable
 
 
 def _storage_failed(exc: BaseException) -> errors.StorageFailed:
@@ -94,12 +100,11 @@ class Committer:
         self._use_aio = kernel_aio
         self._aio: KernelSync | None = None
         self._pending: list[Queued] = []
-        self._writer_task: trio.lowlevel.Task | None = None
-        self._idle = False  # the writer is parked until an append is queued
-        self._started = False
+        self._leading = False  # a batch is being written (or its leader is being woken)
+        self._last_batch = 0
+        self._quiet = trio.lowlevel.ParkingLot()  # stop() waits here for the last batch
         # Its own: a WAL write never waits behind other work's threads.
         self._thread_limiter = trio.CapacityLimiter(1)
-        self._writer_done = trio.Event()
         self.failed = trio.Event()
         self.failure: BaseException | None = None
         self.stopping = False  # stop() began: appends are refused
@@ -107,28 +112,22 @@ class Committer:
         self.sync_path = "not started"
 
     def start(self) -> None:
-        """Start the writer (call from the trio thread); it lives until `stop`."""
+        """Choose how batches are synced (call from the trio thread, before any append)."""
         if self._use_aio and fsops.fdatasync is os.fdatasync:
             self._aio, self.sync_path = KernelSync.open()
         else:
             self.sync_path = "worker thread"
-        self._started = True
         log.info("WAL sync through %s", self.sync_path)
-        # A system task, like the thread it replaces: it outlives the daemon's
-        # nurseries, so that appends queued while they end are still written.
-        trio.lowlevel.spawn_system_task(self._writer, name="reynd-wal-writer")
 
     async def stop(self) -> None:
-        """Refuse new appends, let queued ones finish, then stop the writer."""
+        """Refuse new appends and return once every queued one is written (or failed)."""
         self.stopping = True
-        if not self._started:
-            self._writer_done.set()
-        self._wake_writer()
         with trio.CancelScope(shield=True):
-            await self._writer_done.wait()
-        # The writer is gone (after the last batch, or after a failure): nothing
-        # queued now will ever be written. Its appenders learn it instead of waiting.
-        self._fail_queued(_stopping)
+            while self._leading:
+                await self._quiet.park()
+        if self._aio is not None:
+            self._aio.close()
+            self._aio = None
 
     async def append(
         self, events: Sequence[Event], rebuilt: Rebuilt | None = None, *, atomic: bool = False
@@ -149,14 +148,26 @@ class Committer:
 
         For a caller that must stage under a lock it releases before the
         fsync: no checkpoint may come between this call and `wait` (the
-        writer wakes the task that enqueued).
+        queue's order is the seqs' order, and every queued append's task
+        calls `wait`).
         """
         self._check()
         return self._queue_staged(self._store.stage(events, rebuilt, atomic=atomic))
 
     async def wait(self, queued: Queued) -> list[Event]:
-        """Until the events of `queued` are durable (not cancellable); returns them with seqs."""
-        await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
+        """Until the events of `queued` are durable (not cancellable); returns them with seqs.
+
+        The first appender to find no batch in flight writes one itself (the
+        leader): everything queued, one write, one sync, then it commits and
+        wakes the others. Whoever queued meanwhile waits; the first of them
+        is woken to lead the next batch.
+        """
+        if not self._leading:
+            await self._lead(queued)
+        else:
+            await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
+            if queued.lead:
+                await self._lead(queued)
         if queued.error is not None:
             raise queued.error
         return list(queued.staged.events)
@@ -174,83 +185,86 @@ class Committer:
     def _check(self) -> None:
         if self.failure is not None:
             raise _storage_failed(self.failure)
-        if self.stopping or self._writer_done.is_set():
+        if self.stopping:
             raise _stopping()
 
     def _queue_staged(self, staged: Staged) -> Queued:
         pending = Queued(staged, trio.lowlevel.current_task())
         self._pending.append(pending)  # no await since staging: queue order = seq order
-        self._wake_writer()
         return pending
 
-    def _wake_writer(self) -> None:
-        if self._idle and self._writer_task is not None:
-            self._idle = False
-            trio.lowlevel.reschedule(self._writer_task)
+    # -- the leader -----------------------------------------------------------------
 
-    # -- the writer -----------------------------------------------------------------
-
-    async def _writer(self) -> None:
-        self._writer_task = trio.lowlevel.current_task()
+    async def _lead(self, me: Queued) -> None:
+        # No shield scope (entering and leaving one costs as much as the rest
+        # of an append's bookkeeping): the waits below cannot be cancelled.
+        self._leading = True
         try:
-            while self._pending or not self.stopping:
-                if not self._pending:
-                    self._idle = True
-                    await trio.lowlevel.wait_task_rescheduled(self._abort_idle)
-                    continue
-                batch, self._pending = self._pending, []
-                try:
-                    with trio.CancelScope(shield=True):
-                        placements = await self._write(batch)
-                except BaseException as exc:  # any failure is fatal: rule 5
-                    self._fail(batch, exc)
-                    return
-                self._complete(batch, placements)
-        except trio.Cancelled:
-            pass  # trio.run is ending (idle writer): queued appends are failed by stop
+            # The appenders the last batch woke are likely to queue again at
+            # once: a scheduler pass or two lets them share this batch.
+            for _ in range(2):
+                if len(self._pending) >= self._last_batch:
+                    break
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            batch, self._pending = self._pending, []
+            try:
+                placements = await self._write(batch)
+            except BaseException as exc:  # any failure is fatal: rule 5
+                self._fail(batch, exc, me)
+                return
+            self._complete(batch, placements, me)
         finally:
-            self._idle = False
-            self._writer_task = None
-            if self._aio is not None:
-                self._aio.close()
-                self._aio = None
-            self._writer_done.set()
-
-    def _abort_idle(self, _: object) -> trio.lowlevel.Abort:
-        self._idle = False
-        return trio.lowlevel.Abort.SUCCEEDED
+            if self._pending:
+                # Queued while this batch synced: the first of them leads the next.
+                successor = self._pending[0]
+                successor.lead = True
+                trio.lowlevel.reschedule(successor.task)
+            else:
+                self._leading = False
+                self._quiet.unpark_all()
 
     async def _write(self, batch: list[Queued]) -> list[Placement]:
-        """Write the batch and make it durable (raises on any failure)."""
+        """Write the batch and make it durable (raises on any failure, never Cancelled)."""
         wal = self._store.wal
         frames = [f for p in batch for f in p.staged.frames]
         glued = frozenset(s for p in batch for s in p.staged.glued)
         nbytes = sum(len(f) for _, f in frames)
-        if self._aio is None or nbytes > LOOP_WRITE_MAX or not wal.fits_segment(nbytes):
-            return await trio.to_thread.run_sync(
-                _write_and_sync, wal, frames, glued, limiter=self._thread_limiter
-            )
+        aio = self._aio
+        if aio is None or nbytes > LOOP_WRITE_MAX or not wal.fits_segment(nbytes):
+            return await self._on_thread(_write_and_sync, wal, frames, glued)
         placements = wal.write_batch(frames, glued)
         fd = wal.start_sync()
         try:
-            self._aio.submit(fd)
+            aio.submit(fd)
         except OSError as exc:
             # Not started, so nothing is lost: sync on a thread from now on.
             log.warning("kernel AIO refused an fdatasync (%s); syncing on a thread", exc)
-            self._aio.close()
+            aio.close()
             self._aio, self.sync_path = None, f"worker thread (AIO refused: {exc})"
             try:
-                await trio.to_thread.run_sync(fsops.fdatasync, fd, limiter=self._thread_limiter)
+                await self._on_thread(fsops.fdatasync, fd)
             except BaseException as error:
                 wal.sync_done(error)
             wal.sync_done(None)
             return placements
-        await trio.lowlevel.wait_readable(self._aio.eventfd)
-        wal.sync_done(self._aio.reap())
+        try:
+            await trio.lowlevel.wait_readable(aio.eventfd)
+        except trio.Cancelled:
+            # The leader's request was cancelled: the batch is written all the
+            # same (its cancellation reaches it at its next checkpoint).
+            with trio.CancelScope(shield=True):
+                await trio.lowlevel.wait_readable(aio.eventfd)
+        wal.sync_done(aio.reap())
         return placements
 
-    def _complete(self, batch: list[Queued], placements: list[Placement]) -> None:
+    async def _on_thread(self, fn: Callable[..., T], *args: object) -> T:
+        with trio.CancelScope(shield=True):
+            result = await trio.to_thread.run_sync(fn, *args, limiter=self._thread_limiter)
+        return result
+
+    def _complete(self, batch: list[Queued], placements: list[Placement], me: Queued) -> None:
         self.batches += 1
+        self._last_batch = len(batch)
         k = 0
         committed: list[Event] = []
         for pending in batch:
@@ -259,25 +273,19 @@ class Committer:
             committed.extend(pending.staged.events)
             k += n
         for pending in batch:
-            trio.lowlevel.reschedule(pending.task)
+            if pending is not me:
+                trio.lowlevel.reschedule(pending.task)
         self._on_commit(committed)
 
-    def _fail(self, batch: list[Queued], exc: BaseException) -> None:
+    def _fail(self, batch: list[Queued], exc: BaseException, me: Queued) -> None:
         log.critical("WAL write or sync failed: %r; refusing further writes", exc)
         self.failure = exc
-        for pending in batch:
+        queued, self._pending = [*batch, *self._pending], []
+        for pending in queued:
             pending.error = _storage_failed(exc)
-            trio.lowlevel.reschedule(pending.task)
-        # Appends queued behind the failed batch are never written.
-        self._fail_queued(lambda: _storage_failed(exc))
+            if pending is not me:
+                trio.lowlevel.reschedule(pending.task)
         self.failed.set()
-
-    def _fail_queued(self, error: Callable[[], errors.ReyndError]) -> None:
-        """Wake every append still queued with `error` (the writer will not take them)."""
-        queued, self._pending = self._pending, []
-        for item in queued:
-            item.error = error()
-            trio.lowlevel.reschedule(item.task)
 
 
 def _write_and_sync(
