@@ -363,3 +363,37 @@ def test_an_integral_float_is_the_integer_json_schema_says_it_is(daemon: Daemon)
         for bad, field in [({"seq": 2.5}, "seq"), ({"seq": 1e300}, "seq"), ({"seq": -1.0}, "seq")]:
             err = c.request("state.get", bad)["error"]
             assert err["code"] == -32602 and err["data"]["field"] == field, (bad, err)
+
+
+def test_quick_calls_are_only_plain_well_formed_requests() -> None:
+    """Lines the server may answer in the connection's reader (`handle` answers them either
+    way, errors included): calls that cannot wait; deciding never raises."""
+
+    async def handler(params: Any, ctx: CallContext) -> Any:
+        raise AssertionError("is_quick never calls a handler")
+
+    head = 7
+    dispatcher = Dispatcher(
+        {"daemon.status": handler, "state.get": handler, "wal.append": handler},
+        quick={"daemon.status": lambda p: True, "state.get": lambda p: p.seq in (None, head)},
+    )
+    quick = [
+        b'{"jsonrpc":"2.0","method":"daemon.status","id":1}',
+        b'{"jsonrpc":"2.0","method":"daemon.status"}',
+        b'{"method":"state.get","params":{"seq":7},"jsonrpc":"2.0","id":"x"}',
+        b'{"jsonrpc":"2.0","method":"state.get","params":[null],"id":2}',
+    ]
+    not_quick = [
+        b'{"jsonrpc":"2.0","method":"state.get","params":{"seq":6},"id":1}',  # a past seq
+        b'{"jsonrpc":"2.0","method":"state.get","params":{"seq":-1},"id":1}',  # invalid
+        b'{"jsonrpc":"2.0","method":"state.get","params":{"sek":7},"id":1}',  # unknown field
+        b'{"jsonrpc":"2.0","method":"wal.append","params":{},"id":1}',  # not declared quick
+        b'{"jsonrpc":"2.0","method":"nope","id":1}',
+        b'[{"jsonrpc":"2.0","method":"daemon.status","id":1}]',  # a batch
+        b'{"jsonrpc":"2.0","method":"daemon.status","id":1',  # cut short
+        b'{"jsonrpc":"2.0","method":"daemon.status","params":' + b"[" * 100_000 + b"}",
+        '{"jsonrpc":"2.0","method":"daemon.status","id":"é"}'.encode(),
+        b'{"jsonrpc":"2.0","method":"daemon.status","id":"\xff"}',
+    ]
+    assert [dispatcher.is_quick(line) for line in quick] == [True] * len(quick)
+    assert [dispatcher.is_quick(line) for line in not_quick] == [False] * len(not_quick)

@@ -131,6 +131,7 @@ class App:
         self.gate = Gate()  # writes share it; a rewind holds it alone
         self.reads = Gate()  # as-of reads share it; GC holds it while it deletes files
         self._tip_state = TipReply()  # state.get at the tip, encoded once per head
+        self._pid = os.getpid()  # daemon.status: a system call less per call
         self.retention = retention or RetentionPolicy()
         self.retention_changed = trio.Event()
         self._snapshot_due = trio.Event()
@@ -322,6 +323,17 @@ class App:
                 handlers[method] = partial(_read_only, self._follow)
         return handlers
 
+    def quick_calls(self) -> dict[str, Callable[[Any], bool]]:
+        """Methods answered without waiting for anything, when their params pass the test.
+
+        The server may run these in a connection's reader (rpc.Dispatcher.is_quick).
+        """
+        return {
+            "daemon.status": lambda p: True,
+            # At the tip: the reply encoded once per head (TipReply), no reconstruct.
+            "state.get": lambda p: p.agent is None and p.seq in (None, self.store.head),
+        }
+
     def _guard(self, handler: Handler) -> Handler:
         """`handler`, answering storage_corrupt when it meets a damaged record (and stopping)."""
 
@@ -457,7 +469,7 @@ class App:
             head=store.head,
             branch=store.lineage.branch_of(store.head),
             version=__version__,
-            pid=os.getpid(),
+            pid=self._pid,
             floor=store.floor,
             state_dir=str(self.state_dir),
             socket=str(ctx.server.socket or ""),

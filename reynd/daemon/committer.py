@@ -44,6 +44,7 @@ from reynd.storage.wal import Placement, Wal
 
 __all__ = ["Committer", "Queued"]
 
+# stdlib logging, like the storage core: quiet when used in process (benchmarks).
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")

@@ -145,7 +145,9 @@ async def _serve(opts: ServeOptions) -> int:
                     max_unsent_bytes_per_connection=config.max_unsent_bytes_per_connection,
                     allowed_gid=config.allowed_gid(),
                 )
-                server = Server(app.handlers(), hub, info, shutdown, limits)
+                server = Server(
+                    app.handlers(), hub, info, shutdown, limits, quick=app.quick_calls()
+                )
                 await root.start(server.serve, listener)
                 where = bound.path or "an inherited socket"
                 status = _status_line(app, where)

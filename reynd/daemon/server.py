@@ -175,6 +175,40 @@ class _Connection:
         self.scope.cancel()
 
 
+def _always(params: object) -> bool:
+    return True
+
+
+class _Receiver:
+    """Reads a connection's socket, waiting for data first once it was drained.
+
+    trio's receive_some tries the read first and waits on EAGAIN; a client
+    with one request in flight has sent nothing more when its line is read,
+    so that first try is a wasted system call per request. A read shorter
+    than the buffer drained the socket: the next one waits for data first.
+    """
+
+    __slots__ = ("_drained", "_fd")
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._drained = False
+
+    async def __call__(self) -> bytes:
+        if not self._drained:
+            await trio.lowlevel.checkpoint()  # a flooding client yields to the others
+        while True:
+            if self._drained:
+                await trio.lowlevel.wait_readable(self._fd)
+            try:
+                chunk = os.read(self._fd, _RECEIVE_SIZE)
+            except BlockingIOError:
+                self._drained = True  # woken for nothing: wait again
+                continue
+            self._drained = len(chunk) < _RECEIVE_SIZE
+            return chunk
+
+
 class _Workers:
     """The tasks that run one connection's requests, each parked between requests.
 
@@ -203,6 +237,11 @@ class _Workers:
             trio.lowlevel.reschedule(self._idle.pop())
         else:
             self._nursery.start_soon(self._work)
+
+    @property
+    def waiting(self) -> bool:
+        """A line is queued that no task has started yet."""
+        return bool(self._lines)
 
     def close(self) -> None:
         self._closing = True
@@ -237,7 +276,10 @@ class Server:
         info: ServerInfo,
         shutdown: trio.Event,
         limits: ServerLimits | None = None,
+        *,
+        quick: Mapping[str, Callable[[Any], bool]] | None = None,
     ) -> None:
+        """`quick`: the app's methods answered without waiting (Dispatcher), by params."""
         self.hub = hub
         self.info = info
         self.limits = limits or ServerLimits()
@@ -246,6 +288,7 @@ class Server:
         self._dispatcher = Dispatcher(
             {**self._app, **self._own_handlers()},
             max_batch_members=self.limits.max_batch_members,
+            quick={**(quick or {}), "rpc.discover": _always},
         )
         self._conn_ids = itertools.count(1)
         self._connections: dict[int, _Connection] = {}
@@ -383,16 +426,16 @@ class Server:
         self, conn: _Connection, slots: trio.Semaphore, workers: _Workers
     ) -> None:
         limit = self.limits.max_message_bytes
-        receive = conn.stream.receive_some
+        receive = _Receiver(conn.stream.socket.fileno())
         buf = bytearray()
         scanned = 0  # bytes of buf already searched for a newline
         discarding = False  # inside an oversize line: drop bytes up to its newline
         throttled = False  # logged once per connection
         while True:
             try:
-                chunk = await receive(_RECEIVE_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return
+                chunk = await receive()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                return  # closed here, or reset by the client
             if not chunk:
                 return
             if discarding:
@@ -422,7 +465,12 @@ class Server:
                         except trio.WouldBlock:
                             await slots.acquire()
                         self._begin()
-                        workers.submit(line)
+                        if not workers.waiting and self._dispatcher.is_quick(line):
+                            # Started in order (no earlier line waits), done without
+                            # waiting: no hand-over to a request task.
+                            await self._run(conn, line, slots)
+                        else:
+                            workers.submit(line)
                 start = scanned = end + 1
             if start:
                 del buf[:start]
