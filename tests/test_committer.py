@@ -71,8 +71,10 @@ async def test_every_acknowledged_append_is_in_the_log(tmp_path: Path, kernel_ai
     committer.start()
     seqs = await _append_all(committer, writers=16, each=20)
     await committer.stop()
-    expected_path = "kernel AIO" if kernel_aio and AIO_HERE else "worker thread"
-    assert committer.sync_path == expected_path
+    if kernel_aio and AIO_HERE:
+        assert committer.sync_path == "kernel AIO"
+    else:
+        assert committer.sync_path.startswith("worker thread")
     assert sorted(seqs) == list(range(2, 2 + 16 * 20))
     assert committer.batches < 16 * 20  # appends waiting on one sync shared the next
     store.close()

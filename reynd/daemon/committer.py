@@ -114,10 +114,13 @@ class Committer:
 
     def start(self) -> None:
         """Choose how batches are synced (call from the trio thread, before any append)."""
-        if self._use_aio and fsops.fdatasync is os.fdatasync:
-            self._aio, self.sync_path = KernelSync.open()
-        else:
+        if not self._use_aio:
             self.sync_path = "worker thread"
+        elif fsops.fdatasync is not os.fdatasync:
+            self.sync_path = "worker thread (simulated disk)"
+        else:
+            self._aio, why = KernelSync.open()
+            self.sync_path = why if self._aio is not None else f"worker thread ({why})"
         log.info("WAL sync through %s", self.sync_path)
 
     async def stop(self) -> None:
