@@ -13,6 +13,7 @@ import platform
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -268,3 +269,43 @@ async def test_a_cancelled_appender_still_gets_its_answer(tmp_path: Path, kernel
     assert sorted([*answered, *seqs]) == list(range(2, 2 + 13))
     store.close()
     assert sorted(_message_ids(tmp_path)) == sorted([*(f"m{i}" for i in range(12)), "m100"])
+
+
+@pytest.mark.parametrize("kernel_aio", PATHS)
+async def test_a_failed_commit_fails_the_batch_instead_of_leaving_it_waiting(
+    tmp_path: Path, kernel_aio: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Durable but not applied (a bug in indexing or the reducer): stop, recovery applies it."""
+    store = _open(tmp_path)
+    real_commit = store.commit
+    calls = 0
+
+    def commit_failing_at_the_third(*args: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise RuntimeError("reducer bug")
+        real_commit(*args)
+
+    monkeypatch.setattr(store, "commit", commit_failing_at_the_third)
+    committer = Committer(store, lambda events: None, kernel_aio=kernel_aio)
+    committer.start()
+    outcomes: list[str] = []
+
+    async def writer(w: int) -> None:
+        for i in range(5):
+            try:
+                await committer.append([_msg(w * 5 + i)])
+            except errors.StorageFailed:
+                outcomes.append("failed")
+                return
+            outcomes.append("ok")
+
+    async with trio.open_nursery() as nursery:  # returns: nobody is left waiting
+        for w in range(4):
+            nursery.start_soon(writer, w)
+    await committer.stop()
+    assert committer.failed.is_set() and isinstance(committer.failure, RuntimeError)
+    assert outcomes.count("failed") == 4
+    store.close()
+    assert len(_message_ids(tmp_path)) >= outcomes.count("ok")  # all durable ones reopen

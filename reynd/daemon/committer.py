@@ -213,10 +213,16 @@ class Committer:
             batch, self._pending = self._pending, []
             try:
                 placements = await self._write(batch)
+                committed = self._commit(batch, placements)
             except BaseException as exc:  # any failure is fatal: rule 5
+                # (A commit that fails leaves durable records unapplied: the
+                # restart's recovery applies them.)
                 self._fail(batch, exc, me)
                 return
-            self._complete(batch, placements, me)
+            for pending in batch:
+                if pending is not me:
+                    trio.lowlevel.reschedule(pending.task)
+            self._on_commit(committed)
         finally:
             if self._pending:
                 # Queued while this batch synced: the first of them leads the next.
@@ -266,7 +272,8 @@ class Committer:
             result = await trio.to_thread.run_sync(fn, *args, limiter=self._thread_limiter)
         return result
 
-    def _complete(self, batch: list[Queued], placements: list[Placement], me: Queued) -> None:
+    def _commit(self, batch: list[Queued], placements: list[Placement]) -> list[Event]:
+        """Make the durable batch visible (index + state), in seq order; its events."""
         self.batches += 1
         self._last_batch = len(batch)
         k = 0
@@ -276,13 +283,10 @@ class Committer:
             self._store.commit(pending.staged, placements[k : k + n])
             committed.extend(pending.staged.events)
             k += n
-        for pending in batch:
-            if pending is not me:
-                trio.lowlevel.reschedule(pending.task)
-        self._on_commit(committed)
+        return committed
 
     def _fail(self, batch: list[Queued], exc: BaseException, me: Queued) -> None:
-        log.critical("WAL write or sync failed: %r; refusing further writes", exc)
+        log.critical("WAL write, sync or commit failed: %r; refusing further writes", exc)
         self.failure = exc
         queued, self._pending = [*batch, *self._pending], []
         for pending in queued:
