@@ -21,7 +21,7 @@ import trio
 from reynd.daemon.committer import LOOP_WRITE_MAX, Committer
 from reynd.protocol import errors
 from reynd.protocol import events as ev
-from reynd.storage import crashpoints
+from reynd.storage import crashpoints, fsops
 from reynd.storage.kernel_aio import KernelSync
 from reynd.storage.options import StorageOptions
 from reynd.storage.store import Store
@@ -174,8 +174,18 @@ async def test_a_refused_kernel_sync_falls_back_to_the_thread(
     committer = Committer(store, lambda events: None)
     committer.start()
     assert committer.sync_path == "kernel AIO"
+    synced: list[int] = []
+    real_fdatasync = fsops.fdatasync
+
+    def watched_fdatasync(fd: int) -> None:  # the real call, watched
+        real_fdatasync(fd)
+        synced.append(fd)
+
+    monkeypatch.setattr(fsops, "fdatasync", watched_fdatasync)
     await _append_all(committer, writers=2, each=5)
     assert committer.sync_path.startswith("worker thread (AIO refused")
+    fd = store.wal.start_sync()
+    assert synced and set(synced) == {fd} and len(synced) == committer.batches
     await committer.stop()
     store.close()
     assert len(_message_ids(tmp_path)) == 10

@@ -251,11 +251,7 @@ class Committer:
             log.warning("kernel AIO refused an fdatasync (%s); syncing on a thread", exc)
             aio.close()
             self._aio, self.sync_path = None, f"worker thread (AIO refused: {exc})"
-            try:
-                await self._on_thread(fsops.fdatasync, fd)
-            except BaseException as error:
-                wal.sync_done(error)
-            wal.sync_done(None)
+            await self._on_thread(wal.finish_sync, fd)
             return placements
         try:
             await trio.lowlevel.wait_readable(aio.eventfd)

@@ -279,8 +279,11 @@ class Wal:
     def sync(self) -> None:
         """fdatasync the current segment. An error here is fatal for the caller."""
         fd = self.start_sync()
-        if fd < 0:
-            return  # nothing was ever written (an empty batch on an empty log)
+        if fd >= 0:  # else nothing was ever written (an empty batch on an empty log)
+            self.finish_sync(fd)
+
+    def finish_sync(self, fd: int) -> None:
+        """fdatasync `fd` (from `start_sync`) and record the outcome (`sync_done`)."""
         try:
             fsops.fdatasync(fd)
         except BaseException as exc:
