@@ -28,7 +28,7 @@ from reynd.daemon.committer import Committer
 from reynd.daemon.context import CallContext
 from reynd.daemon.coordinator import Coordinator, Gate
 from reynd.daemon.retention_api import RetentionApi, gc_loop, use_retention
-from reynd.daemon.rpc import Handler
+from reynd.daemon.rpc import Handler, always_quick
 from reynd.daemon.runtime_api import RuntimeApi
 from reynd.daemon.scrub import Scrub
 from reynd.daemon.tipreply import TipReply
@@ -329,7 +329,7 @@ class App:
         The server may run these in a connection's reader (rpc.Dispatcher.is_quick).
         """
         return {
-            "daemon.status": lambda p: True,
+            "daemon.status": always_quick,
             # At the tip: the reply encoded once per head (TipReply), no reconstruct.
             "state.get": lambda p: p.agent is None and p.seq in (None, self.store.head),
         }

@@ -39,7 +39,14 @@ from reynd.daemon.context import CallContext, Peer, ServerInfo
 from reynd.daemon.heap import HeapTrimmer
 from reynd.daemon.hub import Hub, Subscription
 from reynd.daemon.listen import peer_credentials
-from reynd.daemon.rpc import Dispatcher, Handler, ReplyBudget, Send, encode_error_line
+from reynd.daemon.rpc import (
+    Dispatcher,
+    Handler,
+    ReplyBudget,
+    Send,
+    always_quick,
+    encode_error_line,
+)
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.openrpc import openrpc_document
@@ -175,10 +182,6 @@ class _Connection:
         self.scope.cancel()
 
 
-def _always(params: object) -> bool:
-    return True
-
-
 class _Receiver:
     """Reads a connection's socket, waiting for data first once it was drained.
 
@@ -288,7 +291,7 @@ class Server:
         self._dispatcher = Dispatcher(
             {**self._app, **self._own_handlers()},
             max_batch_members=self.limits.max_batch_members,
-            quick={**(quick or {}), "rpc.discover": _always},
+            quick={**(quick or {}), "rpc.discover": always_quick},
         )
         self._conn_ids = itertools.count(1)
         self._connections: dict[int, _Connection] = {}
