@@ -64,7 +64,8 @@ class Queued:
 
 def _storage_failed(exc: BaseException) -> errors.StorageFailed:
     return errors.StorageFailed(
-        "the WAL failed to sync; reynd is stopping and will recover on restart",
+        "the WAL failed to write, sync or apply an append; "
+        "reynd is stopping and will recover on restart",
         {"reason": str(exc)},
     )
 

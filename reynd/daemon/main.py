@@ -168,7 +168,8 @@ async def _serve(opts: ServeOptions) -> int:
             root.cancel_scope.cancel()
     if app.committer.failure is not None:
         print(
-            f"reynd: the WAL failed to sync ({app.committer.failure!r}); restart to recover",
+            f"reynd: the WAL failed to write, sync or apply an append ({app.committer.failure!r}); "
+            "restart to recover",
             file=sys.stderr,
         )
         return EXIT_FAILURE
