@@ -161,6 +161,7 @@ def test_non_socket_file_at_socket_path_is_left_alone(short_tmp: Path) -> None:
         ("[storage]\nsegment_bytes = 1\n", "bad value for 'storage.segment_bytes'"),
         ("[storage]\nnope = 1\n", "unknown key 'storage.nope'"),
         ("max_connections = 'many'\n", "bad value for 'max_connections'"),
+        ("busy_poll_us = -1\n", "bad value for 'busy_poll_us'"),
         ("max_connections = \n", "not valid TOML"),
         ("allowed_group = 'no-such-group-here'\n", "allowed_group"),
     ],

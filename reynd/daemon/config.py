@@ -55,6 +55,9 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     allowed_group: str | int | None = None
     # Notifications queued per subscriber before it is dropped as lagged.
     subscriber_queue: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 1024
+    # Microseconds a connection's reader keeps polling for the client's next line
+    # after a drained read before it sleeps in epoll (server._Receiver); 0: never.
+    busy_poll_us: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 100
     # Seconds in-flight requests get to finish at shutdown before they are cancelled.
     shutdown_grace_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 5.0
     storage: StorageOptions = msgspec.field(default_factory=StorageOptions)

@@ -144,6 +144,7 @@ async def _serve(opts: ServeOptions) -> int:
                     max_subscriptions_per_connection=config.max_subscriptions_per_connection,
                     max_unsent_bytes_per_connection=config.max_unsent_bytes_per_connection,
                     allowed_gid=config.allowed_gid(),
+                    busy_poll_s=config.busy_poll_us / 1e6,
                 )
                 server = Server(
                     app.handlers(), hub, info, shutdown, limits, quick=app.quick_calls()
