@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -104,32 +105,63 @@ def turn_record_bytes() -> float:
     return sum(sizes) / len(sizes)
 
 
-def limits(base: Path, n: int) -> dict[str, Any]:
-    """Raw write + fdatasync, alternating with the daemon's in-process commit path."""
+def _side_by_side(
+    a: Callable[[int], float], b: Callable[[int], float], rounds: int
+) -> tuple[list[float], list[float]]:
+    """`rounds` results of each, taken in pairs, the order alternating from round to round."""
+    got_a: list[float] = []
+    got_b: list[float] = []
+    for r in range(rounds):
+        if r % 2:
+            got_b.append(b(r))
+            got_a.append(a(r))
+        else:
+            got_a.append(a(r))
+            got_b.append(b(r))
+    return got_a, got_b
+
+
+def limits(base: Path, n: int, rounds: int = 3) -> dict[str, Any]:
+    """Raw write + fdatasync, alternating with the daemon's in-process commit path.
+
+    Each commit figure pairs `rounds` windows of the WAL with as many of the
+    raw limit; the ratios are the medians of the pairs' ratios (one window
+    moved by up to 1.5x between runs on this machine).
+    """
     size = round(turn_record_bytes())
     d = base / "limits"
     d.mkdir()
-    raw1 = raw_fsync_per_record(d / "raw1", n, size)
-    wal1 = wal_appends(d / "wal1", n, 1)
+    raw1, wal1 = _side_by_side(
+        lambda r: raw_fsync_per_record(d / f"raw1-{r}", n, size),
+        lambda r: wal_appends(d / f"wal1-{r}", n, 1),
+        rounds,
+    )
     raw4 = raw_fsync_per_batch(d / "raw4", n * 4, size, 4)
-    raw64 = raw_fsync_per_batch(d / "raw64", n * 16, size, 64)
-    wal64 = wal_appends(d / "wal64", n * 16, 64)
+    raw64, wal64 = _side_by_side(
+        lambda r: raw_fsync_per_batch(d / f"raw64-{r}", n * 16, size, 64),
+        lambda r: wal_appends(d / f"wal64-{r}", n * 16, 64),
+        rounds,
+    )
     alone = workload.ReyndThread(d, "alone")  # the workload's turns, with no peer beside
     try:
         turn_alone = [alone.turn(i)[0] for i in range(n // 2)]
     finally:
         alone.close()
-    raw1b = raw_fsync_per_record(d / "raw1b", n, size)
     floor64 = trio_ack_floor(n * 16, 64)  # trio's own cost of 64 tasks parked and woken
-    per_record = 2 / (raw1 + raw1b)  # seconds, from the mean rate
+    per_record = 1 / statistics.median(raw1)  # seconds
     return {
         "record_bytes": size,
+        "rounds": rounds,
         "raw_fsync_per_record_s": per_record,
-        "raw_fsync_per_record_rounds_per_s": [raw1, raw1b],
+        "raw_fsync_per_record_rounds_per_s": raw1,
         "raw_fsync_batch4_per_record_s": 1 / raw4,
-        "raw_fsync_batch64_per_record_s": 1 / raw64,
-        "wal_1_writer_per_append_s": 1 / wal1,
-        "wal_64_writers_per_append_s": 1 / wal64,
+        "raw_fsync_batch64_per_record_s": 1 / statistics.median(raw64),
+        "wal_1_writer_per_append_s": 1 / statistics.median(wal1),
+        "wal_64_writers_per_append_s": 1 / statistics.median(wal64),
+        "wal_1_writer_vs_raw": statistics.median(w / r for w, r in zip(wal1, raw1, strict=True)),
+        "wal_64_writers_vs_batched": statistics.median(
+            w / r for w, r in zip(wal64, raw64, strict=True)
+        ),
         "trio_ack_floor_64_per_append_s": 1 / floor64,
         "reynd_turn_alone_s": statistics.fmean(turn_alone),
         "reynd_turn_alone_median_s": statistics.median(turn_alone),
@@ -241,7 +273,7 @@ def render(result: dict[str, Any]) -> str:
         f"   write+fdatasync per batch of 4       {raw4 * 4e3:8.3f} ms   (one fsync per turn)",
         f"   write+fdatasync per batch of 64      {raw64 * 1e6:8.1f} us/record",
         f"   reynd WAL in-process, 1 writer       {wal1 * 1e3:8.3f} ms/append"
-        f"  ({wal1 / raw1:.2f}x raw)",
+        f"  ({wal1 / raw1:.2f}x raw; medians of {lim['rounds']} alternating rounds)",
         f"   reynd WAL in-process, 64 writers     {wal64 * 1e6:8.1f} us/append"
         f"  ({wal64 / raw64:.2f}x batched raw)",
         f"   trio alone, 64 tasks parked + woken  {floor64 * 1e6:8.1f} us/append"
