@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -370,7 +371,7 @@ def test_quick_calls_are_only_plain_well_formed_requests() -> None:
     way, errors included): calls that cannot wait; deciding never raises."""
 
     async def handler(params: Any, ctx: CallContext) -> Any:
-        raise AssertionError("is_quick never calls a handler")
+        raise AssertionError("quick_call never calls a handler")
 
     head = 7
     dispatcher = Dispatcher(
@@ -395,5 +396,43 @@ def test_quick_calls_are_only_plain_well_formed_requests() -> None:
         '{"jsonrpc":"2.0","method":"daemon.status","id":"é"}'.encode(),
         b'{"jsonrpc":"2.0","method":"daemon.status","id":"\xff"}',
     ]
-    assert [dispatcher.is_quick(line) for line in quick] == [True] * len(quick)
-    assert [dispatcher.is_quick(line) for line in not_quick] == [False] * len(not_quick)
+    assert all(dispatcher.quick_call(line) is not None for line in quick)
+    assert [dispatcher.quick_call(line) for line in not_quick] == [None] * len(not_quick)
+
+
+async def test_calls_are_logged_by_level_and_quick_calls_answer_like_the_rest() -> None:
+    """Reads log at debug (skipped whole when debug is off); writes and failures at info.
+
+    A line `quick_call` decoded is answered by `handle` exactly as the line itself.
+    """
+
+    async def ok(params: Any, ctx: CallContext) -> Any:
+        return {"seq": params.seq}
+
+    async def refuse(params: Any, ctx: CallContext) -> Any:
+        raise errors.UnknownAgent("Unknown agent: nobody", {})
+
+    saved = structlog.get_config()
+    ctx = CallContext(1, None)
+    read = b'{"jsonrpc":"2.0","method":"state.get","params":{"seq":3},"id":1}'
+    failing = b'{"jsonrpc":"2.0","method":"generations.list","id":2}'
+    write = b'{"jsonrpc":"2.0","method":"daemon.shutdown","id":3}'
+    for level in (logging.INFO, logging.DEBUG):
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+        try:
+            dispatcher = Dispatcher(
+                {"state.get": ok, "generations.list": refuse, "daemon.shutdown": ok},
+                quick={"state.get": lambda p: True},
+            )
+            with structlog.testing.capture_logs() as logs:
+                replies = [await answer(dispatcher, line, ctx) for line in (read, failing, write)]
+                out = Lines()
+                await dispatcher.handle(read, ctx, out, dispatcher.quick_call(read))
+        finally:
+            structlog.configure(**saved)
+        assert out.lines == [replies[0]] and json.loads(replies[0])["result"] == {"seq": 3}
+        logged = [(e["method"], e["log_level"]) for e in logs if e["event"] == "rpc"]
+        expected = [("generations.list", "info"), ("daemon.shutdown", "info")]
+        if level == logging.DEBUG:
+            expected = [("state.get", "debug"), *expected, ("state.get", "debug")]
+        assert logged == expected

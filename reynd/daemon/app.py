@@ -326,7 +326,7 @@ class App:
     def quick_calls(self) -> dict[str, Callable[[Any], bool]]:
         """Methods answered without waiting for anything, when their params pass the test.
 
-        The server may run these in a connection's reader (rpc.Dispatcher.is_quick).
+        The server may run these in a connection's reader (rpc.Dispatcher.quick_call).
         """
         return {
             "daemon.status": always_quick,

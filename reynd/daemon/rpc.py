@@ -14,6 +14,7 @@ of `handle`: a bad message is an error reply, a bug an internal error.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -42,6 +43,7 @@ __all__ = [
     "Dispatcher",
     "Handler",
     "Output",
+    "QuickCall",
     "ReplyBudget",
     "Send",
     "encode_error_line",
@@ -129,6 +131,15 @@ class _Method:
     fields: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class QuickCall:
+    """A request `Dispatcher.quick_call` decoded and found quick: answered as it is."""
+
+    entry: _Method
+    params: Any
+    id: Id | msgspec.UnsetType
+
+
 class _Reply:
     """Marker for 'no reply' (a notification) distinct from any result."""
 
@@ -212,7 +223,7 @@ class Dispatcher:
         quick: Mapping[str, Callable[[Any], bool]] | None = None,
     ) -> None:
         """`quick`: methods whose handler answers without waiting for anything, when their
-        params pass the test (see `is_quick`)."""
+        params pass the test (see `quick_call`)."""
         unknown = set(handlers) - set(METHODS)
         if unknown:
             raise ValueError(f"handlers for methods not in METHODS: {sorted(unknown)}")
@@ -228,37 +239,62 @@ class Dispatcher:
         self._max_batch = max_batch_members
         self._refusal: errors.ReyndError | None = None
         self._quick = {name: (self._methods[name], test) for name, test in (quick or {}).items()}
+        # Decided once: logging is configured before the daemon builds its dispatcher.
+        self._debug: bool = log.bind().is_enabled_for(logging.DEBUG)
 
-    def is_quick(self, line: bytes) -> bool:
-        """True when `line` is one well-formed request that is answered without waiting.
+    def quick_call(self, line: bytes) -> QuickCall | None:
+        """`line` decoded, when it is one well-formed request answered without waiting.
 
-        The server may then run it in the connection's reader, saving the hand-
-        over to a request task (a scheduler pass: a good part of a small read's
-        cost). Anything unusual is not quick; it is answered the usual way.
+        The server may then run it in the connection's reader (`handle` with
+        the QuickCall: nothing is checked or decoded twice), saving the hand-
+        over to a request task, a good part of a small read's cost. Anything
+        unusual, bad params included, is None: `handle` answers it the usual
+        way, errors and all. Never raises.
         """
-        # What `handle` checks before decoding comes first here too.
-        if line[:1] != b"{" or nesting_exceeds(line) or not line.isascii():
-            return False
+        # What `handle` and `_answer` check before decoding comes first here too.
+        if (
+            line[:1] != b"{"
+            or self._refusal is not None
+            or nesting_exceeds(line)
+            or not line.isascii()
+            or integer_exceeds(line)
+        ):
+            return None
         try:
             req = _REQUEST_DECODER.decode(line)
         except msgspec.DecodeError:
-            return False
+            return None
         quick = self._quick.get(req.method)
-        if quick is None:
-            return False
+        if quick is None or req.jsonrpc != "2.0":
+            return None
         entry, test = quick
+        if memoryview(req.params)[:1].tobytes() not in _STRUCTURED:
+            return None
         try:
-            return test(_decode_params(entry, req.params))
+            params = _decode_params(entry, req.params)
+            return QuickCall(entry, params, req.id) if test(params) else None
         except Exception:
-            return False  # bad params: answered, with their error, the usual way
+            return None
 
     def refuse_all(self, err: errors.ReyndError | None) -> None:
         """Answer every later call with `err` (e.g. ShuttingDown) instead of running it."""
         self._refusal = err
 
-    async def handle(self, line: bytes, ctx: CallContext, out: Output) -> None:
-        """Answer one message (a line without its newline) on `out`; nothing when none is due."""
+    async def handle(
+        self, line: bytes, ctx: CallContext, out: Output, quick: QuickCall | None = None
+    ) -> None:
+        """Answer one message (a line without its newline) on `out`; nothing when none is due.
+
+        `quick`: what `quick_call` made of this very line, answered as it is.
+        """
         await out.budget.room()
+        if quick is not None:
+            reply = await self._invoke(
+                quick.entry, quick.params, quick.id, ctx, time.perf_counter()
+            )
+            if reply is not _NO_REPLY:
+                await out.line(_ENCODER.encode(reply))
+            return
         # Before any decoding: decoders recurse, and what is accepted here may
         # become a WAL record that every component must be able to handle.
         if nesting_exceeds(line):
@@ -434,19 +470,35 @@ class Dispatcher:
         ctx: CallContext,
     ) -> _Ok | _Err | _Reply:
         """Decode params, run the handler, build the reply (or _NO_REPLY)."""
-        notification = id is msgspec.UNSET
-        reply_id: Id = None if isinstance(id, msgspec.UnsetType) else id
         start = time.perf_counter()
         entry = self._methods.get(method)
-        mutating = False
         try:
             if entry is None:
-                raise _unknown_method(method)  # noqa: TRY301  (one error path for all)
-            mutating = entry.definition.mutating
+                raise _unknown_method(method)
             if self._refusal is not None:
-                raise self._refusal  # noqa: TRY301
+                raise self._refusal
             decoded = _decode_params(entry, params)
-            result = await entry.handler(decoded, ctx)
+        except errors.ReyndError as exc:
+            mutating = entry is not None and entry.definition.mutating
+            err = _Err("2.0", exc.to_wire(), None if isinstance(id, msgspec.UnsetType) else id)
+            return self._logged(
+                err, exc.name, method=method, mutating=mutating, id=id, start=start, ctx=ctx
+            )
+        return await self._invoke(entry, decoded, id, ctx, start)
+
+    async def _invoke(
+        self,
+        entry: _Method,
+        params: Any,
+        id: Id | msgspec.UnsetType,
+        ctx: CallContext,
+        start: float,
+    ) -> _Ok | _Err | _Reply:
+        """Run the handler on decoded params; the reply (or _NO_REPLY)."""
+        reply_id: Id = None if isinstance(id, msgspec.UnsetType) else id
+        method = entry.definition.name
+        try:
+            result = await entry.handler(params, ctx)
             # Encoded here so that an unencodable result is an internal error.
             reply: _Ok | _Err = _Ok("2.0", msgspec.Raw(_ENCODER.encode(result)), reply_id)
             outcome = "ok"
@@ -461,17 +513,36 @@ class Dispatcher:
                 f"Internal error: see the daemon log (incident {incident})", {"incident": incident}
             )
             reply, outcome = _Err("2.0", err.to_wire(), reply_id), err.name
-        duration_ms = (time.perf_counter() - start) * 1000.0
-        # Reads are frequent and cheap: debug; writes and failures: info.
-        emit = log.info if mutating or outcome != "ok" else log.debug
-        emit(
-            "rpc",
-            method=method,
-            outcome=outcome,
-            duration_ms=round(duration_ms, 3),
-            conn=ctx.connection_id,
-            notification=notification,
+        mutating = entry.definition.mutating
+        return self._logged(
+            reply, outcome, method=method, mutating=mutating, id=id, start=start, ctx=ctx
         )
+
+    def _logged(
+        self,
+        reply: _Ok | _Err,
+        outcome: str,
+        *,
+        method: str,
+        mutating: bool,
+        id: Id | msgspec.UnsetType,
+        start: float,
+        ctx: CallContext,
+    ) -> _Ok | _Err | _Reply:
+        """Log the call; its reply, or _NO_REPLY for a notification."""
+        notification = id is msgspec.UNSET
+        # Reads are frequent and cheap: debug (its arguments cost more than the
+        # call when debug is off); writes and failures: info.
+        if mutating or outcome != "ok" or self._debug:
+            emit = log.info if mutating or outcome != "ok" else log.debug
+            emit(
+                "rpc",
+                method=method,
+                outcome=outcome,
+                duration_ms=round((time.perf_counter() - start) * 1000.0, 3),
+                conn=ctx.connection_id,
+                notification=notification,
+            )
         return _NO_REPLY if notification else reply
 
 

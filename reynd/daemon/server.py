@@ -43,6 +43,7 @@ from reynd.daemon.listen import peer_credentials
 from reynd.daemon.rpc import (
     Dispatcher,
     Handler,
+    QuickCall,
     ReplyBudget,
     Send,
     always_quick,
@@ -486,10 +487,11 @@ class Server:
                         except trio.WouldBlock:
                             await slots.acquire()
                         self._begin()
-                        if not workers.waiting and self._dispatcher.is_quick(line):
-                            # Started in order (no earlier line waits), done without
-                            # waiting: no hand-over to a request task.
-                            await self._run(conn, line, slots)
+                        # Started in order (no earlier line waits) and done without
+                        # waiting: no hand-over to a request task.
+                        quick = None if workers.waiting else self._dispatcher.quick_call(line)
+                        if quick is not None:
+                            await self._run(conn, line, slots, quick)
                         else:
                             workers.submit(line)
                 start = scanned = end + 1
@@ -516,11 +518,17 @@ class Server:
         if self._idle.is_set():
             self._idle = trio.Event()
 
-    async def _run(self, conn: _Connection, line: bytes, slots: trio.Semaphore) -> None:
+    async def _run(
+        self,
+        conn: _Connection,
+        line: bytes,
+        slots: trio.Semaphore,
+        quick: QuickCall | None = None,
+    ) -> None:
         ctx = CallContext(conn.id, conn.peer, self.info)
         try:
             try:
-                await self._dispatcher.handle(line, ctx, conn)
+                await self._dispatcher.handle(line, ctx, conn, quick)
             except Exception:
                 # The dispatcher answers every error itself; this is a bug in
                 # it. One message must never take the daemon down with it.
