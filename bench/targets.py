@@ -151,7 +151,7 @@ def _commit(result: dict[str, Any], found: dict[str, tuple[float, str]]) -> None
     ):
         raw, wal = lim[raw_key], lim[wal_key]
         found[name] = (
-            lim[ratio_key],
+            lim.get(ratio_key, raw / wal),  # results before the paired rounds: one window each
             f"acknowledged appends/s, {what}: {1 / wal:,.0f} vs {1 / raw:,.0f} "
             f"(medians; the value is the median ratio of {lim['rounds']} alternating pairs)",
         )

@@ -436,3 +436,29 @@ async def test_calls_are_logged_by_level_and_quick_calls_answer_like_the_rest() 
         if level == logging.DEBUG:
             expected = [("state.get", "debug"), *expected, ("state.get", "debug")]
         assert logged == expected
+
+
+async def test_a_quick_call_that_waits_for_the_budget_is_decided_again() -> None:
+    """What `quick_call` decided holds only if nothing waits before it runs.
+
+    The budget of a client that leaves replies unread parks the call; a
+    shutdown begun meanwhile must refuse it like any other call.
+    """
+
+    async def status(params: Any, ctx: CallContext) -> Any:
+        return {"ok": True}
+
+    dispatcher = Dispatcher({"daemon.status": status}, quick={"daemon.status": lambda p: True})
+    line = b'{"jsonrpc":"2.0","method":"daemon.status","id":3}'
+    quick = dispatcher.quick_call(line)
+    assert quick is not None
+    out = Lines()
+    unread = out.budget.limit + 1
+    out.budget.hold(unread)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(dispatcher.handle, line, CallContext(1, None), out, quick)
+        await trio.testing.wait_all_tasks_blocked()
+        assert out.lines == []
+        dispatcher.refuse_all(errors.ShuttingDown("The daemon is shutting down"))
+        out.budget.release(unread)
+    assert_error(json.loads(out.lines[0]), errors.ShuttingDown.code, 3)

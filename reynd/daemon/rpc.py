@@ -285,9 +285,13 @@ class Dispatcher:
     ) -> None:
         """Answer one message (a line without its newline) on `out`; nothing when none is due.
 
-        `quick`: what `quick_call` made of this very line, answered as it is.
+        `quick`: what `quick_call` made of this very line, answered as it is
+        unless the connection's budget makes it wait first (a shutdown may have
+        begun meanwhile, the tip moved): then it is decided again, the usual way.
         """
-        await out.budget.room()
+        if out.budget.exceeded:
+            await out.budget.room()
+            quick = None
         if quick is not None:
             reply = await self._invoke(
                 quick.entry, quick.params, quick.id, ctx, time.perf_counter()
@@ -474,15 +478,22 @@ class Dispatcher:
         entry = self._methods.get(method)
         try:
             if entry is None:
-                raise _unknown_method(method)
+                raise _unknown_method(method)  # noqa: TRY301  (one error path for all)
             if self._refusal is not None:
-                raise self._refusal
+                raise self._refusal  # noqa: TRY301
             decoded = _decode_params(entry, params)
-        except errors.ReyndError as exc:
+        except Exception as exc:
+            failure = exc if isinstance(exc, errors.ReyndError) else _internal(method, ctx)
             mutating = entry is not None and entry.definition.mutating
-            err = _Err("2.0", exc.to_wire(), None if isinstance(id, msgspec.UnsetType) else id)
+            reply_id = None if isinstance(id, msgspec.UnsetType) else id
             return self._logged(
-                err, exc.name, method=method, mutating=mutating, id=id, start=start, ctx=ctx
+                _Err("2.0", failure.to_wire(), reply_id),
+                failure.name,
+                method=method,
+                mutating=mutating,
+                id=id,
+                start=start,
+                ctx=ctx,
             )
         return await self._invoke(entry, decoded, id, ctx, start)
 
@@ -505,13 +516,7 @@ class Dispatcher:
         except errors.ReyndError as exc:
             reply, outcome = _Err("2.0", exc.to_wire(), reply_id), exc.name
         except Exception:
-            incident = uuid.uuid4().hex[:12]
-            log.exception(
-                "rpc.internal_error", method=method, incident=incident, conn=ctx.connection_id
-            )
-            err = errors.InternalError(
-                f"Internal error: see the daemon log (incident {incident})", {"incident": incident}
-            )
+            err = _internal(method, ctx)
             reply, outcome = _Err("2.0", err.to_wire(), reply_id), err.name
         mutating = entry.definition.mutating
         return self._logged(
@@ -587,6 +592,15 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
     except msgspec.DecodeError as exc:
         # The first pass only skipped over the params: e.g. invalid UTF-8 in a string.
         raise _parse_failure(exc) from None
+
+
+def _internal(method: str, ctx: CallContext) -> errors.InternalError:
+    """A bug met while answering: logged with its trace, answered with an incident id only."""
+    incident = uuid.uuid4().hex[:12]
+    log.exception("rpc.internal_error", method=method, incident=incident, conn=ctx.connection_id)
+    return errors.InternalError(
+        f"Internal error: see the daemon log (incident {incident})", {"incident": incident}
+    )
 
 
 def _unknown_method(method: str) -> errors.MethodNotFound:
