@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
+import statistics
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.harness import Client, Daemon, start_daemon
+from tests.harness import IO_TIMEOUT, Client, Daemon, start_daemon
 
 LIMIT = 4096
 MAX_CONNECTIONS = 6
@@ -123,6 +126,47 @@ def test_client_that_never_reads_blocks_no_one(small: Daemon) -> None:
         for _ in range(5):
             assert_serving(small)
     assert_serving(small)
+
+
+def test_a_client_pipelining_quick_calls_does_not_hold_up_the_others(daemon: Daemon) -> None:
+    """Quick calls run in their connection's reader, which yields every few of them.
+
+    Before it did, the reader answered a whole 64 KiB read of pipelined
+    `daemon.status` lines (~1,300) back to back: another client's round trip
+    took 25-39 ms (median) while one client flooded; now about 0.7 ms.
+    """
+    stop = threading.Event()
+    flowing = threading.Event()
+    with daemon.connect() as flooder, daemon.connect() as other:
+
+        def send() -> None:
+            chunk = STATUS * 1300
+            with contextlib.suppress(OSError):
+                while not stop.is_set():
+                    flooder.sock.sendall(chunk)
+
+        def drain() -> None:
+            with contextlib.suppress(OSError):
+                while not stop.is_set() and flooder.sock.recv(1 << 20):
+                    flowing.set()
+
+        threads = [threading.Thread(target=f, daemon=True) for f in (send, drain)]
+        for thread in threads:
+            thread.start()
+        try:
+            assert flowing.wait(IO_TIMEOUT), "the flood got no replies"
+            rtts = []
+            for _ in range(100):
+                start = time.perf_counter()
+                other.send(STATUS)
+                assert other.recv_json()["id"] == "ok"
+                rtts.append(time.perf_counter() - start)
+            assert statistics.median(rtts) < 0.01, f"median round trip {statistics.median(rtts)}"
+        finally:
+            stop.set()
+            flooder.sock.shutdown(socket.SHUT_RDWR)
+            for thread in threads:
+                thread.join()
 
 
 def test_connection_cap(small: Daemon) -> None:

@@ -59,6 +59,7 @@ __all__ = ["Server", "ServerLimits"]
 log = structlog.get_logger("reynd.server")
 
 _RECEIVE_SIZE = 65536
+_INLINE_RUN = 16  # quick calls a reader runs back to back before it yields
 _ACCEPT_RETRY = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS))
 
 
@@ -453,6 +454,7 @@ class Server:
         scanned = 0  # bytes of buf already searched for a newline
         discarding = False  # inside an oversize line: drop bytes up to its newline
         throttled = False  # logged once per connection
+        inline = 0  # quick calls run in this reader
         while True:
             try:
                 chunk = await receive()
@@ -490,10 +492,15 @@ class Server:
                         # Started in order (no earlier line waits) and done without
                         # waiting: no hand-over to a request task.
                         quick = None if workers.waiting else self._dispatcher.quick_call(line)
-                        if quick is not None:
-                            await self._run(conn, line, slots, quick)
-                        else:
+                        if quick is None:
                             workers.submit(line)
+                        else:
+                            await self._run(conn, line, slots, quick)
+                            inline += 1
+                            if inline % _INLINE_RUN == 0:
+                                # A client pipelining many lets the others in; one
+                                # found gone stops here (its scope is cancelled).
+                                await trio.lowlevel.checkpoint()
                 start = scanned = end + 1
             if start:
                 del buf[:start]
