@@ -150,6 +150,11 @@ class Daemon:
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the daemon has used so far (/proc, clock-tick grain)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def connect(self) -> Client:
         return Client(self.socket)
 

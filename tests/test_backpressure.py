@@ -37,11 +37,6 @@ def rss_mib(d: Daemon) -> float:
     raise AssertionError(f"no VmRSS for pid {d.pid}")
 
 
-def cpu_seconds(d: Daemon) -> float:
-    fields = Path(f"/proc/{d.pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def replies_pending(sock: socket.socket) -> bool:
     try:
         return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
@@ -94,7 +89,7 @@ def test_clients_that_never_read_hold_bounded_memory_and_cost_nothing_once_gone(
                 assert time.monotonic() - start < 1.0
             # Before: ~17 MiB per connection (+130 MiB here); now ~2.5.
             assert rss_mib(d) - base < 48, "replies piled up for clients that do not read"
-            cpu = cpu_seconds(d)
+            cpu = d.cpu_seconds()
             for sock in socks:
                 sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
@@ -105,7 +100,7 @@ def test_clients_that_never_read_hold_bounded_memory_and_cost_nothing_once_gone(
             # connection was answered (before: all 64,000 members of each).
             answered = len(logged(d, "rpc", method="rpc.discover")) - 1
             assert answered < 8 * 1000, answered
-            assert cpu_seconds(d) - cpu < 0.5
+            assert d.cpu_seconds() - cpu < 0.5
             assert len(logged(d, "connection.close", client_gone=True)) == 8
             # The memory they held is given back (before: ~+110 MiB stayed).
             wait_until(lambda: rss_mib(d) - base < 16, "memory back near the baseline")

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tests.harness import Client, start_daemon
-from tests.test_backpressure import cpu_seconds
 
 
 @pytest.mark.parametrize("busy_poll_us", [100, 10_000])
@@ -30,9 +29,9 @@ def test_quiet_connections_cost_no_cpu(short_tmp: Path, busy_poll_us: int) -> No
             assert d.call("daemon.status")["connections"] == 17
             # A measuring window, not a synchronisation: 16 readers that never
             # stopped polling would burn about a second of CPU in it.
-            cpu = cpu_seconds(d)
+            cpu = d.cpu_seconds()
             time.sleep(1.0)
-            assert cpu_seconds(d) - cpu < 0.1
+            assert d.cpu_seconds() - cpu < 0.1
             status = b'{"jsonrpc":"2.0","method":"daemon.status","id":7}\n'
             for client in clients:
                 client.send(status)
