@@ -483,17 +483,10 @@ class Dispatcher:
                 raise self._refusal  # noqa: TRY301
             decoded = _decode_params(entry, params)
         except Exception as exc:
-            failure = exc if isinstance(exc, errors.ReyndError) else _internal(method, ctx)
+            reply, outcome = _failed(exc, method, ctx, id)
             mutating = entry is not None and entry.definition.mutating
-            reply_id = None if isinstance(id, msgspec.UnsetType) else id
             return self._logged(
-                _Err("2.0", failure.to_wire(), reply_id),
-                failure.name,
-                method=method,
-                mutating=mutating,
-                id=id,
-                start=start,
-                ctx=ctx,
+                reply, outcome, method=method, mutating=mutating, id=id, start=start, ctx=ctx
             )
         return await self._invoke(entry, decoded, id, ctx, start)
 
@@ -506,18 +499,15 @@ class Dispatcher:
         start: float,
     ) -> _Ok | _Err | _Reply:
         """Run the handler on decoded params; the reply (or _NO_REPLY)."""
-        reply_id: Id = None if isinstance(id, msgspec.UnsetType) else id
         method = entry.definition.name
         try:
             result = await entry.handler(params, ctx)
             # Encoded here so that an unencodable result is an internal error.
+            reply_id = None if isinstance(id, msgspec.UnsetType) else id
             reply: _Ok | _Err = _Ok("2.0", msgspec.Raw(_ENCODER.encode(result)), reply_id)
             outcome = "ok"
-        except errors.ReyndError as exc:
-            reply, outcome = _Err("2.0", exc.to_wire(), reply_id), exc.name
-        except Exception:
-            err = _internal(method, ctx)
-            reply, outcome = _Err("2.0", err.to_wire(), reply_id), err.name
+        except Exception as exc:
+            reply, outcome = _failed(exc, method, ctx, id)
         mutating = entry.definition.mutating
         return self._logged(
             reply, outcome, method=method, mutating=mutating, id=id, start=start, ctx=ctx
@@ -594,13 +584,24 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
         raise _parse_failure(exc) from None
 
 
-def _internal(method: str, ctx: CallContext) -> errors.InternalError:
-    """A bug met while answering: logged with its trace, answered with an incident id only."""
-    incident = uuid.uuid4().hex[:12]
-    log.exception("rpc.internal_error", method=method, incident=incident, conn=ctx.connection_id)
-    return errors.InternalError(
-        f"Internal error: see the daemon log (incident {incident})", {"incident": incident}
-    )
+def _failed(
+    exc: Exception, method: str, ctx: CallContext, id: Id | msgspec.UnsetType
+) -> tuple[_Err, str]:
+    """The error reply to a call that raised, and its outcome (call inside `except`).
+
+    A ReyndError is the client's answer; anything else is a bug: logged with
+    its trace, answered with an incident id only.
+    """
+    if not isinstance(exc, errors.ReyndError):
+        incident = uuid.uuid4().hex[:12]
+        log.exception(
+            "rpc.internal_error", method=method, incident=incident, conn=ctx.connection_id
+        )
+        exc = errors.InternalError(
+            f"Internal error: see the daemon log (incident {incident})", {"incident": incident}
+        )
+    reply_id = None if isinstance(id, msgspec.UnsetType) else id
+    return _Err("2.0", exc.to_wire(), reply_id), exc.name
 
 
 def _unknown_method(method: str) -> errors.MethodNotFound:
