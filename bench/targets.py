@@ -150,11 +150,11 @@ def _commit(result: dict[str, Any], found: dict[str, tuple[float, str]]) -> None
         ),
     ):
         raw, wal = lim[raw_key], lim[wal_key]
-        found[name] = (
-            lim.get(ratio_key, raw / wal),  # results before the paired rounds: one window each
-            f"acknowledged appends/s, {what}: {1 / wal:,.0f} vs {1 / raw:,.0f} "
-            f"(medians; the value is the median ratio of {lim['rounds']} alternating pairs)",
-        )
+        detail = f"acknowledged appends/s, {what}: {1 / wal:,.0f} vs {1 / raw:,.0f}"
+        rounds = lim.get("rounds")  # results before the paired rounds: one window each
+        if rounds:
+            detail += f" (medians; the value is the median ratio of {rounds} alternating pairs)"
+        found[name] = (lim.get(ratio_key, raw / wal), detail)
     floor = lim.get("trio_ack_floor_64_per_append_s")
     if floor:
         value, detail = found["commit.64_writers_vs_batched"]
