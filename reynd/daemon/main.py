@@ -75,6 +75,18 @@ def serve(opts: ServeOptions) -> int:
         signal.signal(signum, _ignore_signal)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), _RECURSION_LIMIT))
     try:
+        return _run(opts)
+    finally:
+        # The process exits next, and Python's finalization puts the default
+        # action back in place of a Python handler: a SIGTERM then would
+        # replace the exit code with death by signal. It keeps SIG_IGN, which
+        # no child can inherit any more: none is started from here on.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, signal.SIG_IGN)
+
+
+def _run(opts: ServeOptions) -> int:
+    try:
         code = trio.run(_serve, opts)
     except BaseException as exc:  # mapped to an exit code below
         leaf = _single(exc)

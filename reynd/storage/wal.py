@@ -1,7 +1,8 @@
 """The write-ahead log: segmented, checksummed, append-only, one global seq.
 
 Layout: `<state>/wal/<first seq, 20 digits>.jsonl`, one framed event per line
-(see framing.py). Seqs are contiguous across segments, so a record is found
+(see framing.py); the segment being written ends in preallocated space
+(segments.py). Seqs are contiguous across segments, so a record is found
 by bisecting segment first seqs, then by its index in that segment's offset
 array: reads never scan.
 
@@ -25,11 +26,11 @@ from reynd.protocol.events import Event
 from reynd.storage import crashpoints, fsops
 from reynd.storage.errors import CorruptionError, WalFailed
 from reynd.storage.framing import FrameInvalid, next_frame
-from reynd.storage.fsutil import fsync_dir, make_dirs, open_private, write_all
+from reynd.storage.fsutil import fsync_dir, make_dirs, open_private, pwrite_all
 from reynd.storage.indexfiles import IndexFiles
 from reynd.storage.recovery import RecoveryReport, decode_body, scan_segment
 from reynd.storage.segindex import Chunk, IndexUnusable
-from reynd.storage.segments import SUFFIX, TORN_DIR, Segment, segment_path
+from reynd.storage.segments import FILL, PREALLOCATE, SUFFIX, TORN_DIR, Segment, segment_path
 
 # RecoveryReport, Segment, segment_path, SUFFIX and TORN_DIR are re-exported.
 __all__ = [
@@ -97,7 +98,8 @@ class Wal:
         # Writer-thread state.
         self._wfd = -1
         self._wfirst = 0
-        self._wsize = 0
+        self._wsize = 0  # end of the records written
+        self._wend = 0  # size of the file: records, then preallocated space
         self._glue: Set[int] = frozenset()  # seqs of a batch not all written yet
         self._failed: BaseException | None = None  # a write or sync failed: no more writes
         self.index: IndexFiles | None = None  # the segments' index files, when kept
@@ -187,7 +189,8 @@ class Wal:
         if self.segments:
             seg = self.segments[-1]
             self._wfirst, self._wsize = seg.first_seq, seg.size
-            self._wfd = fsops.open(seg.path, os.O_WRONLY | os.O_APPEND)
+            self._wfd = fsops.open(seg.path, os.O_WRONLY)
+            self._wend = os.fstat(self._wfd).st_size  # recovery left only space after seg.size
         # else: the first write creates segment 1.
 
     # -- properties -------------------------------------------------------------
@@ -238,43 +241,64 @@ class Wal:
         crashpoints.hit("wal.write")
         out: list[Placement] = []
         buf: list[bytes] = []
+        at = self._wsize  # where buf goes
         mid_batch = crashpoints.armed("wal.mid_batch")
         for seq, frame in frames:
             full = self._wsize >= self.segment_bytes and seq not in glue
             if self._wfd < 0 or full:
                 if buf:
-                    write_all(self._wfd, b"".join(buf))
+                    self._put(b"".join(buf), at)
                     buf.clear()
                 self._rotate(seq)
+                at = 0
             out.append(Placement(seq, self._wfirst, self._wsize, len(frame)))
             if mid_batch and seq in glue:
                 # Tests: the batch's records before this one and half of this
                 # one are in the file when the process dies.
                 half = len(frame) // 2
-                write_all(self._wfd, b"".join([*buf, frame[:half]]))
+                at = self._put(b"".join([*buf, frame[:half]]), at)
                 buf = [frame[half:]]
                 crashpoints.hit("wal.mid_batch")
             else:
                 buf.append(frame)
             self._wsize += len(frame)
         if buf:
-            write_all(self._wfd, b"".join(buf))
+            self._put(b"".join(buf), at)
         if frames:
             self._glue = frozenset(s for s in glue if s > frames[-1][0])
         crashpoints.hit("wal.after_write")
         return out
 
+    def _put(self, data: bytes, at: int) -> int:
+        """Write `data` at offset `at` of the segment, growing its preallocated space; the end."""
+        end = at + len(data)
+        if end > self._wend:
+            # Fill ahead in the same write: the next appends overwrite these
+            # blocks, and their fdatasync has no new file size to commit.
+            grown = max(end, min(end + PREALLOCATE, self.segment_bytes))
+            data += FILL * (grown - end)
+            self._wend = grown
+        pwrite_all(self._wfd, data, at)
+        return end
+
     def _rotate(self, first_seq: int) -> None:
         if self._wfd >= 0:
             # Records in the old segment must be durable before the new file
             # can hold later ones: recovery treats only the last segment's
-            # tail as possibly torn.
-            fsops.fdatasync(self._wfd)
+            # tail as possibly torn (or space).
+            self._seal()
             fsops.close(self._wfd)
         path = segment_path(self.dir, first_seq)
-        self._wfd = open_private(path, os.O_WRONLY | os.O_EXCL | os.O_APPEND)
+        self._wfd = open_private(path, os.O_WRONLY | os.O_EXCL)
         fsync_dir(self.dir)
-        self._wfirst, self._wsize = first_seq, 0
+        self._wfirst, self._wsize, self._wend = first_seq, 0, 0
+
+    def _seal(self) -> None:
+        """Trim the preallocated space off the current segment, and make it durable."""
+        if self._wend > self._wsize:
+            fsops.ftruncate(self._wfd, self._wsize)
+            self._wend = self._wsize
+        fsops.fsync(self._wfd)  # fsync, not fdatasync: the new size too
 
     def sync(self) -> None:
         """fdatasync the current segment. An error here is fatal for the caller."""
@@ -314,9 +338,9 @@ class Wal:
             raise error
         crashpoints.hit("wal.after_sync")
 
-    def fits_segment(self, nbytes: int) -> bool:
-        """True when `nbytes` more can be written without opening a segment."""
-        return self._wfd >= 0 and self._wsize + nbytes <= self.segment_bytes
+    def writes_in_place(self, nbytes: int) -> bool:
+        """True when `nbytes` more fit the segment's preallocated space: no new file, no growth."""
+        return self._wfd >= 0 and self._wsize + nbytes <= min(self._wend, self.segment_bytes)
 
     def _check_writable(self) -> None:
         if self._read_only:
@@ -428,10 +452,10 @@ class Wal:
         return fd
 
     def close(self) -> None:
-        """Sync and close every descriptor (no sync after a failed write or sync)."""
+        """Trim, sync and close every descriptor (none of that after a failed write or sync)."""
         if self._wfd >= 0:
             if self._failed is None:
-                fsops.fdatasync(self._wfd)
+                self._seal()
             fsops.close(self._wfd)
             self._wfd = -1
         for fd in self._read_fds.values():
