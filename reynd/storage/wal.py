@@ -13,6 +13,7 @@ owner's thread and see only records that are already durable.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -270,16 +271,33 @@ class Wal:
         return out
 
     def _put(self, data: bytes, at: int) -> int:
-        """Write `data` at offset `at` of the segment, growing its preallocated space; the end."""
+        """Write `data` at offset `at` of the segment, and space ahead of it; the end."""
+        pwrite_all(self._wfd, data, at)
         end = at + len(data)
         if end > self._wend:
-            # Fill ahead in the same write: the next appends overwrite these
-            # blocks, and their fdatasync has no new file size to commit.
-            grown = max(end, min(end + PREALLOCATE, self.segment_bytes))
-            data += FILL * (grown - end)
-            self._wend = grown
-        pwrite_all(self._wfd, data, at)
+            self._wend = end
+            self._preallocate(end)
         return end
+
+    def _preallocate(self, end: int) -> None:
+        """Fill the segment ahead of `end` (best effort).
+
+        The next appends overwrite these blocks, and their fdatasync has no
+        new file size to commit.
+        """
+        grown = min(end + PREALLOCATE, self.segment_bytes)
+        if grown <= end:
+            return
+        try:
+            pwrite_all(self._wfd, FILL * (grown - end), end)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # A full disk: the records are written, the space is only a speed-up.
+            path = segment_path(self.dir, self._wfirst)
+            log.warning("no room to preallocate %s past byte %d: %s", path, end, exc)
+            return
+        self._wend = grown
 
     def _rotate(self, first_seq: int) -> None:
         if self._wfd >= 0:
