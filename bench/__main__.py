@@ -42,13 +42,7 @@ import msgspec
 
 from bench import daemon, scaling, workload
 from bench.daemon import workdir
-from bench.storage import (
-    raw_fsync_per_batch,
-    raw_fsync_per_record,
-    raw_fsync_per_record_in_place,
-    trio_ack_floor,
-    wal_appends,
-)
+from bench.storage import raw_fsync_per_batch, raw_fsync_per_record, trio_ack_floor, wal_appends
 from bench.targets import targets
 from bench.texts import assistant_text, user_text
 from reynd.protocol import events as ev
@@ -111,14 +105,20 @@ def turn_record_bytes() -> float:
     return sum(sizes) / len(sizes)
 
 
-def _side_by_side(*runs: Callable[[int], float], rounds: int) -> list[list[float]]:
-    """`rounds` results of each run, taken together, the order reversed every other round."""
-    got: list[list[float]] = [[] for _ in runs]
+def _side_by_side(
+    a: Callable[[int], float], b: Callable[[int], float], rounds: int
+) -> tuple[list[float], list[float]]:
+    """`rounds` results of each, taken in pairs, the order alternating from round to round."""
+    got_a: list[float] = []
+    got_b: list[float] = []
     for r in range(rounds):
-        order = list(enumerate(runs))
-        for k, run in order[::-1] if r % 2 else order:
-            got[k].append(run(r))
-    return got
+        if r % 2:
+            got_b.append(b(r))
+            got_a.append(a(r))
+        else:
+            got_a.append(a(r))
+            got_b.append(b(r))
+    return got_a, got_b
 
 
 def limits(base: Path, n: int, rounds: int = 3) -> dict[str, Any]:
@@ -131,17 +131,16 @@ def limits(base: Path, n: int, rounds: int = 3) -> dict[str, Any]:
     size = round(turn_record_bytes())
     d = base / "limits"
     d.mkdir()
-    raw1, wal1, in_place1 = _side_by_side(
+    raw1, wal1 = _side_by_side(
         lambda r: raw_fsync_per_record(d / f"raw1-{r}", n, size),
         lambda r: wal_appends(d / f"wal1-{r}", n, 1),
-        lambda r: raw_fsync_per_record_in_place(d / f"inplace1-{r}", n, size),
-        rounds=rounds,
+        rounds,
     )
     raw4 = raw_fsync_per_batch(d / "raw4", n * 4, size, 4)
     raw64, wal64 = _side_by_side(
         lambda r: raw_fsync_per_batch(d / f"raw64-{r}", n * 16, size, 64),
         lambda r: wal_appends(d / f"wal64-{r}", n * 16, 64),
-        rounds=rounds,
+        rounds,
     )
     alone = workload.ReyndThread(d, "alone")  # the workload's turns, with no peer beside
     try:
@@ -159,11 +158,7 @@ def limits(base: Path, n: int, rounds: int = 3) -> dict[str, Any]:
         "raw_fsync_batch64_per_record_s": 1 / statistics.median(raw64),
         "wal_1_writer_per_append_s": 1 / statistics.median(wal1),
         "wal_64_writers_per_append_s": 1 / statistics.median(wal64),
-        "raw_fsync_in_place_per_record_s": 1 / statistics.median(in_place1),
         "wal_1_writer_vs_raw": statistics.median(w / r for w, r in zip(wal1, raw1, strict=True)),
-        "wal_1_writer_vs_raw_in_place": statistics.median(
-            w / r for w, r in zip(wal1, in_place1, strict=True)
-        ),
         "wal_64_writers_vs_batched": statistics.median(
             w / r for w, r in zip(wal64, raw64, strict=True)
         ),
@@ -271,18 +266,14 @@ def render(result: dict[str, Any]) -> str:
     raw1, raw4 = lim["raw_fsync_per_record_s"], lim["raw_fsync_batch4_per_record_s"]
     raw64, wal1 = lim["raw_fsync_batch64_per_record_s"], lim["wal_1_writer_per_append_s"]
     wal64 = lim["wal_64_writers_per_append_s"]
-    in_place1 = lim["raw_fsync_in_place_per_record_s"]
     floor64 = lim["trio_ack_floor_64_per_append_s"]
     out += [
         f"   write+fdatasync per record           {raw1 * 1e3:8.3f} ms"
         f"   -> a turn of 4 fsynced appends: {lim['turn_floor_s'] * 1e3:.2f} ms",
-        f"   pwrite+fdatasync in place            {in_place1 * 1e3:8.3f} ms"
-        f"   (over a file written ahead, as the WAL's segments are)",
         f"   write+fdatasync per batch of 4       {raw4 * 4e3:8.3f} ms   (one fsync per turn)",
         f"   write+fdatasync per batch of 64      {raw64 * 1e6:8.1f} us/record",
         f"   reynd WAL in-process, 1 writer       {wal1 * 1e3:8.3f} ms/append"
-        f"  ({wal1 / raw1:.2f}x raw, {wal1 / in_place1:.2f}x in place;"
-        f" medians of {lim['rounds']} alternating rounds)",
+        f"  ({wal1 / raw1:.2f}x raw; medians of {lim['rounds']} alternating rounds)",
         f"   reynd WAL in-process, 64 writers     {wal64 * 1e6:8.1f} us/append"
         f"  ({wal64 / raw64:.2f}x batched raw)",
         f"   trio alone, 64 tasks parked + woken  {floor64 * 1e6:8.1f} us/append"

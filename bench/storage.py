@@ -41,32 +41,13 @@ def _frame_len() -> int:
 
 
 def raw_fsync_per_record(path: Path, n: int, size: int) -> float:
-    """write + fdatasync per record, appending: the physical limit at one writer."""
+    """write + fdatasync per record: the physical limit at one writer."""
     rec = b"x" * (size - 1) + b"\n"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
     try:
         t = time.perf_counter()
         for _ in range(n):
             os.write(fd, rec)
-            os.fdatasync(fd)
-        return n / (time.perf_counter() - t)
-    finally:
-        os.close(fd)
-
-
-def raw_fsync_per_record_in_place(path: Path, n: int, size: int) -> float:
-    """pwrite + fdatasync per record over a file written ahead: no file size to commit.
-
-    The limit of the WAL's own strategy (preallocated segments), with none of its work.
-    """
-    rec = b"x" * (size - 1) + b"\n"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, b"\n" * (n * size))
-        os.fdatasync(fd)
-        t = time.perf_counter()
-        for i in range(n):
-            os.pwrite(fd, rec, i * size)
             os.fdatasync(fd)
         return n / (time.perf_counter() - t)
     finally:

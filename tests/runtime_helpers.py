@@ -107,7 +107,7 @@ def wal_records(d: Daemon) -> list[dict[str, Any]]:
     """Every durable record, in seq order, read from the WAL files (all branches)."""
     out: list[dict[str, Any]] = []
     for path in sorted(d.state_dir.rglob("wal/*.jsonl")):
-        for line in path.read_bytes().rstrip(b"\n").split(b"\n"):  # not the space ahead
+        for line in path.read_bytes().split(b"\n"):
             if line.startswith(b"{"):
                 try:
                     out.append(json.loads(line)["rec"])

@@ -13,8 +13,7 @@ The sync never blocks the event loop, and its end wakes the loop at the cost
 of one wake-up: through kernel AIO (storage/kernel_aio.py), a batch is
 written on the loop (at most LOOP_WRITE_MAX bytes into the page cache) and
 its fdatasync runs in the kernel, whose eventfd the loop waits on. A larger
-batch, one that opens a segment (a rotation syncs and creates files) or grows
-its preallocated space (a megabyte written), and
+batch, one that opens a segment (a rotation syncs and creates files), and
 every batch where kernel AIO is not available or the file calls are
 simulated (tests), is written and synced on a worker thread instead.
 
@@ -242,7 +241,7 @@ class Committer:
         glued = frozenset(s for p in batch for s in p.staged.glued)
         nbytes = sum(len(f) for _, f in frames)
         aio = self._aio
-        if aio is None or nbytes > LOOP_WRITE_MAX or not wal.writes_in_place(nbytes):
+        if aio is None or nbytes > LOOP_WRITE_MAX or not wal.fits_segment(nbytes):
             return await self._on_thread(_write_and_sync, wal, frames, glued)
         placements = wal.write_batch(frames, glued)
         fd = wal.start_sync()

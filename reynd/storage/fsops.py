@@ -1,7 +1,7 @@
 """The storage core's file-system calls, behind one indirection.
 
-The WAL, the snapshots and fsutil call `fsops.write(...)`, `fsops.pwrite(...)`,
-`fsops.fdatasync(...)` and so on, never the `os` functions directly, so that a test can put a
+The WAL, the snapshots and fsutil call `fsops.write(...)`, `fsops.fdatasync(...)`
+and so on, never the `os` functions directly, so that a test can put a
 simulated disk underneath them (power loss that drops or tears unsynced
 writes, I/O errors at the Nth call: tests/storage/simdisk.py).
 
@@ -27,7 +27,6 @@ __all__ = [
     "mkdir",
     "open",
     "pread",
-    "pwrite",
     "replace",
     "unlink",
     "write",
@@ -37,7 +36,6 @@ open = os.open
 close = os.close
 write = os.write
 pread = os.pread
-pwrite = os.pwrite
 fsync = os.fsync
 fdatasync = os.fdatasync
 ftruncate = os.ftruncate
@@ -50,7 +48,6 @@ NAMES = (
     "close",
     "write",
     "pread",
-    "pwrite",
     "fsync",
     "fdatasync",
     "ftruncate",

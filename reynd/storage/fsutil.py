@@ -31,7 +31,6 @@ __all__ = [
     "make_dir",
     "make_dirs",
     "open_private",
-    "pwrite_all",
     "restrict_dir",
     "write_all",
     "write_durable",
@@ -48,14 +47,6 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
     while view:
         n = fsops.write(fd, view)
         view = view[n:]
-
-
-def pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
-    """os.pwrite at `offset` until every byte is written."""
-    view = memoryview(data)
-    while view:
-        n = fsops.pwrite(fd, view, offset)
-        view, offset = view[n:], offset + n
 
 
 def write_halves(fd: int, data: bytes, point: str) -> None:

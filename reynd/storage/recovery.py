@@ -2,9 +2,7 @@
 
 Only the tail may be torn (DURABILITY.md rule 7): a bad record in the last
 segment with no intact record after it was never acknowledged, so it is cut
-(its bytes kept under wal/torn/) and the cut is synced. What follows the
-last record and is only preallocated space (segments.py) is left for the
-writer. Any other bad record
+(its bytes kept under wal/torn/) and the cut is synced. Any other bad record
 is corruption and stops the open, naming file, offset and seq.
 """
 
@@ -23,7 +21,7 @@ from reynd.storage import fsops
 from reynd.storage.errors import CorruptionError
 from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dir, write_durable
-from reynd.storage.segments import TORN_DIR, Segment, content_end
+from reynd.storage.segments import TORN_DIR, Segment
 
 __all__ = ["RecoveryReport", "cut_tail", "decode_body", "scan_segment"]
 
@@ -124,13 +122,12 @@ def scan_segment(
         # The batch's last record never reached the disk: none of it was
         # acknowledged, and a prefix of it must not become visible.
         torn = batch[0][1]
-    end = content_end(data, torn) if torn < len(data) else torn
-    if torn < end:
+    if torn < len(data):
         if cut:
-            cut_tail(seg.path, data[torn:end], base + torn, report)
+            cut_tail(seg.path, data[torn:], base + torn, report)
         else:
             report.torn_path, report.torn_offset = seg.path, base + torn
-            report.torn_bytes = end - torn
+            report.torn_bytes = len(data) - torn
     seg.size = base + torn
 
 
@@ -148,10 +145,7 @@ def _record(
 
 
 def cut_tail(path: Path, tail: bytes, offset: int, report: RecoveryReport) -> None:
-    """Keep `tail`, the bytes of `path` from `offset` on, under wal/torn/ (synced), then cut.
-
-    The preallocated space after `tail` goes with the cut: the writer fills again.
-    """
+    """Keep `tail`, the bytes of `path` from `offset` on, under wal/torn/ (synced), then cut."""
     wal_dir = path.parent
     torn_dir = wal_dir / TORN_DIR
     if not torn_dir.exists():

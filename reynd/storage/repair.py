@@ -30,7 +30,6 @@ from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, write_durable
 from reynd.storage.indexfiles import INDEX_DIR, IndexFiles
 from reynd.storage.lock import hold_lock
-from reynd.storage.segments import content_end
 from reynd.storage.wal import SUFFIX, TORN_DIR
 
 __all__ = ["RepairReport", "truncate_at"]
@@ -71,7 +70,7 @@ def truncate_at(root: Path, segment_name: str, offset: int) -> RepairReport:
         make_dirs(torn_dir)
         highest = first_lost - 1
         saved: list[Path] = []
-        cut = data[offset : content_end(data, offset)]  # not the preallocated space
+        cut = data[offset:]
         if cut:
             highest = max(highest, _highest_seq(cut))
             saved.append(_save(torn_dir / f"{segment.stem}.{offset}.cut", cut))

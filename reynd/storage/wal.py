@@ -1,8 +1,7 @@
 """The write-ahead log: segmented, checksummed, append-only, one global seq.
 
 Layout: `<state>/wal/<first seq, 20 digits>.jsonl`, one framed event per line
-(see framing.py); the segment being written ends in preallocated space
-(segments.py). Seqs are contiguous across segments, so a record is found
+(see framing.py). Seqs are contiguous across segments, so a record is found
 by bisecting segment first seqs, then by its index in that segment's offset
 array: reads never scan.
 
@@ -13,7 +12,6 @@ owner's thread and see only records that are already durable.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import threading
@@ -27,11 +25,11 @@ from reynd.protocol.events import Event
 from reynd.storage import crashpoints, fsops
 from reynd.storage.errors import CorruptionError, WalFailed
 from reynd.storage.framing import FrameInvalid, next_frame
-from reynd.storage.fsutil import fsync_dir, make_dirs, open_private, pwrite_all
+from reynd.storage.fsutil import fsync_dir, make_dirs, open_private, write_all
 from reynd.storage.indexfiles import IndexFiles
 from reynd.storage.recovery import RecoveryReport, decode_body, scan_segment
 from reynd.storage.segindex import Chunk, IndexUnusable
-from reynd.storage.segments import FILL, PREALLOCATE, SUFFIX, TORN_DIR, Segment, segment_path
+from reynd.storage.segments import SUFFIX, TORN_DIR, Segment, segment_path
 
 # RecoveryReport, Segment, segment_path, SUFFIX and TORN_DIR are re-exported.
 __all__ = [
@@ -99,8 +97,7 @@ class Wal:
         # Writer-thread state.
         self._wfd = -1
         self._wfirst = 0
-        self._wsize = 0  # end of the records written
-        self._wend = 0  # size of the file: records, then preallocated space
+        self._wsize = 0
         self._glue: Set[int] = frozenset()  # seqs of a batch not all written yet
         self._failed: BaseException | None = None  # a write or sync failed: no more writes
         self.index: IndexFiles | None = None  # the segments' index files, when kept
@@ -190,8 +187,7 @@ class Wal:
         if self.segments:
             seg = self.segments[-1]
             self._wfirst, self._wsize = seg.first_seq, seg.size
-            self._wfd = fsops.open(seg.path, os.O_WRONLY)
-            self._wend = os.fstat(self._wfd).st_size  # recovery left only space after seg.size
+            self._wfd = fsops.open(seg.path, os.O_WRONLY | os.O_APPEND)
         # else: the first write creates segment 1.
 
     # -- properties -------------------------------------------------------------
@@ -242,81 +238,43 @@ class Wal:
         crashpoints.hit("wal.write")
         out: list[Placement] = []
         buf: list[bytes] = []
-        at = self._wsize  # where buf goes
         mid_batch = crashpoints.armed("wal.mid_batch")
         for seq, frame in frames:
             full = self._wsize >= self.segment_bytes and seq not in glue
             if self._wfd < 0 or full:
                 if buf:
-                    self._put(b"".join(buf), at)
+                    write_all(self._wfd, b"".join(buf))
                     buf.clear()
                 self._rotate(seq)
-                at = 0
             out.append(Placement(seq, self._wfirst, self._wsize, len(frame)))
             if mid_batch and seq in glue:
                 # Tests: the batch's records before this one and half of this
                 # one are in the file when the process dies.
                 half = len(frame) // 2
-                at = self._put(b"".join([*buf, frame[:half]]), at)
+                write_all(self._wfd, b"".join([*buf, frame[:half]]))
                 buf = [frame[half:]]
                 crashpoints.hit("wal.mid_batch")
             else:
                 buf.append(frame)
             self._wsize += len(frame)
         if buf:
-            self._put(b"".join(buf), at)
+            write_all(self._wfd, b"".join(buf))
         if frames:
             self._glue = frozenset(s for s in glue if s > frames[-1][0])
         crashpoints.hit("wal.after_write")
         return out
 
-    def _put(self, data: bytes, at: int) -> int:
-        """Write `data` at offset `at` of the segment, and space ahead of it; the end."""
-        pwrite_all(self._wfd, data, at)
-        end = at + len(data)
-        if end > self._wend:
-            self._wend = end
-            self._preallocate(end)
-        return end
-
-    def _preallocate(self, end: int) -> None:
-        """Fill the segment ahead of `end` (best effort).
-
-        The next appends overwrite these blocks, and their fdatasync has no
-        new file size to commit.
-        """
-        grown = min(end + PREALLOCATE, self.segment_bytes)
-        if grown <= end:
-            return
-        try:
-            pwrite_all(self._wfd, FILL * (grown - end), end)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-                raise
-            # A full disk: the records are written, the space is only a speed-up.
-            path = segment_path(self.dir, self._wfirst)
-            log.warning("no room to preallocate %s past byte %d: %s", path, end, exc)
-            return
-        self._wend = grown
-
     def _rotate(self, first_seq: int) -> None:
         if self._wfd >= 0:
             # Records in the old segment must be durable before the new file
             # can hold later ones: recovery treats only the last segment's
-            # tail as possibly torn (or space).
-            self._seal()
+            # tail as possibly torn.
+            fsops.fdatasync(self._wfd)
             fsops.close(self._wfd)
         path = segment_path(self.dir, first_seq)
-        self._wfd = open_private(path, os.O_WRONLY | os.O_EXCL)
+        self._wfd = open_private(path, os.O_WRONLY | os.O_EXCL | os.O_APPEND)
         fsync_dir(self.dir)
-        self._wfirst, self._wsize, self._wend = first_seq, 0, 0
-
-    def _seal(self) -> None:
-        """Trim the preallocated space off the current segment, and make it durable."""
-        if self._wend > self._wsize:
-            fsops.ftruncate(self._wfd, self._wsize)
-            self._wend = self._wsize
-        fsops.fsync(self._wfd)  # fsync, not fdatasync: the new size too
+        self._wfirst, self._wsize = first_seq, 0
 
     def sync(self) -> None:
         """fdatasync the current segment. An error here is fatal for the caller."""
@@ -356,9 +314,9 @@ class Wal:
             raise error
         crashpoints.hit("wal.after_sync")
 
-    def writes_in_place(self, nbytes: int) -> bool:
-        """True when `nbytes` more fit the segment's preallocated space: no new file, no growth."""
-        return self._wfd >= 0 and self._wsize + nbytes <= min(self._wend, self.segment_bytes)
+    def fits_segment(self, nbytes: int) -> bool:
+        """True when `nbytes` more can be written without opening a segment."""
+        return self._wfd >= 0 and self._wsize + nbytes <= self.segment_bytes
 
     def _check_writable(self) -> None:
         if self._read_only:
@@ -470,10 +428,10 @@ class Wal:
         return fd
 
     def close(self) -> None:
-        """Trim, sync and close every descriptor (none of that after a failed write or sync)."""
+        """Sync and close every descriptor (no sync after a failed write or sync)."""
         if self._wfd >= 0:
             if self._failed is None:
-                self._seal()
+                fsops.fdatasync(self._wfd)
             fsops.close(self._wfd)
             self._wfd = -1
         for fd in self._read_fds.values():

@@ -233,22 +233,12 @@ class SimDisk:
             raise PowerCut
 
     def write(self, fd: int, data: bytes | memoryview) -> int:
-        return self._write(fd, data, None)
-
-    def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:
-        return self._write(fd, data, offset)
-
-    def _write(self, fd: int, data: bytes | memoryview, offset: int | None) -> int:
-        """write (offset None: at the file position, or the end with O_APPEND) or pwrite."""
-        self._step("write")  # pwrite too: the same steps and faults
+        self._step("write")
         node, append = self._fds[fd]
+        offset = os.fstat(fd).st_size if append else os.lseek(fd, 0, os.SEEK_CUR)
         if self._short_write():
             data = bytes(data[: len(data) // 2])
-        if offset is None:
-            offset = os.fstat(fd).st_size if append else os.lseek(fd, 0, os.SEEK_CUR)
-            n = os.write(fd, data)
-        else:
-            n = os.pwrite(fd, data, offset)
+        n = os.write(fd, data)
         self._files[node].pending.append(_DataOp(offset, bytes(data[:n])))
         return n
 

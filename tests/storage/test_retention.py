@@ -222,8 +222,7 @@ def disk_segments(root: Path) -> list[DiskSegment]:
         lines = [ln for ln in data.split(b"\n") if ln]
         first = int(path.stem)
         ts = float(json.loads(lines[-1])["rec"]["ts"]) if lines else 0.0
-        size = len(data.rstrip(b"\n")) + 1 if lines else 0  # the last one is preallocated
-        out.append(DiskSegment(first, first + len(lines) - 1, size, ts))
+        out.append(DiskSegment(first, first + len(lines) - 1, len(data), ts))
     return out
 
 
