@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -50,6 +51,21 @@ def test_sigint_also_shuts_down_cleanly(short_tmp: Path) -> None:
     d = start_daemon(short_tmp)
     d.stop(signal.SIGINT)
     assert not d.socket.exists()
+
+
+def test_stop_signals_all_through_the_exit_never_kill_the_daemon(short_tmp: Path) -> None:
+    """SIGTERM after SIGTERM until the process is gone: its exit code, never death by signal.
+
+    The last of them land while the interpreter tears down, where Python puts
+    the default action back in place of a Python handler.
+    """
+    d = start_daemon(short_tmp)
+    sent = 0
+    while d.proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):  # gone, not yet reaped
+            os.kill(d.proc.pid, signal.SIGTERM)
+            sent += 1
+    assert sent > 1 and d.stop(expect=None) == 0, d.stderr()
 
 
 def test_shutdown_method_replies_then_exits_0(short_tmp: Path) -> None:
