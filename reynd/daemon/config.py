@@ -19,7 +19,7 @@ import msgspec
 
 from reynd.audit.options import AuditOptions
 from reynd.core.retention import RetentionPolicy
-from reynd.daemon.rpc import validation_details
+from reynd.protocol.validation import validation_details
 from reynd.replication.config import ReplicateConfig
 from reynd.storage.options import StorageOptions
 from reynd.workspace.config import WorkspaceConfig

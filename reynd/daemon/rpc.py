@@ -27,7 +27,7 @@ import structlog
 import trio
 
 from reynd.daemon.context import CallContext
-from reynd.protocol import errors, integers
+from reynd.protocol import errors
 from reynd.protocol.limits import (
     INT_MAX,
     INT_MIN,
@@ -37,7 +37,7 @@ from reynd.protocol.limits import (
     nesting_exceeds,
 )
 from reynd.protocol.methods import METHODS, MethodDef
-from reynd.protocol.validation import plain_reason
+from reynd.protocol.validation import validation_details
 
 __all__ = [
     "Dispatcher",
@@ -103,24 +103,6 @@ _PARAMS_SHAPE = '"params" must be an object or array'
 def encode_error_line(err: errors.ReyndError, id: Id = None) -> bytes:
     """One encoded JSON-RPC error response (used by the transport for framing errors)."""
     return _ENCODER.encode(_Err("2.0", err.to_wire(), id))
-
-
-def validation_details(exc: msgspec.ValidationError) -> tuple[str, str]:
-    """(field, reason) from msgspec's message, e.g. ("seq", "must be an integer, not a string").
-
-    msgspec says `... - at `$.a.b`` for nested values and names the field
-    inside the reason for missing or unknown ones; the field is the dotted
-    path from the params (or file) root, "" when the message names none.
-    """
-    text = str(exc)
-    reason, sep, path = text.partition(" - at `")
-    field = path.rstrip("`").removeprefix("$").removeprefix(".") if sep else ""
-    # "Object missing required field `seq`" / "Object contains unknown field `foo`"
-    _, tick, rest = reason.partition("field `")
-    if tick:
-        name = rest.split("`", 1)[0]
-        field = f"{field}.{name}" if field else name
-    return field, plain_reason(reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,12 +530,7 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
         if isinstance(params, msgspec.Raw):
             first = memoryview(params)[:1].tobytes()
             if first == b"{":
-                try:
-                    return entry.decoder.decode(params)
-                except msgspec.ValidationError as exc:
-                    if integers.FLOAT_FOR_INT.match(str(exc)) is None:
-                        raise
-                    # 5.0 for an integer: the slower path below takes it.
+                return entry.decoder.decode(params)
             if first in (b"", b"n"):  # absent or null: an empty object
                 return msgspec.convert({}, params_type)
             params = _ANY_DECODER.decode(params)
@@ -568,7 +545,9 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
                     {"expected": list(entry.fields), "got": len(params)},
                 )
             params = dict(zip(entry.fields, params, strict=False))
-        return integers.convert(params, params_type)
+        # Strict, as msgspec is by default: an int field takes a JSON integer only (never
+        # 1.0, 1e2 or 1e-400, which decode as floats), a str field no number, and so on.
+        return msgspec.convert(params, params_type)
     except msgspec.ValidationError as exc:
         field, reason = validation_details(exc)
         where = f" (field `{field}`)" if field else ""
