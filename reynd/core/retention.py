@@ -33,6 +33,7 @@ import msgspec
 from reynd.protocol.state import RuntimeState
 
 __all__ = [
+    "MAX_SIGHTINGS",
     "AgeClock",
     "RetentionPolicy",
     "Sighting",
@@ -62,6 +63,9 @@ class SegmentInfo:
     last_ts: float
 
 
+MAX_SIGHTINGS = 256
+
+
 @dataclass(frozen=True, slots=True)
 class Sighting:
     """The daemon knew the WAL reached `head` when its clocks read `wall` and `mono`."""
@@ -88,10 +92,17 @@ class AgeClock:
     later: tuple[Sighting, ...] = ()
 
     def saw(self, head: int, wall: float, mono: float, floor: int) -> AgeClock:
-        """This clock with the WAL seen up to `head` now; sightings below `floor` forgotten."""
+        """This clock with the WAL seen up to `head` now; sightings below `floor` forgotten.
+
+        At most MAX_SIGHTINGS are kept (a floor held still by a turn in flight must not
+        grow them without end): every other one goes, and what it covered is aged from
+        the next one, a later one, so ages only shrink.
+        """
         kept = tuple(s for s in self.later if s.head >= floor)
         if head <= self.start.head or (kept and kept[-1].head >= head):
             return replace(self, later=kept)
+        if len(kept) >= MAX_SIGHTINGS:
+            kept = kept[1::2]
         return replace(self, later=(*kept, Sighting(head, wall, mono)))
 
     def now(self, wall: float, mono: float) -> float:

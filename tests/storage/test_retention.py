@@ -51,6 +51,7 @@ from test_crash import _killed, run_worker
 from test_power_loss import run_cut
 
 from reynd.core.retention import (
+    MAX_SIGHTINGS,
     AgeClock,
     RetentionPolicy,
     SegmentInfo,
@@ -189,6 +190,16 @@ def test_age_clock_examples() -> None:
     assert seen.saw(11, 1200.0, 200.0, floor=1) == seen
     assert seen.saw(12, 1200.0, 200.0, floor=12).later == (Sighting(12, 1200.0, 200.0),)
     assert clock.saw(5, 1100.0, 100.0, floor=1) == clock  # the start already covers it
+    # Bounded: past MAX_SIGHTINGS every other one goes, and ages only shrink.
+    many = clock
+    for k in range(1, 3 * MAX_SIGHTINGS):
+        many = many.saw(10 + k, 1000.0 + k, float(k), floor=1)
+    assert len(many.later) <= MAX_SIGHTINGS
+    assert [s.head for s in many.later] == sorted(s.head for s in many.later)
+    full = AgeClock(clock.start, tuple(Sighting(10 + k, 1000.0 + k, k) for k in range(1, 768)))
+    for seq in range(11, 3 * MAX_SIGHTINGS):
+        wall, mono = 1000.0 + 1000.0, 1000.0
+        assert many.age(seq, 1000.0, wall, mono) <= full.age(seq, 1000.0, wall, mono)
 
 
 def _agent(name: str, chains: Iterable[int] = (), runs: Iterable[int] = ()) -> AgentState:
