@@ -134,7 +134,7 @@ def test_wal_append_kinds_and_their_data_are_in_the_document() -> None:
 
 # Numbers a JSON text can hold that are no JSON integer: the daemon must refuse them all
 # where the document says "integer" (1e-400 reads as 0.0, 1e2 as 100.0).
-NOT_INTEGERS = ("1.0", "0.0", "1e2", "1e-400", "-0.0", "2E0")
+NOT_INTEGERS = ("1.0", "0.0", "1e2", "1e-400", "-0.0", "2E0", "1e400")
 # Strings that break a pattern, if any does (each is kept only where the document refuses it).
 ODD_STRINGS = ("a/b", "-x", "../etc", "", " ", "\u0000", "a\n", "\n", "\u202e", "é", "a b")
 _RAW = "\u0001raw:"  # a value sent as its literal JSON text, not as a JSON string
@@ -275,7 +275,7 @@ def violations(schema: dict[str, Any]) -> list[Any]:
     return out
 
 
-def encode_request(id: int, method: str, params: dict[str, Any]) -> bytes:
+def encode_request(id: int, method: str, params: dict[str, Any] | list[Any]) -> bytes:
     """The request line, `_RAW` values written as their literal JSON text."""
     text = json.dumps({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
     for number in NOT_INTEGERS:
@@ -283,17 +283,29 @@ def encode_request(id: int, method: str, params: dict[str, Any]) -> bytes:
     return text.encode()
 
 
-def method_cases() -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(method, param, params) for every violation of every param of every method."""
+_OMITTED = "<omitted>"
+
+
+def method_cases() -> Iterator[tuple[str, str, dict[str, Any] | list[Any], Any]]:
+    """(method, param, params, the value sent) for every violation of every param of every
+    method: by name, and by position (the params in the document's order, valid ones first)."""
     for method in DOC["methods"]:
         name = method["name"]
-        base = {p["name"]: valid_value(p["schema"]) for p in method["params"] if p["required"]}
-        for param in method["params"]:
+        valid = {p["name"]: valid_value(p["schema"]) for p in method["params"]}
+        base = {p["name"]: valid[p["name"]] for p in method["params"] if p["required"]}
+        order = list(valid)
+        for i, param in enumerate(method["params"]):
             if param["required"]:
-                yield name, param["name"], {k: v for k, v in base.items() if k != param["name"]}
+                yield (
+                    name,
+                    param["name"],
+                    {k: v for k, v in base.items() if k != param["name"]},
+                    _OMITTED,
+                )
             for bad in violations(param["schema"]):
-                yield name, param["name"], {**base, param["name"]: bad}
-        yield name, "no_such_param", {**base, "no_such_param": 1}
+                yield name, param["name"], {**base, param["name"]: bad}, bad
+                yield name, param["name"], [*(valid[k] for k in order[:i]), bad], bad
+        yield name, "no_such_param", {**base, "no_such_param": 1}, 1
 
 
 def test_valid_values_are_valid() -> None:
@@ -306,8 +318,8 @@ def test_valid_values_are_valid() -> None:
 
 def test_violations_include_what_the_issue_names() -> None:
     cases: dict[tuple[str, str], list[str]] = {}
-    for m, p, params in method_cases():
-        cases.setdefault((m, p), []).append(json.dumps(params.get(p, "<omitted>")))
+    for m, p, _, sent in method_cases():
+        cases.setdefault((m, p), []).append(json.dumps(sent))
     for method in ("rewind", "checkout", "state.get"):
         wanted = {json.dumps(v) for v in (_RAW + "0.0", _RAW + "1e-400", "1", -1)}
         assert wanted <= set(cases[(method, "seq")]), method
@@ -336,7 +348,7 @@ def test_every_declared_constraint_is_enforced_by_the_daemon(short_tmp: Path) ->
             head = c.call("daemon.status")["head"]
             failures: list[str] = []
             count = 0
-            for count, (method, param, params) in enumerate(method_cases(), 1):
+            for count, (method, param, params, sent) in enumerate(method_cases(), 1):
                 c.send(encode_request(count, method, params) + b"\n")
                 reply = c.recv_json()
                 err = reply.get("error") or {}
@@ -345,8 +357,7 @@ def test_every_declared_constraint_is_enforced_by_the_daemon(short_tmp: Path) ->
                 root = re.match(r"[^.\[]*", field)
                 named = root is not None and root[0] == param and param in err.get("message", "")
                 if err.get("code") != -32602 or not named:
-                    sent = params.get(param, "<omitted>")
-                    failures.append(f"{method} {param}={sent!r}: {reply}")
+                    failures.append(f"{method} {param}={sent!r} in {params!r}: {reply}")
             moved = c.call("daemon.status")["head"]
         report = "\n".join(failures[:80])
         assert not failures, f"{len(failures)} of {count} accepted or misreported:\n{report}"

@@ -526,6 +526,7 @@ class Dispatcher:
 def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[Any] | None) -> Any:
     """The method's params Struct from raw bytes or a decoded value (-32602 on failure)."""
     params_type = entry.definition.params
+    by_position = False  # an error's path starts with the position, not the name
     try:
         if isinstance(params, msgspec.Raw):
             first = memoryview(params)[:1].tobytes()
@@ -533,7 +534,9 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
                 return entry.decoder.decode(params)
             if first in (b"", b"n"):  # absent or null: an empty object
                 return msgspec.convert({}, params_type)
+            by_position = True  # e.g. [1e400]: no double holds it
             params = _ANY_DECODER.decode(params)
+            by_position = False
         if params is None:
             return msgspec.convert({}, params_type)
         if isinstance(params, list):
@@ -550,6 +553,8 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
         return msgspec.convert(params, params_type)
     except msgspec.ValidationError as exc:
         field, reason = validation_details(exc)
+        if by_position:
+            field = _named(field, entry.fields)
         where = f" (field `{field}`)" if field else ""
         if reason.startswith("unknown field") and "." not in field:
             takes = ", ".join(entry.fields) or "no params"
@@ -561,6 +566,15 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
     except msgspec.DecodeError as exc:
         # The first pass only skipped over the params: e.g. invalid UTF-8 in a string.
         raise _parse_failure(exc) from None
+
+
+def _named(path: str, fields: tuple[str, ...]) -> str:
+    """`[1].x` of positional params as `name.x`, the name of the field at position 1."""
+    position, sep, rest = path.removeprefix("[").partition("]")
+    if not path.startswith("[") or not sep or not position.isdigit():
+        return path
+    i = int(position)
+    return f"{fields[i]}{rest}" if i < len(fields) else path
 
 
 def _failed(

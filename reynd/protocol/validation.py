@@ -70,6 +70,10 @@ _RULES: Final[tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...]
     (re.compile(r"Object contains unknown field `([^`]+)`"), lambda m: f"unknown field `{m[1]}`"),
     (re.compile(r"Invalid enum value (.+)"), lambda m: f"{m[1]} is not one of the allowed values"),
     (re.compile(r"Integer value out of range"), lambda m: "the integer is out of range"),
+    (
+        re.compile(r"Number out of range"),
+        lambda m: "the number is out of range (no double holds it)",
+    ),
 )
 
 
