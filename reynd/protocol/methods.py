@@ -152,7 +152,7 @@ class StatusResult(Result, kw_only=True):
     generations: int = 0
     connections: int = 0
     subscriptions: int = 0
-    uptime_s: float = 0.0
+    uptime_s: float = 0.0  # by the monotonic clock: a step of the wall clock never moves it
     # Where the daemon logs: an absolute file path (--log-file), journald or stderr.
     log: str = ""
     ambiguous: list[agent_methods.AmbiguousStep] = []
