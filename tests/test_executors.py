@@ -538,6 +538,7 @@ def test_create_refuses_bad_options(
     error = reply["error"]
     assert error["code"] == -32602, error
     assert named in error["message"] and executor in error["message"], error
+    assert error["data"]["field"] in ("options", f"options.{named}"), error
     agents = reynd.call("agents.list")["agents"]
     assert name not in {a["name"] for a in agents}
 

@@ -348,22 +348,46 @@ async def test_cancellation_is_not_an_error() -> None:
     assert scope.cancelled_caught
 
 
-def test_an_integral_float_is_the_integer_json_schema_says_it_is(daemon: Daemon) -> None:
-    """The OpenRPC document types seqs and counts as integers; JSON Schema counts 5.0 as one."""
+def test_an_integer_is_a_json_integer_never_a_float(daemon: Daemon) -> None:
+    """1.0, 1e2 or 1e-400 where an integer is due: -32602 naming the field, nothing runs.
+
+    Once taken as the integer (1e-400 reads as 0.0): a typo sent `rewind` to genesis.
+    """
     with daemon.connect() as c:
         c.call("wal.append", {"agent": "ada", "kind": "agent.created"})
         for i in range(3):
             data = {"message_id": f"m{i}", "text": "x"}
             c.call("wal.append", {"agent": "ada", "kind": "message.received", "data": data})
-        assert c.call("state.get", {"seq": 2.0})["seq"] == 2
-        assert c.call("state.get", [3.0])["seq"] == 3  # by position too
+        head = c.call("daemon.status")["head"]
         started = {"turn_id": "t", "message_id": "m0"}
+        lines = [
+            ('"rewind", "params": {"seq": 0.0}', "seq"),
+            ('"rewind", "params": {"seq": 1e-400}', "seq"),
+            ('"checkout", "params": {"seq": 2.0}', "seq"),
+            ('"state.get", "params": {"seq": 2.0}', "seq"),
+            ('"state.get", "params": [3.0]', "seq"),  # by position too
+            ('"state.get", "params": {"seq": 1e2}', "seq"),
+            ('"wal.read", "params": {"agent": "ada", "limit": 1E1}', "limit"),
+            (
+                '"wal.append", "params": {"agent": "ada", "kind": "step.started", "data": '
+                '{"turn_id": "t", "step": 0.0, "input": {}}}',
+                "data.step",
+            ),
+        ]
         c.call("wal.append", {"agent": "ada", "kind": "turn.started", "data": started})
-        step = {"turn_id": "t", "step": 0.0, "input": {"ratio": 1.0}}
+        head += 1
+        for n, (body, field) in enumerate(lines):
+            c.send(f'{{"jsonrpc": "2.0", "id": {n}, "method": {body}}}\n'.encode())
+            reply = c.recv_json()
+            assert "error" in reply, (body, reply)
+            err = reply["error"]
+            assert err["code"] == -32602 and err["data"]["field"] == field, (body, err)
+            assert f"`{field}`" in err["message"] and "integer" in err["message"], err
+        assert c.call("daemon.status")["head"] == head
+        # Free-form data keeps its floats; a float field takes an integer.
+        step = {"turn_id": "t", "step": 0, "input": {"ratio": 1.0}}
         c.call("wal.append", {"agent": "ada", "kind": "step.started", "data": step})
-        for bad, field in [({"seq": 2.5}, "seq"), ({"seq": 1e300}, "seq"), ({"seq": -1.0}, "seq")]:
-            err = c.request("state.get", bad)["error"]
-            assert err["code"] == -32602 and err["data"]["field"] == field, (bad, err)
+        assert c.call("state.get", {"seq": 2})["seq"] == 2
 
 
 def test_quick_calls_are_only_plain_well_formed_requests() -> None:

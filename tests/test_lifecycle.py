@@ -190,6 +190,42 @@ def test_bad_config_exits_2_naming_the_key(short_tmp: Path, text: str, says: str
     assert says in result.stderr and str(config) in result.stderr
 
 
+def test_a_config_that_cannot_be_read_is_a_storage_failure_not_a_bad_config(
+    short_tmp: Path,
+) -> None:
+    """An OSError reading reynd.toml (EIO on a dead disk; here EISDIR, ELOOP) exits 3.
+
+    Exit 2 says "fix the file, restarting will not help"; a file the OS cannot
+    give back is no mistake in it (exit 3, with the OS's reason). Not found
+    (named by --config) and not TOML stay 2.
+    """
+    state = short_tmp / "state"
+    (state / "reynd.toml").mkdir(parents=True)  # found in the state dir: once taken as absent
+    loop = short_tmp / "loop.toml"
+    loop.symlink_to(loop)  # named with --config: open() fails with ELOOP
+    cases = [(None, state / "reynd.toml", "Is a directory"), (loop, loop, "symbolic links")]
+    for config, shown, why in cases:
+        result = run_daemon_to_exit(
+            short_tmp, state_dir=state, socket_path=short_tmp / "s", config_path=config
+        )
+        assert result.returncode == 3, result.stderr
+        assert f"{shown}: cannot read" in result.stderr and why in result.stderr
+        assert "Traceback" not in result.stderr
+    missing = short_tmp / "missing.toml"
+    result = run_daemon_to_exit(
+        short_tmp, state_dir=short_tmp / "other", socket_path=short_tmp / "s", config_path=missing
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"{missing}: cannot read" in result.stderr and "No such file" in result.stderr
+    bad = short_tmp / "latin1.toml"
+    bad.write_bytes(b"# caf\xe9\n")  # not UTF-8: a configuration error too
+    result = run_daemon_to_exit(
+        short_tmp, state_dir=short_tmp / "other", socket_path=short_tmp / "s", config_path=bad
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"{bad}: not valid TOML" in result.stderr and "Traceback" not in result.stderr
+
+
 @pytest.mark.skipif(
     not shutil.which("systemd-socket-activate"), reason="needs systemd-socket-activate"
 )

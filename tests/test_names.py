@@ -265,10 +265,10 @@ def test_an_agent_reynd_would_run_needs_an_executor_it_can_build(
     cases: list[tuple[str, str, dict[str, Any], str]] = [
         (ext, "agent.configured", {"executor": "my-runtime"}, "data.executor"),
         ("ext-new", "agent.created", {"executor": "gpt"}, "data.executor"),
-        ("ext-new", "agent.created", {**builtin, **bad}, "data.options"),
-        (idle, "agent.configured", {**builtin, **bad}, "data.options"),
+        ("ext-new", "agent.created", {**builtin, **bad}, "data.options.delay"),
+        (idle, "agent.configured", {**builtin, **bad}, "data.options.delay"),
         (idle, "agent.configured", builtin, ""),  # accepted
-        (idle, "agent.configured", bad, "data.options"),
+        (idle, "agent.configured", bad, "data.options.delay"),
     ]
     for agent, kind, data, field in cases:
         params = {"agent": agent, "kind": kind, "data": data}

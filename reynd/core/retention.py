@@ -14,12 +14,18 @@ active skill run's last-phase seq, plus one). Deeper horizons are opt-in, by
 count, by age and by size. The WAL is dropped by whole segments, oldest
 first, and the segment holding the tip is never dropped, so truncation costs
 what it drops and a used seq is never issued again.
+
+Ages are never taken from the wall clock alone (`AgeClock`): a clock stepped
+forward would make seconds-old history look days old, and what GC drops is
+gone for good. An age is at most the monotonic time since the daemon first
+saw the record (at its start, or at a collection), so no step of the wall
+clock while the daemon runs can make anything older than it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated
 
 import msgspec
@@ -27,7 +33,10 @@ import msgspec
 from reynd.protocol.state import RuntimeState
 
 __all__ = [
+    "MAX_SIGHTINGS",
+    "AgeClock",
     "RetentionPolicy",
+    "Sighting",
     "SegmentInfo",
     "floor_for_recovery",
     "plan_wal_drop",
@@ -54,6 +63,69 @@ class SegmentInfo:
     last_ts: float
 
 
+MAX_SIGHTINGS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Sighting:
+    """The daemon knew the WAL reached `head` when its clocks read `wall` and `mono`."""
+
+    head: int
+    wall: float
+    mono: float
+
+
+@dataclass(frozen=True, slots=True)
+class AgeClock:
+    """Ages of records and snapshots that no step of the wall clock can inflate.
+
+    `start` is read once as the daemon starts: what the WAL held then is aged
+    by the wall clock of that moment plus the monotonic time since. A record
+    appended later is at most as old as the monotonic time since the first
+    `later` sighting at or above its seq (collections add them: `saw`); until
+    one covers it, it counts as new. Every age is also at most the wall
+    clock's own, so a clock stepped back keeps more, never less. Monotonic
+    time stands still while the machine sleeps: history is then kept longer.
+    """
+
+    start: Sighting
+    later: tuple[Sighting, ...] = ()
+
+    def saw(self, head: int, wall: float, mono: float, floor: int) -> AgeClock:
+        """This clock with the WAL seen up to `head` now; sightings below `floor` forgotten.
+
+        At most MAX_SIGHTINGS are kept (a floor held still by a turn in flight must not
+        grow them without end): every other one goes, and what it covered is aged from
+        the next one, a later one, so ages only shrink.
+        """
+        kept = tuple(s for s in self.later if s.head >= floor)
+        if head <= self.start.head or (kept and kept[-1].head >= head):
+            return replace(self, later=kept)
+        if len(kept) >= MAX_SIGHTINGS:
+            kept = kept[1::2]
+        return replace(self, later=(*kept, Sighting(head, wall, mono)))
+
+    def now(self, wall: float, mono: float) -> float:
+        """The time to age against: the wall clock, never ahead of the start's plus monotonic."""
+        return min(wall, self.start.wall + max(0.0, mono - self.start.mono))
+
+    def age(self, seq: int, ts: float, wall: float, mono: float) -> float:
+        """How old the record `seq`, stamped `ts`, is at least (negative: from the future)."""
+        age = self.now(wall, mono) - ts
+        if seq <= self.start.head:
+            return age
+        for s in self.later:  # heads ascend
+            if seq <= s.head:
+                return min(age, mono - s.mono)
+        return min(age, 0.0)  # appended since the last sighting: too new to judge
+
+    def segment_ages(
+        self, segments: Sequence[SegmentInfo], wall: float, mono: float
+    ) -> list[float]:
+        """`age` of each segment's last record, for `plan_wal_drop`."""
+        return [self.age(s.last_seq, s.last_ts, wall, mono) for s in segments]
+
+
 def floor_for_recovery(state: RuntimeState, newest_active_snapshot: int) -> int:
     """The lowest seq a restart (and the turns in flight) still needs from the WAL."""
     floor = newest_active_snapshot + 1
@@ -66,18 +138,27 @@ def floor_for_recovery(state: RuntimeState, newest_active_snapshot: int) -> int:
 
 
 def plan_wal_drop(
-    segments: Sequence[SegmentInfo], head: int, required: int, policy: RetentionPolicy, now: float
+    segments: Sequence[SegmentInfo],
+    head: int,
+    required: int,
+    policy: RetentionPolicy,
+    now: float,
+    *,
+    ages: Sequence[float] | None = None,
 ) -> int:
     """How many of the oldest segments may go (the new floor is the next one's first seq).
 
     A segment goes only when all of it lies below every horizon: what
     recovery requires, the kept record count, the kept age and the kept
-    size. The segment holding the tip always stays.
+    size. The segment holding the tip always stays. `ages`: how old each
+    segment's last record is at least (`AgeClock.segment_ages`); without
+    them, `now` minus its time.
     """
     floor = required
     if policy.wal_keep_records:
         floor = min(floor, head - policy.wal_keep_records + 1)
-    cutoff = now - policy.wal_keep_age_s if policy.wal_keep_age_s else None
+    if ages is None:
+        ages = [now - s.last_ts for s in segments]
     remaining = sum(s.size for s in segments)
     drop = 0
     for seg in segments[:-1]:
@@ -86,7 +167,7 @@ def plan_wal_drop(
         # before it.
         if seg.last_seq >= floor or seg.last_seq >= head:
             break
-        if cutoff is not None and seg.last_ts >= cutoff:
+        if policy.wal_keep_age_s and ages[drop] <= policy.wal_keep_age_s:
             break
         if policy.wal_keep_bytes and remaining - seg.size < policy.wal_keep_bytes:
             break

@@ -21,7 +21,7 @@ from reynd.audit.store import EventStore
 from reynd.config_store import ConfigStore
 from reynd.core.diff import diff_values
 from reynd.core.reconstruct import ReplayPlan
-from reynd.core.retention import RetentionPolicy
+from reynd.core.retention import AgeClock, RetentionPolicy, Sighting
 from reynd.daemon.appends import batch_events, check_applies, check_batch, event_of
 from reynd.daemon.audit_api import AuditApi
 from reynd.daemon.committer import Committer
@@ -124,6 +124,7 @@ class App:
         self._publish = publish
         self._options = options or StorageOptions()
         self.store: Store
+        self.age_clock: AgeClock  # ages for retention (set once the store is open)
         self.committer: Committer
         self.coordinator: Coordinator
         self.registry: AgentRegistry
@@ -153,6 +154,8 @@ class App:
         started = time.perf_counter()
         self.store = await trio.to_thread.run_sync(Store.open, self.state_dir, self._options)
         store = self.store
+        # What the WAL holds now is aged from this moment by the monotonic clock.
+        self.age_clock = AgeClock(Sighting(store.head, time.time(), time.monotonic()))
         rec = store.recovery
         log.info(
             "storage.open",
@@ -477,7 +480,8 @@ class App:
             generations=len(store.catalog),
             connections=ctx.server.connections,
             subscriptions=ctx.server.subscriptions,
-            uptime_s=round(time.time() - ctx.server.started_at, 3),
+            # Monotonic: a wall clock stepped back never makes it negative.
+            uptime_s=round(time.monotonic() - ctx.server.started_monotonic, 3),
             log=ctx.server.log,
             ambiguous=self.registry.ambiguous(),
             replication=self.shipper.info() if self.shipper else None,

@@ -15,13 +15,13 @@ from typing import Any, Final, TypeVar, get_args
 import msgspec
 
 from reynd.core.reduce import apply, check
-from reynd.daemon.rpc import validation_details
-from reynd.protocol import appendable, errors, integers
+from reynd.protocol import appendable, errors
 from reynd.protocol import methods as m
 from reynd.protocol.agent_methods import ExecutorName
 from reynd.protocol.events import AgentConfigured, AgentCreated, AgentEvent, AnyEvent, Event
 from reynd.protocol.limits import MAX_APPEND_EVENTS
 from reynd.protocol.state import AgentState, Chain, Plan, RuntimeState, SkillRun
+from reynd.protocol.validation import validation_details
 from reynd.runtime.executors import validate_options
 from reynd.runtime.registry import EXTERNAL
 
@@ -64,7 +64,7 @@ def event_of(p: m.WalAppendParams) -> Event:
         # An agent created by an outside runtime is driven by it, not by reynd.
         fields.setdefault("executor", EXTERNAL)
     try:
-        integers.convert(fields, appendable.STRICT_EVENT)  # also makes 5.0 a 5 where due
+        msgspec.convert(fields, appendable.STRICT_EVENT)  # strict: a count is a JSON integer
         event: Event = msgspec.convert(fields, AnyEvent)
     except msgspec.ValidationError as exc:
         field, reason = validation_details(exc)
@@ -106,11 +106,7 @@ def _check_executor(state: RuntimeState, event: AgentCreated | AgentConfigured) 
     if executor == EXTERNAL:
         return  # its options are the outside runtime's business
     options = event.options if event.options is not None else (before.options if before else {})
-    try:
-        validate_options(executor, dict(options))
-    except errors.InvalidParams as exc:
-        exc.data.update(field="data.options", reason=exc.message)
-        raise
+    validate_options(executor, dict(options), field="data.options")
 
 
 def param_path(event_field: str) -> str:

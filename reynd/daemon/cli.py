@@ -9,9 +9,9 @@ from typing import Literal
 import click
 
 from reynd import __version__
-from reynd.daemon.config import ConfigError, find_config, load_config
+from reynd.daemon.config import ConfigError, ConfigUnreadable, find_config, load_config
 from reynd.daemon.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
-from reynd.daemon.main import EXIT_USAGE, ServeOptions, serve
+from reynd.daemon.main import EXIT_FAILURE, EXIT_USAGE, ServeOptions, serve
 from reynd.protocol.paths import resolve_socket, resolve_state_dir
 from reynd.replication.config import ReplicateConfig
 from reynd.replication.objects import Location
@@ -102,6 +102,9 @@ def serve_command(
     found = find_config(config_path, state)
     try:
         config = load_config(found)
+    except ConfigUnreadable as exc:  # a dead disk is no configuration error
+        click.echo(f"reynd: {exc}", err=True)
+        sys.exit(EXIT_FAILURE)
     except ConfigError as exc:
         click.echo(f"reynd: {exc}", err=True)
         sys.exit(EXIT_USAGE)

@@ -19,12 +19,19 @@ import msgspec
 
 from reynd.audit.options import AuditOptions
 from reynd.core.retention import RetentionPolicy
-from reynd.daemon.rpc import validation_details
+from reynd.protocol.validation import validation_details
 from reynd.replication.config import ReplicateConfig
 from reynd.storage.options import StorageOptions
 from reynd.workspace.config import WorkspaceConfig
 
-__all__ = ["CONFIG_ENV", "ConfigError", "DaemonConfig", "find_config", "load_config"]
+__all__ = [
+    "CONFIG_ENV",
+    "ConfigError",
+    "ConfigUnreadable",
+    "DaemonConfig",
+    "find_config",
+    "load_config",
+]
 
 CONFIG_ENV = "REYN_CONFIG"
 MiB = 1024 * 1024
@@ -32,6 +39,13 @@ MiB = 1024 * 1024
 
 class ConfigError(Exception):
     """The configuration cannot be used; the message names the file and the key."""
+
+
+class ConfigUnreadable(ConfigError):
+    """The file is there but the OS will not give it back (EIO, EISDIR, ELOOP...).
+
+    Not a mistake in the file: `reynd serve` exits 3 (a storage failure), not 2.
+    """
 
 
 class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -84,13 +98,23 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 def find_config(
     explicit: str | os.PathLike[str] | None, state_dir: Path, env: Mapping[str, str] | None = None
 ) -> Path | None:
-    """--config, then $REYN_CONFIG (both must exist), then <state_dir>/reynd.toml if present."""
+    """--config, then $REYN_CONFIG (both must exist), then <state_dir>/reynd.toml if present.
+
+    Present means there in any form: one that is not a readable file is reported
+    by load_config, never silently replaced by the defaults.
+    """
     env = os.environ if env is None else env
     named = explicit or env.get(CONFIG_ENV)
     if named:
         return Path(named)
     default = state_dir / "reynd.toml"
-    return default if default.is_file() else None
+    try:
+        default.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:
+        pass  # there but unreadable: load_config says why
+    return default
 
 
 def load_config(path: Path | None) -> DaemonConfig:
@@ -100,9 +124,11 @@ def load_config(path: Path | None) -> DaemonConfig:
     try:
         with path.open("rb") as f:
             raw = tomllib.load(f)
-    except OSError as exc:
+    except FileNotFoundError as exc:  # named by --config or $REYN_CONFIG
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except OSError as exc:
+        raise ConfigUnreadable(f"{path}: cannot read: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     try:
         config = msgspec.convert(raw, DaemonConfig)

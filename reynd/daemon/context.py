@@ -24,7 +24,8 @@ class ServerInfo:
     socket: Path | None = None
     connections: int = 0
     subscriptions: int = 0
-    started_at: float = 0.0
+    started_at: float = 0.0  # wall clock, at start
+    started_monotonic: float = 0.0  # time.monotonic() at start: what uptime counts from
     log: str = ""  # where the log goes: a file, journald or stderr
 
 

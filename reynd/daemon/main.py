@@ -119,7 +119,7 @@ def _single(exc: BaseException) -> BaseException:
 async def _serve(opts: ServeOptions) -> int:
     config = opts.config
     shutdown = trio.Event()
-    info = ServerInfo(started_at=time.time(), log=opts.log)
+    info = ServerInfo(started_at=time.time(), started_monotonic=time.monotonic(), log=opts.log)
     hub = Hub(config.subscriber_queue)
     log.info(
         "starting",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -35,7 +36,17 @@ async def collect_now(app: App) -> m.GcResult:
     async def work() -> m.GcResult:
         store = app.store
         keep_from = app.shipper.keep_from if app.shipper else None
-        plan = plan_gc(store, app.retention, keep_from=keep_from)
+        # Aged by the daemon's AgeClock: a wall clock stepped forward ages nothing.
+        wall, mono = time.time(), time.monotonic()
+        app.age_clock = app.age_clock.saw(store.head, wall, mono, store.floor)
+        clock = app.age_clock
+        plan = plan_gc(
+            store,
+            app.retention,
+            clock.now(wall, mono),
+            keep_from=keep_from,
+            ages=lambda segments: clock.segment_ages(segments, wall, mono),
+        )
         if keep_from is not None and plan.floor < keep_from <= store.head:
             log.info("gc.held_for_replication", floor=plan.floor, unshipped_from=keep_from)
         if app.workspace is not None and plan.drop_segments:

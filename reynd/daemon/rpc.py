@@ -27,7 +27,7 @@ import structlog
 import trio
 
 from reynd.daemon.context import CallContext
-from reynd.protocol import errors, integers
+from reynd.protocol import errors
 from reynd.protocol.limits import (
     INT_MAX,
     INT_MIN,
@@ -37,7 +37,7 @@ from reynd.protocol.limits import (
     nesting_exceeds,
 )
 from reynd.protocol.methods import METHODS, MethodDef
-from reynd.protocol.validation import plain_reason
+from reynd.protocol.validation import validation_details
 
 __all__ = [
     "Dispatcher",
@@ -103,24 +103,6 @@ _PARAMS_SHAPE = '"params" must be an object or array'
 def encode_error_line(err: errors.ReyndError, id: Id = None) -> bytes:
     """One encoded JSON-RPC error response (used by the transport for framing errors)."""
     return _ENCODER.encode(_Err("2.0", err.to_wire(), id))
-
-
-def validation_details(exc: msgspec.ValidationError) -> tuple[str, str]:
-    """(field, reason) from msgspec's message, e.g. ("seq", "must be an integer, not a string").
-
-    msgspec says `... - at `$.a.b`` for nested values and names the field
-    inside the reason for missing or unknown ones; the field is the dotted
-    path from the params (or file) root, "" when the message names none.
-    """
-    text = str(exc)
-    reason, sep, path = text.partition(" - at `")
-    field = path.rstrip("`").removeprefix("$").removeprefix(".") if sep else ""
-    # "Object missing required field `seq`" / "Object contains unknown field `foo`"
-    _, tick, rest = reason.partition("field `")
-    if tick:
-        name = rest.split("`", 1)[0]
-        field = f"{field}.{name}" if field else name
-    return field, plain_reason(reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -544,19 +526,17 @@ class Dispatcher:
 def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[Any] | None) -> Any:
     """The method's params Struct from raw bytes or a decoded value (-32602 on failure)."""
     params_type = entry.definition.params
+    by_position = False  # an error's path starts with the position, not the name
     try:
         if isinstance(params, msgspec.Raw):
             first = memoryview(params)[:1].tobytes()
             if first == b"{":
-                try:
-                    return entry.decoder.decode(params)
-                except msgspec.ValidationError as exc:
-                    if integers.FLOAT_FOR_INT.match(str(exc)) is None:
-                        raise
-                    # 5.0 for an integer: the slower path below takes it.
+                return entry.decoder.decode(params)
             if first in (b"", b"n"):  # absent or null: an empty object
                 return msgspec.convert({}, params_type)
+            by_position = True  # e.g. [1e400]: no double holds it
             params = _ANY_DECODER.decode(params)
+            by_position = False
         if params is None:
             return msgspec.convert({}, params_type)
         if isinstance(params, list):
@@ -568,9 +548,13 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
                     {"expected": list(entry.fields), "got": len(params)},
                 )
             params = dict(zip(entry.fields, params, strict=False))
-        return integers.convert(params, params_type)
+        # Strict, as msgspec is by default: an int field takes a JSON integer only (never
+        # 1.0, 1e2 or 1e-400, which decode as floats), a str field no number, and so on.
+        return msgspec.convert(params, params_type)
     except msgspec.ValidationError as exc:
         field, reason = validation_details(exc)
+        if by_position:
+            field = _named(field, entry.fields)
         where = f" (field `{field}`)" if field else ""
         if reason.startswith("unknown field") and "." not in field:
             takes = ", ".join(entry.fields) or "no params"
@@ -582,6 +566,15 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
     except msgspec.DecodeError as exc:
         # The first pass only skipped over the params: e.g. invalid UTF-8 in a string.
         raise _parse_failure(exc) from None
+
+
+def _named(path: str, fields: tuple[str, ...]) -> str:
+    """`[1].x` of positional params as `name.x`, the name of the field at position 1."""
+    position, sep, rest = path.removeprefix("[").partition("]")
+    if not path.startswith("[") or not sep or not position.isdigit():
+        return path
+    i = int(position)
+    return f"{fields[i]}{rest}" if i < len(fields) else path
 
 
 def _failed(

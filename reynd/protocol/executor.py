@@ -42,17 +42,15 @@ class CommandOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     cwd: str | None = None
 
 
-# The pattern is for readers of the document; __post_init__ checks the URL itself.
-_HttpUrl = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"})]
+# Declared once, enforced at decode and shown by the document; __post_init__ then
+# checks the rest of the URL (a host, characters a URL may hold).
+_HttpUrl = Annotated[str, msgspec.Meta(pattern="^[Hh][Tt][Tt][Pp][Ss]?://")]
 
 
 class OpenAIOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """An OpenAI-compatible chat completions endpoint; the key is read from `api_key_env`."""
 
-    # The schema's pattern is for readers of the document; __post_init__ checks the URL.
-    base_url: Annotated[
-        str, msgspec.Meta(extra_json_schema={"pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"})
-    ] = "http://127.0.0.1:8080/v1"
+    base_url: _HttpUrl = "http://127.0.0.1:8080/v1"
     model: str = "default"
     api_key_env: str = "OPENAI_API_KEY"
     timeout: Annotated[float, msgspec.Meta(gt=0)] = 120.0

@@ -152,7 +152,7 @@ class StatusResult(Result, kw_only=True):
     generations: int = 0
     connections: int = 0
     subscriptions: int = 0
-    uptime_s: float = 0.0
+    uptime_s: float = 0.0  # by the monotonic clock: a step of the wall clock never moves it
     # Where the daemon logs: an absolute file path (--log-file), journald or stderr.
     log: str = ""
     ambiguous: list[agent_methods.AmbiguousStep] = []
@@ -338,6 +338,12 @@ class RpcDiscoverParams(Params, kw_only=True):
 
 # -- wal.append ------------------------------------------------------------
 
+# The method checks `kind` against KINDS itself (its refusal says which kinds there
+# are) and `data` against the kind's event (appendable.STRICT_EVENT, the source of
+# DATA_SCHEMA): the document shows both from the same tables.
+EventKind = Annotated[Ident, msgspec.Meta(extra_json_schema={"enum": list(KINDS)})]
+EventData = Annotated[dict[str, Any], msgspec.Meta(extra_json_schema=DATA_SCHEMA)]
+
 
 class WalAppendParams(Params, kw_only=True):
     """An event written by an external runtime that drives an agent itself.
@@ -350,8 +356,8 @@ class WalAppendParams(Params, kw_only=True):
     """
 
     agent: AgentRef
-    kind: Annotated[Ident, msgspec.Meta(extra_json_schema={"enum": list(KINDS)})]
-    data: Annotated[dict[str, Any], msgspec.Meta(extra_json_schema=DATA_SCHEMA)] = {}
+    kind: EventKind
+    data: EventData = {}
     based_on: NonNegative | None = None
 
 
@@ -363,8 +369,8 @@ class WalAppendResult(Result, kw_only=True):
 class BatchEvent(Params, kw_only=True):
     """One event of `wal.append_batch`: `kind` and `data` exactly as for wal.append."""
 
-    kind: Ident
-    data: dict[str, Any] = {}
+    kind: EventKind
+    data: EventData = {}
 
 
 class WalAppendBatchParams(Params, kw_only=True):
@@ -379,7 +385,9 @@ class WalAppendBatchParams(Params, kw_only=True):
     """
 
     agent: AgentRef
-    events: list[BatchEvent]
+    # At least one (enforced here, declared as minItems); the upper bound is the
+    # documented limit, answered with limit_exceeded by the method itself.
+    events: Annotated[list[BatchEvent], msgspec.Meta(min_length=1)]
     based_on: NonNegative | None = None
 
 

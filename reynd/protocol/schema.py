@@ -26,7 +26,7 @@ def inline_schema(tp: Any) -> dict[str, Any]:
             if isinstance(ref, str):
                 return resolve(defs[ref.rsplit("/", 1)[1]])
             return {k: resolve(v) for k, v in node.items()}
-        if isinstance(node, list):
+        if isinstance(node, list | tuple):  # a tuple default (`= ()`) is a JSON array
             return [resolve(v) for v in node]
         return node
 

@@ -3,7 +3,7 @@
 msgspec reports "Expected `int` >= 0" or "Object contains unknown field `x`";
 people (and the scripts that show them the message) read "must be 0 or more"
 and "unknown field `x`" better. Only the wording changes: the field path is
-found separately (reynd.daemon.rpc.validation_details), and a message this
+found separately (`validation_details`), and a message this
 module does not know is kept as msgspec wrote it.
 """
 
@@ -13,7 +13,9 @@ import re
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["plain_reason"]
+import msgspec
+
+__all__ = ["plain_reason", "validation_details"]
 
 _TYPES: Final = {
     "int": "an integer",
@@ -68,6 +70,10 @@ _RULES: Final[tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...]
     (re.compile(r"Object contains unknown field `([^`]+)`"), lambda m: f"unknown field `{m[1]}`"),
     (re.compile(r"Invalid enum value (.+)"), lambda m: f"{m[1]} is not one of the allowed values"),
     (re.compile(r"Integer value out of range"), lambda m: "the integer is out of range"),
+    (
+        re.compile(r"Number out of range"),
+        lambda m: "the number is out of range (no double holds it)",
+    ),
 )
 
 
@@ -78,3 +84,21 @@ def plain_reason(reason: str) -> str:
         if m is not None:
             return say(m)
     return reason
+
+
+def validation_details(exc: msgspec.ValidationError) -> tuple[str, str]:
+    """(field, reason) from msgspec's message, e.g. ("seq", "must be an integer, not a string").
+
+    msgspec says `... - at `$.a.b`` for nested values and names the field
+    inside the reason for missing or unknown ones; the field is the dotted
+    path from the params (or file) root, "" when the message names none.
+    """
+    text = str(exc)
+    reason, sep, path = text.partition(" - at `")
+    field = path.rstrip("`").removeprefix("$").removeprefix(".") if sep else ""
+    # "Object missing required field `seq`" / "Object contains unknown field `foo`"
+    _, tick, rest = reason.partition("field `")
+    if tick:
+        name = rest.split("`", 1)[0]
+        field = f"{field}.{name}" if field else name
+    return field, plain_reason(reason)

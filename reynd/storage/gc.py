@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +43,9 @@ from reynd.storage.store import Store
 __all__ = ["GcPlan", "GcReport", "apply_gc", "collect", "plan_gc", "prepare_gc"]
 
 log = logging.getLogger(__name__)
+
+# The ages of the WAL's segments, at least (reynd.core.retention.AgeClock.segment_ages).
+AgesOf = Callable[[Sequence[SegmentInfo]], Sequence[float]]
 
 
 @dataclass(slots=True)
@@ -84,16 +88,19 @@ def plan_gc(
     now: float | None = None,
     *,
     keep_from: int | None = None,
+    ages: AgesOf | None = None,
 ) -> GcPlan:
     """Step 1: what may go under `policy` (pure over the store's in-memory indexes).
 
     `keep_from`: a segment holding this seq or a later one stays, whatever
-    the policy says (replication has not shipped it yet).
+    the policy says (replication has not shipped it yet). `ages`: how old
+    each segment is at least (the daemon's AgeClock); else `now` minus its time.
     """
     now = time.time() if now is None else now
     segments = segment_infos(store)
     required = floor_for_recovery(store.state, newest_active_snapshot(store))
-    drop = plan_wal_drop(segments, store.head, required, policy, now)
+    seg_ages = ages(segments) if ages is not None else None
+    drop = plan_wal_drop(segments, store.head, required, policy, now, ages=seg_ages)
     if keep_from is not None:
         drop = min(drop, sum(1 for s in segments if s.last_seq < keep_from))
     # Segments a crashed collection left below the floor always go: the

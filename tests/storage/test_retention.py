@@ -43,7 +43,7 @@ from helpers import (
     to_event,
     wal_dir,
 )
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from simdisk import Fault, SimDisk, materialise
@@ -51,8 +51,11 @@ from test_crash import _killed, run_worker
 from test_power_loss import run_cut
 
 from reynd.core.retention import (
+    MAX_SIGHTINGS,
+    AgeClock,
     RetentionPolicy,
     SegmentInfo,
+    Sighting,
     floor_for_recovery,
     plan_wal_drop,
     snapshots_to_keep,
@@ -114,6 +117,89 @@ def test_plan_wal_drop_never_takes_the_tip_before_an_empty_last_segment() -> Non
     spec = [*FOUR, SegmentInfo(41, 40, 0, 0.0)]
     assert plan_wal_drop(spec, 40, 41, RetentionPolicy(), 0.0) == 3
     assert plan_wal_drop(FOUR[:1], 10, 11, RetentionPolicy(), 0.0) == 0
+
+
+# -- ages no wall-clock step can inflate (AgeClock) ----------------------------------------
+
+START = 1_000_000.0  # true time, and the wall clock, as the daemon starts
+MONO = 50.0  # the monotonic clock then (any origin)
+DAY = 86400.0
+
+_op = st.one_of(
+    st.tuples(st.just("append"), st.floats(0, 3 * DAY)),  # some time passes, then a record
+    st.tuples(st.just("step"), st.floats(-3 * DAY, 3 * DAY)),  # the wall clock jumps
+    st.tuples(st.just("gc"), st.floats(0, 3 * DAY)),  # time passes, then a collection
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    before=st.lists(st.floats(0, 5 * DAY), max_size=5),  # ages of the records at start
+    ops=st.lists(_op, max_size=40),
+    keep=st.floats(1, 2 * DAY),
+)
+def test_no_wall_clock_step_makes_a_record_older_than_it_is(
+    before: list[float], ops: list[tuple[str, float]], keep: float
+) -> None:
+    """Whatever the wall clock does after the start, an age is never more than the true one,
+    so GC never drops a segment younger than wal_keep_age_s; without steps, ages are exact
+    for what the WAL held at start."""
+    # (seq, ts, true time): stamped by a right clock before the start.
+    records = [(i + 1, START - a, START - a) for i, a in enumerate(sorted(before, reverse=True))]
+    clock = AgeClock(Sighting(len(records), START, MONO))
+    t, offset, stepped = START, 0.0, False
+    for kind, value in ops:
+        if kind == "step":
+            offset += value
+            stepped = stepped or value != 0
+            continue
+        t += value
+        wall, mono = t + offset, MONO + (t - START)
+        if kind == "append":
+            records.append((len(records) + 1, wall, t))
+            continue
+        head = len(records)
+        clock = clock.saw(head, wall, mono, floor=1)
+        for seq, ts, true in records:
+            age = clock.age(seq, ts, wall, mono)
+            assert age <= (t - true) + 1e-6 * DAY, (seq, age, t - true)
+            if not stepped and seq <= clock.start.head:
+                assert age == pytest.approx(t - true, abs=1e-6 * DAY)
+        # What the ages let GC do: nothing younger than `keep` goes.
+        segs = [SegmentInfo(seq, seq, 1, ts) for seq, ts, _ in records]
+        policy = RetentionPolicy(wal_keep_age_s=keep)
+        ages = clock.segment_ages(segs, wall, mono)
+        drop = plan_wal_drop(segs, head, head + 1, policy, clock.now(wall, mono), ages=ages)
+        assert all(t - true > keep - 1e-6 * DAY for _, _, true in records[:drop])
+
+
+def test_age_clock_examples() -> None:
+    clock = AgeClock(Sighting(head=10, wall=1000.0, mono=0.0))
+    # Stepped forward two days a second after the start: one second has passed.
+    assert clock.now(1000.0 + 2 * DAY + 1, 1.0) == 1001.0
+    assert clock.age(10, 990.0, 1000.0 + 2 * DAY + 1, 1.0) == 11.0
+    # Stepped back: the wall clock is believed (it keeps more).
+    assert clock.now(1000.0 - DAY, 5.0) == 1000.0 - DAY
+    # A record appended after the start is new until a collection has seen it ...
+    assert clock.age(11, 1001.0, 1100.0, 100.0) == 0.0
+    seen = clock.saw(11, 1100.0, 100.0, floor=1)
+    assert seen.age(11, 1001.0, 1160.0, 160.0) == 60.0  # ... then aged from that sighting
+    # Stamped two days back, then the clock is put right: still a minute old.
+    assert seen.age(11, 1001.0 - 2 * DAY, 1160.0, 160.0) == 60.0
+    # Sightings below the floor are forgotten; one that adds nothing is not kept.
+    assert seen.saw(11, 1200.0, 200.0, floor=1) == seen
+    assert seen.saw(12, 1200.0, 200.0, floor=12).later == (Sighting(12, 1200.0, 200.0),)
+    assert clock.saw(5, 1100.0, 100.0, floor=1) == clock  # the start already covers it
+    # Bounded: past MAX_SIGHTINGS every other one goes, and ages only shrink.
+    many = clock
+    for k in range(1, 3 * MAX_SIGHTINGS):
+        many = many.saw(10 + k, 1000.0 + k, float(k), floor=1)
+    assert len(many.later) <= MAX_SIGHTINGS
+    assert [s.head for s in many.later] == sorted(s.head for s in many.later)
+    full = AgeClock(clock.start, tuple(Sighting(10 + k, 1000.0 + k, k) for k in range(1, 768)))
+    for seq in range(11, 3 * MAX_SIGHTINGS):
+        wall, mono = 1000.0 + 1000.0, 1000.0
+        assert many.age(seq, 1000.0, wall, mono) <= full.age(seq, 1000.0, wall, mono)
 
 
 def _agent(name: str, chains: Iterable[int] = (), runs: Iterable[int] = ()) -> AgentState:

@@ -8,6 +8,7 @@ import msgspec
 
 from reynd.protocol import errors
 from reynd.protocol.executor import EXECUTOR_OPTIONS, StepRequest, StepResult
+from reynd.protocol.validation import validation_details
 
 if TYPE_CHECKING:
     from reynd.runtime.procs import ProcessGroups
@@ -36,13 +37,19 @@ def _options_type(name: str) -> type[msgspec.Struct]:
         ) from None
 
 
-def validate_options(name: str, options: dict[str, Any]) -> msgspec.Struct:
-    """Decode an agent's executor options, or raise InvalidParams naming the field."""
+def validate_options(name: str, options: dict[str, Any], field: str = "options") -> msgspec.Struct:
+    """Decode an agent's executor options, or raise InvalidParams naming the field.
+
+    `field`: where the options sit in the request (`data.field` is `options.delay`, say).
+    """
     try:
         return msgspec.convert(options, _options_type(name))
     except msgspec.ValidationError as exc:
+        inner, reason = validation_details(exc)
+        where = f"{field}.{inner}" if inner else field
         raise errors.InvalidParams(
-            f"invalid options for the {name} executor: {exc}", {"executor": name}
+            f"invalid options for the {name} executor (field `{where}`): {reason}",
+            {"executor": name, "field": where, "reason": reason},
         ) from None
 
 
