@@ -372,6 +372,12 @@ def install_units_command(user: bool, target: Path | None, force: bool) -> None:
         sys.exit(EXIT_USAGE)
     for w in written:
         click.echo(f"{'replaced' if w.replaced else 'wrote'} {w.path}")
+        for warning in w.warnings:
+            click.echo(
+                f"reynd: warning: {warning}: the service cannot start; install reynd "
+                "elsewhere (e.g. /opt/reynd) or relax that line in a drop-in",
+                err=True,
+            )
     ctl = "systemctl --user" if user else "systemctl"
     click.echo(f"next: {ctl} daemon-reload && {ctl} enable --now reynd.socket && reynctl status")
 
