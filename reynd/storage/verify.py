@@ -12,7 +12,9 @@ Damage in the WAL raises the CorruptionError a start would raise (file,
 offset, seq, the repair command). Damaged snapshots and indexes that
 disagree with the WAL are `problems`. What a start handles by itself (a torn
 tail it would cut, an index it would not use, a leftover temporary file)
-is only noted.
+is only noted. The config store is checked too (`_check_config`): config.db
+and every generation file index.log names pass SQLite's quick_check and
+have their tables, and index.log reads.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reynd.config_store.db import check_file
+from reynd.config_store.generations import ConfigDamaged, GenerationFiles, GenerationIndex
 from reynd.protocol.events import Event
 from reynd.storage.errors import CorruptionError, UnsupportedVersion
 from reynd.storage.indexfiles import INDEX_DIR, SUFFIX, IndexFiles, record_crc
@@ -84,7 +88,62 @@ def _verify(state_dir: Path) -> VerifyReport:
         _check_snapshots(state_dir / "snapshots", wal.head, report)
     finally:
         wal.close()
+    _check_config(state_dir / "config", report)
     return report
+
+
+# A damaged live database: what an operator does about it.
+_CONFIG_DB_REPAIR = (
+    "restore state/config from a copy `reynd backup` made, or move config.db away: "
+    "the next start recreates it empty (settings set at run time are lost, agents are "
+    "rebuilt from the WAL), and a checkout restores a generation"
+)
+_GENERATION_REPAIR = (
+    "restore it from a copy `reynd backup` made, or move it away: a restore to a seq it "
+    "covers then uses the previous generation of that lineage"
+)
+
+
+def _check_config(config_dir: Path, report: VerifyReport) -> None:
+    """config.db (quick_check, schema), index.log, and every generation it names."""
+    if not config_dir.is_dir():
+        return
+    db_path = config_dir / "config.db"
+    if db_path.exists():
+        _check_database(db_path, _CONFIG_DB_REPAIR, report)
+    else:
+        report.notes.append(f"{db_path}: absent (the next start creates it empty)")
+    index_path = config_dir / "index.log"
+    if not index_path.exists():
+        return
+    index = GenerationIndex(index_path)
+    data = index_path.read_bytes()
+    try:
+        good = index._load(data)
+    except ConfigDamaged as exc:
+        report.problems.append(str(exc))
+        return
+    if good < len(data):
+        report.notes.append(
+            f"{index_path}: a torn last entry at byte {good}, never acknowledged "
+            "(the next start cuts it)"
+        )
+    files = GenerationFiles(config_dir / "generations")
+    for digest in sorted(set(index.gens.values())):
+        path = files.path(digest)
+        if not path.exists():
+            report.problems.append(
+                f"{path}: missing, though {index_path} names it: a restore to a seq it covers "
+                "fails; restore it from a copy `reynd backup` made"
+            )
+        else:
+            _check_database(path, _GENERATION_REPAIR, report)
+
+
+def _check_database(path: Path, repair: str, report: VerifyReport) -> None:
+    found = check_file(path)
+    report.notes.extend(f"{path}: {note}" for note in found.notes)
+    report.problems.extend(f"{path}: {problem}; {repair}" for problem in found.problems)
 
 
 def _check_indexes(
