@@ -164,8 +164,26 @@ def test_backup_refuses_a_non_empty_destination(short_tmp: Path) -> None:
         assert done.returncode == 2, done.stderr
         assert "is not empty" in done.stderr
         assert [p.name for p in dest.iterdir()] == ["keep"]
+        inside = run_reynd("backup", "--state-dir", str(d.state_dir), str(d.state_dir / "b"))
+        assert inside.returncode == 2 and "is inside the state directory" in inside.stderr
+        assert not (d.state_dir / "b").exists()
     finally:
         d.stop()
+
+
+def test_a_backup_that_does_not_verify_fails_and_leaves_nothing(short_tmp: Path) -> None:
+    """A source whose config.db is damaged: the copy is refused naming the file, and removed."""
+    d = start_daemon(short_tmp)
+    try:
+        d.call("retention.set", {"snapshot_keep": 7})
+    finally:
+        d.stop()
+    corrupt_a_page(d.state_dir / "state" / "config" / "config.db", 2)
+    dest = short_tmp / "dest"
+    done = run_reynd("backup", "--state-dir", str(d.state_dir), str(dest))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "config.db" in done.stderr and "quick_check" in done.stderr, done.stderr
+    assert not dest.exists()
 
 
 def corrupt_a_page(db: Path, page: int) -> None:
@@ -207,3 +225,80 @@ def test_verify_reports_a_config_db_that_is_not_a_database(short_tmp: Path) -> N
     checked = run_reynd("repair", "--verify", "--state-dir", str(d.state_dir))
     assert checked.returncode == 3, checked.stdout + checked.stderr
     assert f"{db}: " in checked.stderr and "not a readable SQLite database" in checked.stderr
+
+
+def test_backup_with_workspace_rewind_restores_files_from_the_copy(short_tmp: Path) -> None:
+    """Blobs, manifests and trees come along: a checkout on the copy restores older files."""
+    import shutil
+
+    from tests.conftest import workspace_config
+    from tests.test_workspace import Agent, wait_tree_file
+
+    ws = short_tmp / "ws"
+    ws.mkdir()
+    d = start_daemon(short_tmp, config=workspace_config(ws))
+    try:
+        agent = Agent(d)
+        (ws / "a.txt").write_text("one")
+        first = agent.turn()
+        (ws / "a.txt").write_text("two")
+        (ws / "sub").mkdir()
+        (ws / "sub" / "b.txt").write_text("bee")
+        second = agent.turn()
+        wait_tree_file(d, second)
+        dest = short_tmp / "copy"
+        done = run_reynd("backup", "--state-dir", str(d.state_dir), str(dest))
+        assert done.returncode == 0, done.stderr
+        assert backup_seq(done.stdout) == second
+        assert (dest / "state" / "trees" / f"{second:020d}").is_file()
+    finally:
+        d.stop()
+    # The copy's workspace is a copy of the files too (its reynd.toml names it).
+    ws2 = short_tmp / "ws2"
+    shutil.copytree(ws, ws2, symlinks=True)
+    (dest / "reynd.toml").write_text(workspace_config(ws2))
+    workdir = short_tmp / "run-copy"
+    workdir.mkdir()
+    copy = start_daemon(workdir, state_dir=dest)
+    try:
+        got = copy.call("checkout", {"seq": first})
+        assert got["mode"] in ("undo", "fork_switch"), got
+        assert (ws2 / "a.txt").read_text() == "one" and not (ws2 / "sub").exists()
+        copy.call("checkout", {"seq": second})
+        assert (ws2 / "a.txt").read_text() == "two" and (ws2 / "sub" / "b.txt").read_text() == "bee"
+    finally:
+        copy.stop()
+    assert (ws / "a.txt").read_text() == "two"  # the original's files were never touched
+
+
+def test_backup_of_a_dir_a_collection_left_half_done(short_tmp: Path) -> None:
+    """Killed after GC published the new floor, before it deleted a segment: the copy opens."""
+    from reynd.storage.crashpoints import CRASH_ENV
+    from tests.test_retention_daemon import CONFIG as SMALL
+    from tests.test_retention_daemon import fill
+
+    d = start_daemon(short_tmp, config=SMALL, env={CRASH_ENV: "gc.after_retained"})
+    acked = fill(d, "ext", 300)
+    d.call("retention.set", {"snapshot_keep": 0, "wal_keep_records": 50})
+    with d.connect() as c:
+        c.send_json({"jsonrpc": "2.0", "id": 1, "method": "retention.gc"})
+        assert d.wait() == -9, d.stderr()  # SIGKILLed at the point
+    d.stop(expect=-9)
+    retained = d.state_dir / "state" / "retained"
+    first = min(int(p.stem) for p in (d.state_dir / "state" / "wal").glob("*.jsonl"))
+    assert retained.is_file() and first == 1  # the new floor is durable, no segment gone
+    dest = short_tmp / "copy"
+    done = run_reynd("backup", "--state-dir", str(d.state_dir), str(dest))
+    assert done.returncode == 0, done.stderr
+    seq = backup_seq(done.stdout)
+    assert seq == max(acked)
+    workdir = short_tmp / "run-copy"
+    workdir.mkdir()
+    copy = start_daemon(workdir, state_dir=dest)
+    try:
+        floor = copy.call("retention.get")["floor"]
+        assert floor > 1 and copy.call("daemon.status")["head"] == seq
+        held = {r["seq"]: r.get("message_id") for r in records(copy, after=floor - 1)}
+        assert all(held.get(s) == m for s, m in acked.items() if s >= floor)
+    finally:
+        copy.stop()

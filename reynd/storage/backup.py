@@ -99,7 +99,22 @@ def backup(
     src_state = source / "state"
     if not (src_state / "wal").is_dir():
         raise FileNotFoundError(f"no state directory at {source} (expected {src_state}/wal)")
-    _prepare_dest(dest)
+    if dest.resolve().is_relative_to(source.resolve()):
+        raise BackupError(f"{dest} is inside the state directory {source}", refused=True)
+    created = _prepare_dest(dest)
+    try:
+        report = _copy(source, dest, say)
+    except BaseException:
+        # Never leave a partial copy that looks like a backup.
+        _empty(dest)
+        if created:
+            dest.rmdir()
+        raise
+    report.duration_s = time.monotonic() - started
+    return report
+
+
+def _copy(source: Path, dest: Path, say: Callable[[str], None]) -> BackupReport:
     for attempt in range(1, _ATTEMPTS + 1):
         report = BackupReport(attempts=attempt)
         try:
@@ -118,19 +133,21 @@ def backup(
     report.verified = verify(dest)
     if report.verified.problems:
         raise BackupError(f"the copy in {dest} does not verify: {report.verified.problems[0]}")
-    report.seq, report.duration_s = report.verified.head, time.monotonic() - started
+    report.seq = report.verified.head
     return report
 
 
-def _prepare_dest(dest: Path) -> None:
+def _prepare_dest(dest: Path) -> bool:
+    """Refuse anything but an absent or empty directory; True when it was created here."""
     if dest.exists():
         if not dest.is_dir():
             raise BackupError(f"{dest} exists and is not a directory", refused=True)
         if any(dest.iterdir()):
             raise BackupError(f"{dest} is not empty: give a new or empty directory", refused=True)
-        return
+        return False
     dest.mkdir(mode=0o700, parents=True)
     fsync_dir(dest.parent)
+    return True
 
 
 def _empty(dest: Path) -> None:
