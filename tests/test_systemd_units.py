@@ -184,6 +184,9 @@ def test_install_units_warns_when_the_unit_hides_its_exec_start(tmp_path: Path) 
         ("ProtectHome=read-only", "/home/u/.venv/bin/reynd", None),  # readable: it runs
         ("PrivateTmp=yes\nPrivateTmp=no", "/tmp/x", None),  # the last one wins
         ("", "/tmp/x", None),
+        ("InaccessiblePaths=-/srv/secret /opt/venvs", "/opt/venvs/r/bin/reynd", "/opt/venvs"),
+        ("TemporaryFileSystem=/var:ro", "/var/lib/r/bin/reynd", "/var"),
+        ("InaccessiblePaths=/opt\nInaccessiblePaths=", "/opt/r/bin/reynd", None),  # reset
     ],
 )
 def test_hidden_paths_reads_the_units_own_directives(

@@ -92,32 +92,52 @@ def _render(text: str, command: str, docs: Path | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _directives(text: str) -> dict[str, str]:
-    """The unit's `Key=value` lines (the last one wins, as in systemd for these keys)."""
-    out: dict[str, str] = {}
+def _directives(text: str) -> dict[str, list[str]]:
+    """The unit's `Key=value` lines, every value of each key in order (an empty one resets)."""
+    out: dict[str, list[str]] = {}
     for raw in text.splitlines():
         line = raw.strip()
         if line and line[0] not in "#;[" and "=" in line:
             key, _, value = line.partition("=")
-            out[key.strip()] = value.strip()
+            values = out.setdefault(key.strip(), [])
+            if value.strip():
+                values.append(value.strip())
+            else:
+                values.clear()
+    return out
+
+
+def _listed(values: list[str]) -> list[tuple[str, str]]:
+    """(path, the word naming it) of path-list directives: `-`/`+` prefixes and `:options` off."""
+    out = []
+    for value in values:
+        for word in value.split():
+            path = word.lstrip("-+").partition(":")[0]
+            if path.startswith("/"):
+                out.append((path, word))
     return out
 
 
 def hidden_paths(unit_text: str, paths: Sequence[Path]) -> list[str]:
     """Why each of `paths` is invisible to a service run from `unit_text` (empty: all visible).
 
-    Pure: reads the unit's own PrivateTmp= and ProtectHome= lines, not a fixed list.
+    Pure: reads the unit's own PrivateTmp= and ProtectHome= (the last value
+    wins), InaccessiblePaths= and TemporaryFileSystem= (every path listed).
     """
     directives = _directives(unit_text)
-    found = []
+    hidden: list[tuple[str, str]] = []  # (directory, the directive that hides it)
     for key, hiding, dirs in _HIDING:
-        value = directives.get(key, "no")
-        if value.lower() not in hiding:
-            continue
-        for path in paths:
-            under = next((d for d in dirs if path.is_relative_to(d)), None)
-            if under is not None:
-                found.append(f"{path} is under {under}, which {key}={value} hides from the service")
+        value = (directives.get(key) or ["no"])[-1]
+        if value.lower() in hiding:
+            hidden += [(d, f"{key}={value}") for d in dirs]
+    for key in ("InaccessiblePaths", "TemporaryFileSystem"):
+        hidden += [(d, f"{key}={word}") for d, word in _listed(directives.get(key, []))]
+    found = []
+    for path in paths:
+        for directory, why in hidden:
+            if path.is_relative_to(directory):
+                found.append(f"{path} is under {directory}, which {why} hides from the service")
+                break
     return found
 
 
