@@ -123,7 +123,7 @@ def check_file(path: Path) -> FileCheck:
     journal = path.with_name(path.name + "-journal")
     if not journal.exists():
         # immutable: no lock, no journal, nothing written (the daemon is stopped).
-        return _check_open(f"file:{path}?mode=ro&immutable=1", uri=True)
+        return _check_open(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
     with tempfile.TemporaryDirectory(prefix="reynd-check-") as tmp:
         copy = Path(tmp) / path.name
         shutil.copyfile(path, copy)

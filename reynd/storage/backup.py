@@ -174,14 +174,19 @@ def _attempt(source: Path, dest: Path, report: BackupReport) -> bool:
     toml = source / "reynd.toml"
     if toml.is_file():
         _copy_file(toml, dest / toml.name, report)
-    _copy_tree(source / "events", dest / "events", report, whole_lines=True)
+    # Files that go while the floor stays (rotated audit files, snapshots outside the
+    # window, workspace objects nothing names) are not needed: skipped, not retried.
+    _copy_tree(source / "events", dest / "events", report, whole_lines=True, missing_ok=True)
     _copy_config(src / "config", out / "config", report)
-    _copy_tree(src / "snapshots", out / "snapshots", report, keep=_snapshot_name)
+    _copy_tree(src / "snapshots", out / "snapshots", report, keep=_snapshot_name, missing_ok=True)
     head = _copy_wal(src / "wal", out / "wal", report)
     _drop_after(out / "snapshots", head)
-    _copy_tree(src / "trees", out / "trees", report, keep=lambda n: n.isdigit() and int(n) <= head)
-    _copy_tree(src / "manifests", out / "manifests", report, keep=_object_name)
-    _copy_tree(src / "blobs", out / "blobs", report, keep=_object_name)
+    for name, keep in (
+        ("trees", lambda n: n.isdigit() and int(n) <= head),  # that seq is issued again
+        ("manifests", _object_name),
+        ("blobs", _object_name),
+    ):
+        _copy_tree(src / name, out / name, report, keep=keep, missing_ok=True)
     for name in _STATE_FILES:
         if (src / name).is_file():
             _copy_file(src / name, out / name, report, missing_ok=True)
@@ -267,16 +272,30 @@ def _copy_tree(
     *,
     keep: Callable[[str], bool] = lambda _: True,
     whole_lines: bool = False,
+    missing_ok: bool = False,
 ) -> None:
-    """Copy a directory (one level of fan-out directories at most) when it exists."""
+    """Copy a directory and its subdirectories (fan-out) when it exists.
+
+    `missing_ok`: a file removed between listing and opening is skipped
+    (else the attempt starts again).
+    """
     if not source.is_dir():
         return
     make_dir(dest)
     for entry in sorted(source.iterdir()):
         if entry.is_dir() and not entry.is_symlink():
-            _copy_tree(entry, dest / entry.name, report, keep=keep, whole_lines=whole_lines)
+            _copy_tree(
+                entry,
+                dest / entry.name,
+                report,
+                keep=keep,
+                whole_lines=whole_lines,
+                missing_ok=missing_ok,
+            )
         elif entry.is_file() and keep(entry.name):
-            _copy_file(entry, dest / entry.name, report, whole_lines=whole_lines)
+            _copy_file(
+                entry, dest / entry.name, report, whole_lines=whole_lines, missing_ok=missing_ok
+            )
 
 
 def _copy_config(source: Path, dest: Path, report: BackupReport) -> None:
@@ -299,7 +318,7 @@ def _copy_config(source: Path, dest: Path, report: BackupReport) -> None:
 
 def _backup_sqlite(source: Path, dest: Path, report: BackupReport) -> None:
     # Read-only: the copy must not create, roll back or migrate anything in the source.
-    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=30)
+    src = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
     try:
         create_empty(dest)  # 0600, as the daemon makes it
         dst = sqlite3.connect(dest)
