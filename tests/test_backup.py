@@ -28,9 +28,12 @@ snapshot_keep = 1
 """
 
 
+REYND = (sys.executable, "-m", "reynd.daemon.cli")
+
+
 def run_reynd(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "reynd.daemon.cli", *args],
+        [*REYND, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -298,6 +301,54 @@ def test_backup_of_a_dir_a_collection_left_half_done(short_tmp: Path) -> None:
     try:
         floor = copy.call("retention.get")["floor"]
         assert floor > 1 and copy.call("daemon.status")["head"] == seq
+        held = {r["seq"]: r.get("message_id") for r in records(copy, after=floor - 1)}
+        assert all(held.get(s) == m for s, m in acked.items() if s >= floor)
+    finally:
+        copy.stop()
+
+
+def test_a_collection_during_the_copy_makes_it_start_again(short_tmp: Path) -> None:
+    """GC moves the floor while the copy runs (held up by a large audit file): attempt 2 opens."""
+    import time
+
+    from tests.test_retention_daemon import CONFIG as SMALL
+    from tests.test_retention_daemon import fill
+
+    d = start_daemon(short_tmp, config=SMALL)
+    try:
+        acked = fill(d, "ext", 300)
+        d.call("retention.set", {"snapshot_keep": 0, "wal_keep_records": 50})
+        big = d.state_dir / "events" / "run-20000101T000000Z-1.jsonl"
+        line = b'{"i":0,"kind":"run.started","seq":0,"branch":0,"ts":0.0}\n'
+        big.write_bytes(line * ((48 << 20) // len(line)))
+        dest = short_tmp / "copy"
+        proc = subprocess.Popen(
+            [*REYND, "backup", "--state-dir", str(d.state_dir), str(dest)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=daemon_env(),
+        )
+        copying = dest / "events" / big.name
+        deadline = time.monotonic() + 60
+        while not copying.exists():  # the first attempt is copying the audit log
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.001)
+        done = d.call("retention.gc")
+        assert done["floor"] > done["floor_before"], done
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert "retained history changed during attempt 1 (GC ran): starting again" in err, err
+        assert "attempt 2)" in out, out
+        seq = backup_seq(out)
+    finally:
+        d.stop()
+    workdir = short_tmp / "run-copy"
+    workdir.mkdir()
+    copy = start_daemon(workdir, state_dir=dest)
+    try:
+        floor = copy.call("retention.get")["floor"]
+        assert floor == done["floor"] and seq == max(acked)
         held = {r["seq"]: r.get("message_id") for r in records(copy, after=floor - 1)}
         assert all(held.get(s) == m for s, m in acked.items() if s >= floor)
     finally:
