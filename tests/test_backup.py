@@ -353,3 +353,17 @@ def test_a_collection_during_the_copy_makes_it_start_again(short_tmp: Path) -> N
         assert all(held.get(s) == m for s, m in acked.items() if s >= floor)
     finally:
         copy.stop()
+
+
+def test_verify_reports_a_damaged_replication_identity_and_notes_a_damaged_clean_stop(
+    short_tmp: Path,
+) -> None:
+    d = start_daemon(short_tmp)
+    d.stop()
+    state = d.state_dir / "state"
+    (state / "replication.json").write_text('{"store_id": 12')
+    (state / "clean-stop").write_text("torn")
+    checked = run_reynd("repair", "--verify", "--state-dir", str(d.state_dir))
+    assert checked.returncode == 3, checked.stdout + checked.stderr
+    assert f"{state / 'replication.json'}: does not decode" in checked.stderr, checked.stderr
+    assert f"note: {state / 'clean-stop'}: damaged" in checked.stdout, checked.stdout

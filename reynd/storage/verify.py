@@ -14,7 +14,8 @@ disagree with the WAL are `problems`. What a start handles by itself (a torn
 tail it would cut, an index it would not use, a leftover temporary file)
 is only noted. The config store is checked too (`_check_config`): config.db
 and every generation file index.log names pass SQLite's quick_check and
-have their tables, and index.log reads.
+have their tables, and index.log reads; so do replication.json and
+clean-stop (`_check_side_files`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,16 @@ from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 from reynd.config_store.db import check_file
 from reynd.config_store.generations import ConfigDamaged, GenerationFiles, GenerationIndex
 from reynd.protocol.events import Event
+from reynd.replication.identity import IDENTITY, Identity
+from reynd.runtime.clean_stop import NAME as CLEAN_STOP
+from reynd.runtime.clean_stop import CleanStop
 from reynd.storage.errors import CorruptionError, UnsupportedVersion
+from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.indexfiles import INDEX_DIR, SUFFIX, IndexFiles, record_crc
 from reynd.storage.lock import hold_lock
 from reynd.storage.rebuild import Rebuild
@@ -89,7 +96,32 @@ def _verify(state_dir: Path) -> VerifyReport:
     finally:
         wal.close()
     _check_config(state_dir / "config", report)
+    _check_side_files(state_dir, report)
     return report
+
+
+def _check_side_files(state_dir: Path, report: VerifyReport) -> None:
+    """The small files a start reads beside the log: replication.json, clean-stop."""
+    identity = state_dir / IDENTITY
+    if identity.exists():
+        try:
+            msgspec.json.decode(identity.read_bytes(), type=Identity)
+        except msgspec.DecodeError as exc:
+            report.problems.append(
+                f"{identity}: does not decode ({exc}); a start with [replicate] fails on it: "
+                "restore it from a copy `reynd backup` made (it holds this directory's store "
+                "id), or, if this directory never replicated, move it away"
+            )
+    stop = state_dir / CLEAN_STOP
+    if stop.exists():
+        try:
+            body, _ = next_frame(stop.read_bytes(), 0)
+            msgspec.json.decode(body, type=CleanStop)
+        except (FrameInvalid, msgspec.DecodeError) as exc:
+            report.notes.append(
+                f"{stop}: damaged ({exc}); the next start ignores it (the steps it listed "
+                "are then ambiguous, for the operator)"
+            )
 
 
 # A damaged live database: what an operator does about it.
