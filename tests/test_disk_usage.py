@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from tests.harness import Daemon, start_daemon
+from tests.runtime_helpers import wait_until
 from tests.test_retention_daemon import CONFIG, fill, rows
 from tests.test_reynctl_cli import ok, reynctl
 
@@ -36,6 +37,13 @@ def test_du_counts_every_part_of_the_state_dir_and_what_gc_would_free(short_tmp:
         )
         assert got["config"]["bytes"] == file_bytes(root, "state/config/**/*")[0] > 0
         assert got["audit"]["path"] == "events"
+
+        def audit_counted() -> bool | None:  # lines reach the files within flush_interval_s
+            audit = parts(d.call("state.du"))["audit"]
+            return (audit["bytes"], audit["files"]) == file_bytes(root, "events/*") or None
+
+        wait_until(audit_counted, "state.du counting the audit log's files")
+        assert parts(d.call("state.du"))["audit"]["bytes"] > 0
         # Every regular file is in exactly one part: the parts add up to the total.
         total = sum(p["bytes"] for p in got.values())
         assert du["total_bytes"] == total
