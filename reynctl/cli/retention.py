@@ -1,4 +1,4 @@
-"""Retention: show the policy and the floor, change it, collect now."""
+"""Retention: show the policy and the floor, change it, collect now; disk use (`du`)."""
 
 from __future__ import annotations
 
@@ -130,3 +130,24 @@ def retention_gc(opts: Options) -> None:
     with opts.client() as c:
         reply = c.call("retention.gc", m.RetentionGcParams(), m.GcResult)
     opts.emit(reply, lambda: render.gc_text(reply.value, opts.style))
+
+
+@cli.command(
+    "du",
+    epilog=examples(
+        "reynctl du                     # bytes per part, what GC could free",
+        "reynctl du --json | jq '.parts[] | select(.name == \"audit\") | .bytes'",
+    ),
+)
+@json_option
+@pass_opts
+def du(opts: Options) -> None:
+    """What the state directory uses on disk, by part, and what GC could free now.
+
+    Parts: the WAL, cut WAL bytes (torn), snapshots, segment indexes, the audit
+    log (kept by audit retention, not by GC), config, the workspace's blobs,
+    manifests and trees, and the rest.
+    """
+    with opts.client() as c:
+        reply = c.call("state.du", m.DuParams(), m.DiskUsage)
+    opts.emit(reply, lambda: render.du_text(reply.value, opts.style))

@@ -35,7 +35,7 @@ from reynctl.render.formats import (
     printable,
     truncate,
 )
-from reynctl.render.retention import gc_text, retention_text
+from reynctl.render.retention import du_text, gc_text, retention_text
 from reynctl.render.state import diff_text, state_text
 from reynctl.render.status import status_text
 from reynctl.render.table import Cell, Style, table
@@ -55,6 +55,7 @@ __all__ = [
     "cancel_text",
     "compare_text",
     "diff_text",
+    "du_text",
     "events_table",
     "format_bytes",
     "format_duration",

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reynctl.render.formats import _plural, format_bytes
-from reynctl.render.table import Style, _pairs
+from reynctl.render.table import Style, _pairs, table
 from reynd.protocol import methods as m
 
-__all__ = ["gc_text", "retention_text"]
+__all__ = ["du_text", "gc_text", "retention_text"]
 
 
 def _seqs(seqs: Sequence[int], limit: int = 8) -> str:
@@ -56,4 +56,31 @@ def gc_text(res: m.GcResult, style: Style) -> str:
         ("written", _plural(res.snapshots_written, "entry snapshot")),
         ("took", f"{res.duration_ms:.1f} ms"),
     ]
+    if res.reason:  # older daemons leave it out
+        rows.append(("why", res.reason))
     return head + "\n" + _pairs(rows, style)
+
+
+def du_text(du: m.DiskUsage, style: Style) -> str:
+    """state.du: a table of the parts (empty ones left out), the total, then what GC frees."""
+    rows = [
+        (p.name, p.path, format_bytes(p.bytes), format_bytes(p.disk_bytes), str(p.files))
+        for p in du.parts
+        if p.files
+    ]
+    rows.append(
+        (
+            "total",
+            du.state_dir,
+            format_bytes(du.total_bytes),
+            format_bytes(du.total_disk_bytes),
+            str(sum(p.files for p in du.parts)),
+        )
+    )
+    parts = table(("part", "path", "bytes", "on disk", "files"), rows, style, align="llrrr")
+    gc = du.gc
+    free = (
+        f"{format_bytes(gc.bytes)} ({_plural(gc.segments, 'segment')}, "
+        f"{_plural(gc.snapshots, 'snapshot')}; the floor would be seq {gc.floor})"
+    )
+    return parts + "\n\n" + _pairs([("gc could free", free), ("why not more", gc.reason)], style)

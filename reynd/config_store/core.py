@@ -66,15 +66,22 @@ class ConfigCore:
             self.index.append([f"base {head}"])
         try:
             self.conn = db._open(self.db_path)
+            # A torn page (a copy taken mid-transaction) may pass the open and
+            # fail the first read: check it all now, while the error can name it.
+            db.quick_check(self.conn)
+            self._agents = db.read_agents(self.conn)
+            db.read_settings(self.conn)
         except sqlite3.DatabaseError as exc:
             self.index.close()
+            if hasattr(self, "conn"):
+                self.conn.close()
             raise ConfigDamaged(
                 self.db_path,
                 f"cannot open it ({exc})",
-                "Move it away: it is recreated empty, then `reynctl checkout` (or a restart "
-                "after a rewind) restores a generation",
+                "Restore it from a copy `reynd backup` made, or move it away: it is recreated "
+                "empty, then `reynctl checkout` (or a restart after a rewind) restores a "
+                "generation",
             ) from None
-        self._agents = db.read_agents(self.conn)
         self.current, self.dirty = None, True  # unknown until hashed
 
     def close(self) -> None:

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +38,9 @@ __all__ = [
     "_migrate_columns",
     "_open",
     "agent_row",
+    "check_file",
     "content_hash",
+    "quick_check",
     "read_agents",
     "read_settings",
     "sync_agents",
@@ -93,6 +97,89 @@ def _open(path: Path | str, *, uri: bool = False) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def quick_check(conn: sqlite3.Connection) -> None:
+    """sqlite3.DatabaseError unless `PRAGMA quick_check` finds every page sound."""
+    problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check")]
+    if problems != ["ok"]:
+        raise sqlite3.DatabaseError(f"quick_check: {'; '.join(problems[:3])}")
+
+
+@dataclass(slots=True)
+class FileCheck:
+    """What `check_file` found: damage a start or a restore would trip on, and the rest."""
+
+    problems: list[str]
+    notes: list[str]
+
+
+def check_file(path: Path) -> FileCheck:
+    """Check a config database without changing it: `PRAGMA quick_check` and the schema.
+
+    A hot journal beside it (a transaction a crash interrupted) is rolled
+    back in a temporary copy, as the next open would, and the result checked.
+    """
+    journal = path.with_name(path.name + "-journal")
+    if not journal.exists():
+        # immutable: no lock, no journal, nothing written (the daemon is stopped).
+        return _check_open(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    with tempfile.TemporaryDirectory(prefix="reynd-check-") as tmp:
+        copy = Path(tmp) / path.name
+        shutil.copyfile(path, copy)
+        shutil.copyfile(journal, Path(tmp) / journal.name)
+        found = _check_open(str(copy), uri=False)
+    found.notes.append(
+        f"{journal}: a transaction a crash interrupted (the next start rolls it back)"
+    )
+    return found
+
+
+def _check_open(target: str, *, uri: bool) -> FileCheck:
+    found = FileCheck([], [])
+    try:
+        conn = sqlite3.connect(target, uri=uri)
+    except sqlite3.Error as exc:
+        found.problems.append(f"cannot be opened ({exc})")
+        return found
+    try:
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            found.problems.append(f"not a readable SQLite database ({exc})")
+            return found
+        try:
+            rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check")]
+        except sqlite3.DatabaseError as exc:
+            rows = [str(exc)]
+        if rows != ["ok"]:
+            found.problems.append(f"SQLite quick_check: {'; '.join(rows[:3])}")
+            return found
+        _check_schema(conn, found)
+    finally:
+        conn.close()
+    return found
+
+
+def _check_schema(conn: sqlite3.Connection, found: FileCheck) -> None:
+    """Every version-1 table with its columns; later columns only noted (an open adds them)."""
+    for table, sql in _BASE_TABLES:
+        have = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
+        if not have:
+            found.notes.append(f"no table {table} (the next open creates it empty)")
+            continue
+        want = sql[sql.index("(") + 1 : sql.rindex(")")].split(",")
+        lacking = [c.split()[0] for c in want if c.split()[0] not in have]
+        if lacking:
+            found.problems.append(f"table {table} lacks its column(s) {', '.join(lacking)}")
+        added = [c for _, t, c, _ in ADDED_COLUMNS if t == table and c not in have]
+        if added:
+            found.notes.append(
+                f"table {table} lacks {', '.join(added)} (an older schema: the next open adds them)"
+            )
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        found.notes.append(f"schema version {version}, newer than this reynd's {SCHEMA_VERSION}")
 
 
 def _create_tables(conn: sqlite3.Connection) -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "Sighting",
     "SegmentInfo",
     "floor_for_recovery",
+    "kept_reason",
     "plan_wal_drop",
     "snapshots_to_keep",
 ]
@@ -154,6 +155,17 @@ def plan_wal_drop(
     segment's last record is at least (`AgeClock.segment_ages`); without
     them, `now` minus its time.
     """
+    return _plan(segments, head, required, policy, now, ages)[0]
+
+
+# Why the oldest kept segment stays (the first horizon it fails), for kept_reason.
+_Why = tuple[str, SegmentInfo | None]
+
+
+def _plan(
+    segments: Sequence[SegmentInfo], head: int, required: int, policy: RetentionPolicy, now: float
+) -> tuple[int, _Why]:
+    """plan_wal_drop's count, and what stopped it at the first segment kept."""
     floor = required
     if policy.wal_keep_records:
         floor = min(floor, head - policy.wal_keep_records + 1)
@@ -165,15 +177,74 @@ def plan_wal_drop(
         # `segments[:-1]` alone does not protect the tip: after a crash right
         # after a rotation the last segment is empty and the tip is in the one
         # before it.
-        if seg.last_seq >= floor or seg.last_seq >= head:
-            break
+        if seg.last_seq >= head:
+            return drop, ("tip", seg)
+        if seg.last_seq >= floor:
+            return drop, ("records" if floor < required else "recovery", seg)
         if policy.wal_keep_age_s and ages[drop] <= policy.wal_keep_age_s:
-            break
+            return drop, ("age", seg)
         if policy.wal_keep_bytes and remaining - seg.size < policy.wal_keep_bytes:
-            break
+            return drop, ("bytes", seg)
         remaining -= seg.size
         drop += 1
-    return drop
+    return drop, ("tip", segments[-1] if segments else None)
+
+
+def _mib(n: float) -> str:
+    """A size in words: 1536 -> '1.5 KiB' (as reynctl shows sizes)."""
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def kept_reason(
+    segments: Sequence[SegmentInfo],
+    head: int,
+    required: int,
+    policy: RetentionPolicy,
+    now: float,
+    *,
+    segment_bytes: int,
+    keep_from: int | None = None,
+    ages: Sequence[float] | None = None,
+) -> str:
+    """In words, why no (further) WAL segment can go now: the horizon that keeps the oldest.
+
+    Pure, over the same inputs as plan_wal_drop (`keep_from`: the first seq
+    replication has not shipped).
+    """
+    drop, (why, seg) = _plan(segments, head, required, policy, now, ages)
+    whole = "segments are removed whole, oldest first, once sealed and below the floor"
+    if keep_from is not None and drop and segments[drop - 1].last_seq >= keep_from:
+        return f"replication has not shipped seqs from {keep_from} on: {whole} and shipped"
+    if seg is None:
+        return "the WAL is empty"
+    span = f"segment {seg.first_seq}..{seg.last_seq} ({_mib(seg.size)})"
+    if why == "tip":
+        size = sum(s.size for s in segments[drop:])
+        count = len(segments) - drop
+        held = "one segment" if count == 1 else f"{count} segments"
+        return (
+            f"the WAL left is {held} ({_mib(size)}; a segment is sealed at "
+            f"{_mib(segment_bytes)}, [storage] segment_bytes) holding the tip: {whole}"
+        )
+    if why == "recovery":
+        return (
+            f"{span} holds seqs from {required} on, which a restart still replays (the newest "
+            "snapshot on the active branch, or a turn or skill run in flight, is below them): "
+            f"{whole}; a later snapshot moves the floor up"
+        )
+    if why == "records":
+        return f"{span}: wal_keep_records = {policy.wal_keep_records} keeps it"
+    if why == "age":
+        age = max(0.0, ages[drop] if ages is not None else now - seg.last_ts)
+        return (
+            f"{span} was last written {age:.0f} s ago: wal_keep_age_s = "
+            f"{policy.wal_keep_age_s:g} keeps it"
+        )
+    return f"{span}: wal_keep_bytes = {policy.wal_keep_bytes} keeps it"
 
 
 def snapshots_to_keep(

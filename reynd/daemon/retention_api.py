@@ -13,7 +13,8 @@ import trio
 
 from reynd.daemon.context import CallContext
 from reynd.protocol import methods as m
-from reynd.storage.gc import apply_gc, plan_gc, prepare_gc
+from reynd.storage.du import measure
+from reynd.storage.gc import GcPlan, apply_gc, plan_gc, prepare_gc, reclaimable_snapshots
 
 if TYPE_CHECKING:
     from reynd.core.retention import RetentionPolicy
@@ -23,6 +24,36 @@ if TYPE_CHECKING:
 __all__ = ["RetentionApi", "collect_now", "gc_loop", "use_retention"]
 
 log = structlog.get_logger("reynd.gc")
+
+# Said with every reason: the audit log is often the largest part, and GC never touches it.
+_AUDIT_NOTE = (
+    "the audit log (events/) is not collected by GC: audit retention keeps it "
+    "([audit] max_total_bytes, max_files)"
+)
+
+
+def _reason(plan: GcPlan) -> str:
+    return f"{plan.reason}; {_AUDIT_NOTE}" if plan.reason else _AUDIT_NOTE
+
+
+def _plan(app: App, *, seen: bool = False) -> GcPlan:
+    """The collection the policy asks for now (the owner's thread).
+
+    Aged by the daemon's AgeClock, so a wall clock stepped forward ages
+    nothing; `seen`: a collection runs, and the clock keeps what it saw.
+    """
+    store = app.store
+    wall, mono = time.time(), time.monotonic()
+    clock = app.age_clock.saw(store.head, wall, mono, store.floor)
+    if seen:
+        app.age_clock = clock
+    return plan_gc(
+        store,
+        app.retention,
+        clock.now(wall, mono),
+        keep_from=app.shipper.keep_from if app.shipper else None,
+        ages=lambda segments: clock.segment_ages(segments, wall, mono),
+    )
 
 
 async def collect_now(app: App) -> m.GcResult:
@@ -36,17 +67,7 @@ async def collect_now(app: App) -> m.GcResult:
     async def work() -> m.GcResult:
         store = app.store
         keep_from = app.shipper.keep_from if app.shipper else None
-        # Aged by the daemon's AgeClock: a wall clock stepped forward ages nothing.
-        wall, mono = time.time(), time.monotonic()
-        app.age_clock = app.age_clock.saw(store.head, wall, mono, store.floor)
-        clock = app.age_clock
-        plan = plan_gc(
-            store,
-            app.retention,
-            clock.now(wall, mono),
-            keep_from=keep_from,
-            ages=lambda segments: clock.segment_ages(segments, wall, mono),
-        )
+        plan = _plan(app, seen=True)
         if keep_from is not None and plan.floor < keep_from <= store.head:
             log.info("gc.held_for_replication", floor=plan.floor, unshipped_from=keep_from)
         if app.workspace is not None and plan.drop_segments:
@@ -62,6 +83,7 @@ async def collect_now(app: App) -> m.GcResult:
             app.shipper.poke()
         fields = {k: v for k, v in dataclasses.asdict(report).items() if k != "dropped"}
         fields["duration_ms"] = round(report.duration_ms, 3)
+        fields["reason"] = _reason(plan)
         if report.segments_dropped or report.snapshots_dropped:
             log.info("gc", **fields)
         return m.GcResult(**fields)
@@ -97,7 +119,12 @@ class RetentionApi:
         self._app = app
 
     def handlers(self) -> dict[str, Handler]:
-        return {"retention.get": self._get, "retention.set": self._set, "retention.gc": self._gc}
+        return {
+            "retention.get": self._get,
+            "retention.set": self._set,
+            "retention.gc": self._gc,
+            "state.du": self._du,
+        }
 
     def _info(self) -> m.RetentionInfo:
         store = self._app.store
@@ -125,3 +152,32 @@ class RetentionApi:
 
     async def _gc(self, p: m.RetentionGcParams, ctx: CallContext) -> m.GcResult:
         return await collect_now(self._app)
+
+    async def _du(self, p: m.DuParams, ctx: CallContext) -> m.DiskUsage:
+        app = self._app
+        usage = await trio.to_thread.run_sync(measure, app.state_dir)
+        plan = _plan(app)  # after the walk: what GC could free as of this answer
+        gone = reclaimable_snapshots(app.store, plan)
+        sizes = app.store.snapshots.sizes
+        parts = sorted(
+            (
+                m.DiskPart(
+                    name=name, path=u.path, bytes=u.bytes, disk_bytes=u.disk_bytes, files=u.files
+                )
+                for name, u in usage.items()
+            ),
+            key=lambda part: (-part.bytes, part.name),
+        )
+        return m.DiskUsage(
+            state_dir=str(app.state_dir),
+            total_bytes=sum(u.bytes for u in usage.values()),
+            total_disk_bytes=sum(u.disk_bytes for u in usage.values()),
+            parts=parts,
+            gc=m.GcFree(
+                bytes=plan.drop_bytes + sum(sizes.get(s, 0) for s in gone),
+                segments=plan.drop_segments,
+                snapshots=len(gone),
+                floor=plan.floor,
+                reason=_reason(plan),
+            ),
+        )

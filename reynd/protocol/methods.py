@@ -25,6 +25,10 @@ from reynd.protocol.names import AgentRef, Ident
 
 # Re-exported (listed in __all__): clients name every result type through this module.
 from reynd.protocol.retention_methods import (
+    DiskPart,
+    DiskUsage,
+    DuParams,
+    GcFree,
     GcResult,
     RetentionGcParams,
     RetentionGetParams,
@@ -66,6 +70,10 @@ __all__ = [
     "SubscribeResult",
     "Topic",
     "UnsubscribeParams",
+    "DiskPart",
+    "DiskUsage",
+    "DuParams",
+    "GcFree",
     "GcResult",
     "RetentionGcParams",
     "RetentionGetParams",

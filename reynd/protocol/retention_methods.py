@@ -1,4 +1,4 @@
-"""Params and results of retention.get / set / gc (registered in methods.METHODS)."""
+"""Params and results of retention.get / set / gc and state.du (registered in methods.METHODS)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ from reynd.protocol.base import MethodDef, Params, Result
 
 __all__ = [
     "DEFS",
+    "DiskPart",
+    "DiskUsage",
+    "DuParams",
+    "GcFree",
     "GcResult",
     "RetentionGcParams",
     "RetentionGetParams",
@@ -68,6 +72,8 @@ class RetentionGcParams(Params, kw_only=True):
 
 
 class GcResult(Result, kw_only=True):
+    """`reason`: in words, why the floor stops where it is (what keeps the oldest segment)."""
+
     floor_before: Seq
     floor: Seq
     segments_dropped: int
@@ -75,6 +81,50 @@ class GcResult(Result, kw_only=True):
     snapshots_dropped: int
     snapshots_written: int
     duration_ms: float
+    reason: str = ""
+
+
+class DuParams(Params, kw_only=True):
+    pass
+
+
+class DiskPart(Result, kw_only=True):
+    """One part of the state directory: `path` relative to it, `bytes` the files' sizes.
+
+    `disk_bytes`: what they take on disk (allocated blocks); `files`: how many.
+    """
+
+    name: str
+    path: str
+    bytes: int
+    disk_bytes: int
+    files: int
+
+
+class GcFree(Result, kw_only=True):
+    """What a collection (retention.gc) would free now, and why not more (`reason`)."""
+
+    bytes: int
+    segments: int
+    snapshots: int
+    floor: Seq
+    reason: str
+
+
+class DiskUsage(Result, kw_only=True):
+    """Bytes per part of the state directory (`parts`, largest first), their sum and GC's share.
+
+    Parts: `wal`, `torn` (cut WAL bytes, never deleted by reynd), `snapshots`,
+    `index`, `audit` (events/, kept by audit retention, not by GC), `config`,
+    `blobs`, `manifests`, `trees` (workspace rewind), `other` (everything
+    else under the state directory).
+    """
+
+    state_dir: str
+    total_bytes: int
+    total_disk_bytes: int
+    parts: list[DiskPart]
+    gc: GcFree
 
 
 DEFS: tuple[MethodDef, ...] = (
@@ -97,5 +147,11 @@ DEFS: tuple[MethodDef, ...] = (
         GcResult,
         "Collect now what the policy no longer keeps.",
         mutating=True,
+    ),
+    MethodDef(
+        "state.du",
+        DuParams,
+        DiskUsage,
+        "What the state directory uses on disk, by part, and what GC could free now.",
     ),
 )

@@ -31,6 +31,7 @@ from reynd.core.retention import (
     RetentionPolicy,
     SegmentInfo,
     floor_for_recovery,
+    kept_reason,
     plan_wal_drop,
     snapshots_to_keep,
 )
@@ -40,7 +41,15 @@ from reynd.storage.retained import Retained, save_retained
 from reynd.storage.snapshots import encode_snapshot
 from reynd.storage.store import Store
 
-__all__ = ["GcPlan", "GcReport", "apply_gc", "collect", "plan_gc", "prepare_gc"]
+__all__ = [
+    "GcPlan",
+    "GcReport",
+    "apply_gc",
+    "collect",
+    "plan_gc",
+    "prepare_gc",
+    "reclaimable_snapshots",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +65,7 @@ class GcPlan:
     entries: list[int]  # seqs below the floor that kept history depends on
     policy: RetentionPolicy
     now: float
+    reason: str = ""  # why the floor stops there (the horizon keeping the oldest segment)
     written: list[tuple[int, int]] = field(default_factory=list)  # entry snapshots (seq, size)
 
 
@@ -69,6 +79,7 @@ class GcReport:
     snapshots_written: int
     duration_ms: float
     dropped: tuple[Path, ...] = ()
+    reason: str = ""  # why no further segment went (GcPlan.reason)
 
 
 def segment_infos(store: Store) -> list[SegmentInfo]:
@@ -112,7 +123,32 @@ def plan_gc(
     entries = {floor - 1}
     entries.update(t for r, t in store.lineage.resets if r >= floor and t < floor)
     entries.discard(0)  # genesis needs no snapshot
-    return GcPlan(floor, drop, sum(s.size for s in segments[:drop]), sorted(entries), policy, now)
+    reason = kept_reason(
+        segments,
+        store.head,
+        required,
+        policy,
+        now,
+        segment_bytes=store.wal.segment_bytes,
+        keep_from=keep_from,
+        ages=seg_ages,
+    )
+    return GcPlan(
+        floor, drop, sum(s.size for s in segments[:drop]), sorted(entries), policy, now, reason
+    )
+
+
+def reclaimable_snapshots(store: Store, plan: GcPlan) -> list[int]:
+    """The snapshots apply_gc would remove under `plan` (read only)."""
+    keep = snapshots_to_keep(
+        store.snapshots.seqs,
+        floor=plan.floor,
+        pinned=set(plan.entries),
+        times=store.snapshots.times(),
+        policy=plan.policy,
+        now=plan.now,
+    )
+    return [s for s in store.snapshots.seqs if s not in keep]
 
 
 def prepare_gc(store: Store, plan: GcPlan) -> None:
@@ -127,6 +163,7 @@ def prepare_gc(store: Store, plan: GcPlan) -> None:
         except UnencodableState as exc:
             log.error("gc keeps the WAL below seq %d: %s", plan.floor, exc)  # noqa: TRY400
             plan.floor, plan.drop_segments, plan.drop_bytes = store.floor, 0, 0
+            plan.reason = f"no snapshot can hold the state as of seq {seq} ({exc}): the WAL is kept"
             return
         store.snapshots.write(data, seq)
         plan.written.append((seq, len(data)))
@@ -162,15 +199,7 @@ def apply_gc(store: Store, plan: GcPlan) -> GcReport:
         resets=[(r, t) for r, t in store.lineage.resets if r < floor],
     )
     store.forget_below_floor()
-    keep = snapshots_to_keep(
-        store.snapshots.seqs,
-        floor=store.floor,
-        pinned=set(plan.entries),
-        times=store.snapshots.times(),
-        policy=plan.policy,
-        now=plan.now,
-    )
-    gone = [s for s in store.snapshots.seqs if s not in keep]
+    gone = reclaimable_snapshots(store, plan)  # plan.floor is store.floor by now
     for seq in gone:
         store.snapshots.remove(seq)
     return GcReport(
@@ -182,6 +211,7 @@ def apply_gc(store: Store, plan: GcPlan) -> GcReport:
         len(plan.written),
         (time.perf_counter() - started) * 1e3,
         tuple(dropped),
+        plan.reason,
     )
 
 
@@ -200,4 +230,5 @@ def collect(store: Store, policy: RetentionPolicy, now: float | None = None) -> 
         report.snapshots_written,
         (time.perf_counter() - started) * 1e3,
         report.dropped,
+        report.reason,
     )

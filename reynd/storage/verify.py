@@ -12,7 +12,10 @@ Damage in the WAL raises the CorruptionError a start would raise (file,
 offset, seq, the repair command). Damaged snapshots and indexes that
 disagree with the WAL are `problems`. What a start handles by itself (a torn
 tail it would cut, an index it would not use, a leftover temporary file)
-is only noted.
+is only noted. The config store is checked too (`_check_config`): config.db
+and every generation file index.log names pass SQLite's quick_check and
+have their tables, and index.log reads; so do replication.json and
+clean-stop (`_check_side_files`).
 """
 
 from __future__ import annotations
@@ -21,8 +24,16 @@ from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
+from reynd.config_store.db import check_file
+from reynd.config_store.generations import ConfigDamaged, GenerationFiles, GenerationIndex
 from reynd.protocol.events import Event
+from reynd.replication.identity import IDENTITY, Identity
+from reynd.runtime.clean_stop import NAME as CLEAN_STOP
+from reynd.runtime.clean_stop import CleanStop
 from reynd.storage.errors import CorruptionError, UnsupportedVersion
+from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.indexfiles import INDEX_DIR, SUFFIX, IndexFiles, record_crc
 from reynd.storage.lock import hold_lock
 from reynd.storage.rebuild import Rebuild
@@ -84,7 +95,87 @@ def _verify(state_dir: Path) -> VerifyReport:
         _check_snapshots(state_dir / "snapshots", wal.head, report)
     finally:
         wal.close()
+    _check_config(state_dir / "config", report)
+    _check_side_files(state_dir, report)
     return report
+
+
+def _check_side_files(state_dir: Path, report: VerifyReport) -> None:
+    """The small files a start reads beside the log: replication.json, clean-stop."""
+    identity = state_dir / IDENTITY
+    if identity.exists():
+        try:
+            msgspec.json.decode(identity.read_bytes(), type=Identity)
+        except msgspec.DecodeError as exc:
+            report.problems.append(
+                f"{identity}: does not decode ({exc}); a start with [replicate] fails on it: "
+                "restore it from a copy `reynd backup` made (it holds this directory's store "
+                "id), or, if this directory never replicated, move it away"
+            )
+    stop = state_dir / CLEAN_STOP
+    if stop.exists():
+        try:
+            body, _ = next_frame(stop.read_bytes(), 0)
+            msgspec.json.decode(body, type=CleanStop)
+        except (FrameInvalid, msgspec.DecodeError) as exc:
+            report.notes.append(
+                f"{stop}: damaged ({exc}); the next start ignores it (the steps it listed "
+                "are then ambiguous, for the operator)"
+            )
+
+
+# A damaged live database: what an operator does about it.
+_CONFIG_DB_REPAIR = (
+    "restore state/config from a copy `reynd backup` made, or move config.db away: "
+    "the next start recreates it empty (settings set at run time are lost, agents are "
+    "rebuilt from the WAL), and a checkout restores a generation"
+)
+_GENERATION_REPAIR = (
+    "restore it from a copy `reynd backup` made, or move it away: a restore to a seq it "
+    "covers then uses the previous generation of that lineage"
+)
+
+
+def _check_config(config_dir: Path, report: VerifyReport) -> None:
+    """config.db (quick_check, schema), index.log, and every generation it names."""
+    if not config_dir.is_dir():
+        return
+    db_path = config_dir / "config.db"
+    if db_path.exists():
+        _check_database(db_path, _CONFIG_DB_REPAIR, report)
+    else:
+        report.notes.append(f"{db_path}: absent (the next start creates it empty)")
+    index_path = config_dir / "index.log"
+    if not index_path.exists():
+        return
+    index = GenerationIndex(index_path)
+    data = index_path.read_bytes()
+    try:
+        good = index._load(data)
+    except ConfigDamaged as exc:
+        report.problems.append(str(exc))
+        return
+    if good < len(data):
+        report.notes.append(
+            f"{index_path}: a torn last entry at byte {good}, never acknowledged "
+            "(the next start cuts it)"
+        )
+    files = GenerationFiles(config_dir / "generations")
+    for digest in sorted(set(index.gens.values())):
+        path = files.path(digest)
+        if not path.exists():
+            report.problems.append(
+                f"{path}: missing, though {index_path} names it: a restore to a seq it covers "
+                "fails; restore it from a copy `reynd backup` made"
+            )
+        else:
+            _check_database(path, _GENERATION_REPAIR, report)
+
+
+def _check_database(path: Path, repair: str, report: VerifyReport) -> None:
+    found = check_file(path)
+    report.notes.extend(f"{path}: {note}" for note in found.notes)
+    report.problems.extend(f"{path}: {problem}; {repair}" for problem in found.problems)
 
 
 def _check_indexes(
