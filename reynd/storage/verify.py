@@ -9,7 +9,9 @@ file), every snapshot is read and checked, and every segment index that a
 start would use is compared with what the scan rebuilt, chunk by chunk.
 
 Damage in the WAL raises the CorruptionError a start would raise (file,
-offset, seq, the repair command). Damaged snapshots and indexes that
+offset, seq, the repair command); a log shorter than what the state
+directory proves was acknowledged (a newest segment gone) raises the
+ExtentLost a start would raise. Damaged snapshots and indexes that
 disagree with the WAL are `problems`. What a start handles by itself (a torn
 tail it would cut, an index it would not use, a leftover temporary file)
 is only noted.
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from reynd.protocol.events import Event
 from reynd.storage.errors import CorruptionError, UnsupportedVersion
+from reynd.storage.extent import ExtentLost, find_loss, gather
 from reynd.storage.indexfiles import INDEX_DIR, SUFFIX, IndexFiles, record_crc
 from reynd.storage.lock import hold_lock
 from reynd.storage.rebuild import Rebuild
@@ -74,6 +77,7 @@ def _verify(state_dir: Path) -> VerifyReport:
     wal, recovery = Wal.open(wal_dir, 1 << 62, on_record, read_only=True)
     try:
         rebuild.check_end(wal.head)
+        _check_extent(state_dir, wal.head)
         report.head, report.records, report.segments = wal.head, recovery.records, len(wal.segments)
         if recovery.torn_path is not None:
             report.notes.append(
@@ -85,6 +89,13 @@ def _verify(state_dir: Path) -> VerifyReport:
     finally:
         wal.close()
     return report
+
+
+def _check_extent(state_dir: Path, head: int) -> None:
+    """The check a start makes (extent.py): ExtentLost for acknowledged seqs that are gone."""
+    loss = find_loss(head, gather(state_dir))
+    if loss is not None:
+        raise ExtentLost(loss, state_dir.parent)
 
 
 def _check_indexes(
