@@ -341,13 +341,18 @@ def restore_command(  # noqa: PLR0917
     continues the replica and the daemon writing there now stands down.
     Credentials come from the environment or the standard AWS chain.
 
+    A replica that lacks records it says were shipped (a WAL object removed)
+    is refused, exit 3, naming the missing seqs: --to-seq below them restores
+    the history before them. The output names the range restored and the
+    last shipped seq.
+
     \b
     Example:
       reynd restore --from s3://backups/reynd/laptop --state-dir ~/reyn-restored
     """
     from reynd.protocol.errors import ReyndError
     from reynd.replication.objects import Bucket, Missing, Refused, Unavailable, parse_url
-    from reynd.replication.restore import RestoreError, restore
+    from reynd.replication.restore import ReplicaShort, RestoreError, restore
     from reynd.storage.errors import StorageError
 
     try:
@@ -362,6 +367,9 @@ def restore_command(  # noqa: PLR0917
         report = restore(
             bucket, state, to_seq=to_seq, adopt=adopt, say=lambda s: click.echo(s, err=True)
         )
+    except ReplicaShort as exc:  # damage in the replica, not a usage error
+        click.echo(f"reynd: restore failed: {exc}", err=True)
+        sys.exit(3)
     except (RestoreError, Refused) as exc:
         click.echo(f"reynd: restore failed: {exc}", err=True)
         sys.exit(EXIT_USAGE)
@@ -378,7 +386,8 @@ def restore_command(  # noqa: PLR0917
     click.echo(
         f"restored seqs {report.floor}..{report.head} ({report.records} records, "
         f"{report.snapshots} snapshots, {report.wal_bytes} WAL bytes) from {location} "
-        f"generation {report.generation} into {state} in {report.duration_s:.1f} s"
+        f"generation {report.generation} into {state} in {report.duration_s:.1f} s; "
+        f"the last shipped seq is {report.shipped}"
     )
     if report.adopted:
         click.echo(f"a daemon on {state} with [replicate] url = {url!r} continues the replica")
