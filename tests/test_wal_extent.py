@@ -18,7 +18,9 @@ from pathlib import Path
 
 import msgspec
 
+from reynd.storage.repair import audit_reach
 from tests.harness import Daemon, run_daemon_to_exit, start_daemon
+from tests.runtime_helpers import wait_until
 
 DATA = Path(__file__).with_name("data")
 SMALL = "[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 1073741824\n"
@@ -130,16 +132,23 @@ def test_losing_the_only_segment_is_refused_then_accepted(short_tmp: Path) -> No
 
 def test_losing_the_newest_segment_after_a_sigkill_is_refused(short_tmp: Path) -> None:
     """No clean stop recorded the head: the extent still knows the segment existed, and
-    every seq below it; how many records it held is not known (the documented limit)."""
+    every seq below it, not how many records it held (the documented limit). The repair
+    then also reads the audit log: the seqs it names were committed."""
     d = start_daemon(short_tmp, config=SMALL)
-    _append(d, 150)
+    acked = _append(d, 150)
+    audit = d.state_dir / "events"
+    wait_until(  # the audit log is written within flush_interval_s (1 s), without fsync
+        lambda: (audit_reach(audit) == acked[-1]) or None, "the audit log to name the head"
+    )
     d.stop(signal.SIGKILL, expect=None)
     newest = _segments(d.state_dir)[-1]
     first = int(newest.stem)
     newest.unlink()
 
     _refused(short_tmp, d.state_dir, f"(seqs from {first} on;", newest)
-    assert f"the next seq is {first}" in _accept(d.state_dir)
+    out = _accept(d.state_dir)
+    assert f"seqs {first}..{acked[-1]} are now `lost` records (the audit log" in out, out
+    assert f"the next seq is {acked[-1] + 1}" in out
 
 
 def test_a_state_dir_without_the_extent_file_gets_one_at_its_first_start(

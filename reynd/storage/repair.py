@@ -40,7 +40,7 @@ from reynd.storage.indexfiles import INDEX_DIR, IndexFiles
 from reynd.storage.lock import hold_lock
 from reynd.storage.wal import SUFFIX, TORN_DIR
 
-__all__ = ["AcceptReport", "RepairReport", "accept_lost_segments", "truncate_at"]
+__all__ = ["AcceptReport", "RepairReport", "accept_lost_segments", "audit_reach", "truncate_at"]
 
 if TYPE_CHECKING:
     from reynd.storage.store import Store
@@ -99,7 +99,8 @@ def truncate_at(root: Path, segment_name: str, offset: int) -> RepairReport:
             os.close(fd)
         fsync_dir(wal_dir)
     reason = f"cut by reynd repair at {segment.name}:{offset}"
-    store = Store.open(root, accept_loss=AcceptLoss(reason, highest))
+    why = f"the cut bytes name seq {highest}"
+    store = Store.open(root, accept_loss=AcceptLoss(reason, highest, why))
     try:
         if store.head != first_lost - 1:
             raise AssertionError(f"after the cut the head is {store.head}, not {first_lost - 1}")
@@ -123,7 +124,11 @@ def accept_lost_segments(root: Path) -> AcceptReport | None:
     from reynd.storage.store import AcceptLoss, Store
 
     reason = "segment files gone, the loss accepted by reynd repair --accept-lost-segments"
-    store = Store.open(root, accept_loss=AcceptLoss(reason))
+    # The audit log is not synced and never read by recovery, but a seq it names was
+    # committed: after a crash it often knows more of the lost segment than anything else.
+    audit = audit_reach(root / "events")
+    why = f"the audit log ({root / 'events'}) names seq {audit}"
+    store = Store.open(root, accept_loss=AcceptLoss(reason, audit, why))
     try:
         loss = store.accepted
         if loss is None:
@@ -132,6 +137,44 @@ def accept_lost_segments(root: Path) -> AcceptReport | None:
         return AcceptReport(loss.first, loss.last, loss.missing, loss.why, store.next_seq)
     finally:
         store.close(record_head=True)
+
+
+def audit_reach(events_dir: Path, tail: int = 1 << 20) -> int:
+    """The highest seq the newest audit files name (0: none); reads their last `tail` bytes."""
+    from reynd.audit.files import parse_name
+
+    files = sorted(
+        (parsed, p)
+        for p in (events_dir.iterdir() if events_dir.is_dir() else ())
+        if (parsed := parse_name(p.name)) is not None
+    )
+    best = 0
+    for _, path in files[-2:]:  # a run's last file may hold only its first lines
+        try:
+            with path.open("rb") as f:
+                f.seek(max(0, path.stat().st_size - tail))
+                data = f.read()
+        except OSError:
+            continue
+        best = max(best, _highest_audit_seq(data))
+    return best
+
+
+class _AuditLine(msgspec.Struct):
+    seq: int = 0
+
+
+_audit_line = msgspec.json.Decoder(_AuditLine)
+
+
+def _highest_audit_seq(data: bytes) -> int:
+    best = 0
+    for line in data.split(b"\n"):
+        try:
+            best = max(best, _audit_line.decode(line).seq)
+        except (msgspec.DecodeError, TypeError):
+            continue  # a torn or partial line (the tail's first one, a crash)
+    return best
 
 
 def _fill_lost(store: Store, reason: str) -> int:

@@ -76,6 +76,7 @@ class AcceptLoss:
 
     reason: str
     through: int = 0  # the loss reaches at least this seq (what the caller saw)
+    through_why: str = ""  # what shows `through` was issued
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +242,8 @@ class Store:
             head = self.wal.head
             first = loss.first if loss is not None else head + 1
             last = max(loss.last if loss is not None else head, accept.through)
-            loss = Loss(head, first, last, loss.missing if loss else (), accept.reason)
+            why = loss.why if loss is not None and loss.last >= accept.through else ""
+            loss = Loss(head, first, last, loss.missing if loss else (), why or accept.through_why)
             extent = LogExtent(
                 segments=extent.segments,
                 issued=max(extent.issued, last),  # durable before the first lost record is
