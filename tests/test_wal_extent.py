@@ -17,6 +17,7 @@ import tarfile
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from reynd.storage.repair import audit_reach
 from tests.harness import Daemon, run_daemon_to_exit, start_daemon
@@ -179,3 +180,27 @@ def test_a_state_dir_without_the_extent_file_gets_one_at_its_first_start(
     verify = _reynd("repair", "--state-dir", str(state_dir), "--verify")
     assert verify.returncode == 3
     assert f"..{head} were acknowledged" in verify.stderr
+
+
+def test_a_damaged_extent_file_stops_the_start_with_what_to_do(tmp_path: Path) -> None:
+    from reynd.protocol import events as ev
+    from reynd.storage.errors import StorageError
+    from reynd.storage.extent import load_extent
+    from reynd.storage.store import Store
+
+    root = tmp_path / ".reyn"
+    with Store.open(root) as store:
+        store.append([ev.AgentCreated(agent="a")])
+    path = root / "state" / "wal" / "extent"
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(StorageError, match=r"extent is damaged .*then remove it"):
+        Store.open(root)
+    verify = _reynd("repair", "--state-dir", str(root), "--verify")
+    assert verify.returncode == 3 and "extent is damaged" in verify.stderr
+    path.unlink()
+    with Store.open(root) as store:
+        assert store.head == 1
+    extent = load_extent(root / "state" / "wal")
+    assert extent is not None and extent.segments == [1]

@@ -91,7 +91,12 @@ def load_extent(wal_dir: Path) -> LogExtent | None:
         body, _ = next_frame(data, 0)
         extent = msgspec.json.decode(body, type=LogExtent)
     except (FrameInvalid, msgspec.DecodeError) as exc:
-        raise CorruptionError(path, 0, None, f"log extent file is damaged ({exc})") from None
+        # Written atomically, so never torn: damage. No record to cut here (not CorruptionError).
+        raise StorageError(
+            f"{path} is damaged ({exc}): it records how far the log reached. Check that no "
+            "segment file is missing (a backup, the replica), then remove it: the next start "
+            "writes it again from the segment files"
+        ) from None
     if extent.version > EXTENT_VERSION:
         raise UnsupportedVersion(
             f"{path} has version {extent.version}; this reynd reads up to "

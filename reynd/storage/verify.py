@@ -77,7 +77,7 @@ def _verify(state_dir: Path) -> VerifyReport:
     wal, recovery = Wal.open(wal_dir, 1 << 62, on_record, read_only=True)
     try:
         rebuild.check_end(wal.head)
-        _check_extent(state_dir, wal.head)
+        _check_extent(state_dir, wal.head, report)
         report.head, report.records, report.segments = wal.head, recovery.records, len(wal.segments)
         if recovery.torn_path is not None:
             report.notes.append(
@@ -91,11 +91,17 @@ def _verify(state_dir: Path) -> VerifyReport:
     return report
 
 
-def _check_extent(state_dir: Path, head: int) -> None:
+def _check_extent(state_dir: Path, head: int, report: VerifyReport) -> None:
     """The check a start makes (extent.py): ExtentLost for acknowledged seqs that are gone."""
-    loss = find_loss(head, gather(state_dir))
+    evidence = gather(state_dir)
+    loss = find_loss(head, evidence)
     if loss is not None:
         raise ExtentLost(loss, state_dir.parent)
+    if evidence.extent is None:
+        report.notes.append(
+            f"no {state_dir / 'wal' / 'extent'} (written before reynd recorded the log's "
+            "extent): the next start writes it from the segment files"
+        )
 
 
 def _check_indexes(
