@@ -296,6 +296,15 @@ class Wal:
         """
         self._extent = extent
         sealed = self._firsts[-1] - 1 if self._firsts else 0
+        for seg in self.segments[:-1]:
+            if seg.last_seq > extent.issued:
+                # Not known synced yet (a copied or restored log): make it so before
+                # the file says it is (a no-op for pages already on disk).
+                fd = fsops.open(seg.path, os.O_RDONLY)
+                try:
+                    fsops.fsync(fd)
+                finally:
+                    fsops.close(fd)
         # A new, empty log has nothing to record yet: its first segment writes the file.
         force = not on_disk and bool(self._firsts or extent.issued or extent.lost)
         self._update_extent(firsts=list(self._firsts), issued=sealed, force=force)
