@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from reynd.storage.extent import load_extent
 from tests.harness import Daemon, daemon_env, run_daemon_to_exit, start_daemon
 from tests.runtime_helpers import records
 
@@ -137,6 +138,9 @@ def test_backup_of_a_live_daemon_under_load_opens_and_holds_every_acked_record(
         dest = short_tmp / f"backup-{n}"
         workdir = short_tmp / f"run-{n}"
         workdir.mkdir()
+        # The copy carries its own extent, of its cut (never the source's, which is ahead).
+        extent = load_extent(dest / "state" / "wal")
+        assert extent is not None and extent.issued == seq, (extent, seq)
         copy = start_daemon(workdir, state_dir=dest)
         try:
             status = copy.call("daemon.status")

@@ -193,7 +193,9 @@ def test_verify_refuses_while_the_daemon_runs_and_takes_one_mode(tmp_path: Path)
     for args in ([], ["--verify", "--truncate-at", "00000000000000000001.jsonl:0"]):
         proc = _reynd("repair", "--state-dir", str(root), *args)
         assert proc.returncode == 2
-        assert "give exactly one of --truncate-at and --verify" in proc.stderr
+        assert (
+            "give exactly one of --truncate-at, --verify and --accept-lost-segments" in proc.stderr
+        )
     proc = _reynd("repair", "--state-dir", str(tmp_path / "nothing"), "--verify")
     assert proc.returncode == 3 and "no state directory" in proc.stderr
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +20,7 @@ def test_keys_round_trip_and_sort_by_seq() -> None:
     keys = [WalObject(1, a, a + 5).key for a in (1, 9, 10, 100, 1000)]
     assert sorted(keys) == keys
     assert layout.parse_retained_key(layout.retained_key(3, 40)) == (3, 40)
+    assert layout.parse_shipped_key(layout.shipped_key(3, 41)) == (3, 41)
     for bad in ("00000001/wal/1-2.jsonl", "generations/7.json", "x/retained", "00000001/wal/"):
         assert layout.parse_wal_key(bad) is None and layout.parse_claim_key(bad) is None
 
@@ -45,8 +48,12 @@ def test_cover_is_contiguous_or_names_the_gap(objs: list[WalObject], lo: int, sp
         chosen = cover(objs, lo, hi)
     except GapError as exc:
         assert not _covers(objs, lo, hi)
-        missing = int(str(exc).rsplit(" ", 1)[1])
-        assert lo <= missing <= hi and not _covers(objs, missing, missing)
+        m = re.match(r"seqs (\d+)\.\.(\d+) are missing", str(exc))
+        assert m is not None, exc
+        a, b = int(m[1]), int(m[2])
+        assert lo <= a <= b <= hi and _covers(objs, lo, a - 1)  # the first seq missing...
+        assert all(not _covers(objs, s, s) for s in range(a, b + 1))  # ...the whole range...
+        assert b == hi or _covers(objs, b + 1, b + 1)  # ...up to where an object starts
         return
     assert _covers(objs, lo, hi)
     need = lo
@@ -172,3 +179,43 @@ def test_a_superseded_writer_past_its_successor_base_is_not_mixed_in() -> None:
     assert plan.snapshots == ((1, 3), (2, 10))
     assert plan.floor == 1 and plan.retained is None
     assert [(p.obj.generation, p.lo, p.hi) for p in plan.wal] == [(1, 1, 5), (2, 6, 22)]
+
+
+def test_a_gap_below_the_last_shipped_seq_is_named_unless_to_seq_stops_before_it() -> None:
+    """The newest generation must hold every seq up to what it says it shipped: its
+    `shipped` markers and its objects' names (issue 22: a restore was silently short)."""
+    claims = {1: Claim(generation=1, store_id="s", host="h", pid=1, created=0, base_seq=1)}
+    middle_gone = [WalObject(1, 1, 10), WalObject(1, 21, 30)]
+    with pytest.raises(GapError, match=r"seqs 11..20 are missing .* last shipped seq is 30"):
+        plan_restore(claims, middle_gone, [], [])
+    with pytest.raises(GapError, match=r"seqs 11..20 are missing"):
+        plan_restore(claims, middle_gone, [], [], 15)
+    assert plan_restore(claims, middle_gone, [], [], 10).head == 10
+    # The newest object gone: only the marker says how far it went.
+    last_gone = [WalObject(1, 1, 10)]
+    with pytest.raises(GapError, match=r"seqs 11..25 are missing .* last shipped seq is 25"):
+        plan_restore(claims, last_gone, [], [], shipped=[(1, 25)])
+    plan = plan_restore(claims, last_gone, [], [], shipped=[(1, 25)], allow_gap=True)
+    assert (plan.head, plan.shipped, plan.gap) == (10, 25, (11, 25))
+    whole = plan_restore(claims, [*last_gone, WalObject(1, 11, 25)], [], [], shipped=[(1, 25)])
+    assert (whole.head, whole.shipped, whole.gap) == (25, 25, None)
+    # An older generation's marker says nothing about the newest one.
+    claims[2] = Claim(
+        generation=2, store_id="s", host="h", pid=2, created=0, base_seq=11, continues=1
+    )
+    assert plan_restore(claims, last_gone, [], [], shipped=[(1, 25)]).head == 10
+
+
+def test_a_stray_root_claim_is_named_with_what_the_others_hold() -> None:
+    claims = {
+        1: Claim(generation=1, store_id="s", host="h", pid=1, created=0, base_seq=1),
+        2: Claim(generation=2, store_id="x", host="other", pid=9, created=0, base_seq=1),
+    }
+    with pytest.raises(GapError) as info:
+        plan_restore(claims, [WalObject(1, 1, 10)], [], [])
+    text = str(info.value)
+    assert "generation 2 (host other, pid 9, base seq 1) continues no generation" in text
+    assert "generation 1 holds seqs 1..10" in text
+    assert "remove the claim generations/00000002.json" in text
+    with pytest.raises(GapError, match="generation 1, the newest, holds no WAL object yet"):
+        plan_restore({1: claims[1]}, [], [], [])

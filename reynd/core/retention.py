@@ -155,7 +155,7 @@ def plan_wal_drop(
     segment's last record is at least (`AgeClock.segment_ages`); without
     them, `now` minus its time.
     """
-    return _plan(segments, head, required, policy, now, ages)[0]
+    return _plan(segments, head, required, policy, now, ages=ages)[0]
 
 
 # Why the oldest kept segment stays (the first horizon it fails), for kept_reason.
@@ -163,7 +163,13 @@ _Why = tuple[str, SegmentInfo | None]
 
 
 def _plan(
-    segments: Sequence[SegmentInfo], head: int, required: int, policy: RetentionPolicy, now: float
+    segments: Sequence[SegmentInfo],
+    head: int,
+    required: int,
+    policy: RetentionPolicy,
+    now: float,
+    *,
+    ages: Sequence[float] | None,
 ) -> tuple[int, _Why]:
     """plan_wal_drop's count, and what stopped it at the first segment kept."""
     floor = required
@@ -215,7 +221,7 @@ def kept_reason(
     Pure, over the same inputs as plan_wal_drop (`keep_from`: the first seq
     replication has not shipped).
     """
-    drop, (why, seg) = _plan(segments, head, required, policy, now, ages)
+    drop, (why, seg) = _plan(segments, head, required, policy, now, ages=ages)
     whole = "segments are removed whole, oldest first, once sealed and below the floor"
     if keep_from is not None and drop and segments[drop - 1].last_seq >= keep_from:
         return f"replication has not shipped seqs from {keep_from} on: {whole} and shipped"

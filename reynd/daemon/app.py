@@ -266,7 +266,8 @@ class App:
                         # died: what the runners were doing is not known for sure,
                         # so the steps they cut stay ambiguous, as after a crash.
                         await self._save_clean_stop()
-                    await trio.to_thread.run_sync(store.close)
+                    # Every append is durable: the extent file records the head.
+                    await trio.to_thread.run_sync(partial(store.close, record_head=True))
                 self.config.close()
                 if self.workspace is not None:
                     self.workspace.close()

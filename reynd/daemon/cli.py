@@ -164,8 +164,16 @@ def _follow_source(url: str, state: Path, replicate: ReplicateConfig) -> Locatio
     is_flag=True,
     help="Read every record and snapshot back and check the segment indexes; change nothing.",
 )
+@click.option(
+    "--accept-lost-segments",
+    "accept_lost",
+    is_flag=True,
+    help="Give up the acknowledged seqs whose segment files are gone (as a start names them).",
+)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def repair_command(state_dir: str | None, truncate_at: str | None, verify: bool, yes: bool) -> None:
+def repair_command(
+    state_dir: str | None, truncate_at: str | None, verify: bool, accept_lost: bool, yes: bool
+) -> None:
     """Cut a damaged WAL at a bad record, or (--verify) check a state directory.
 
     --truncate-at gives up every record from the bad one on. The cut bytes are
@@ -176,14 +184,23 @@ def repair_command(state_dir: str | None, truncate_at: str | None, verify: bool,
     --verify is the full check a start no longer makes (it trusts the segment
     indexes): exit 0 when everything is intact, 3 with the damage found.
 
+    --accept-lost-segments is for a start refused because the newest segment
+    files are gone: each seq proven acknowledged past the log's end becomes a
+    `lost` record, so the next seq is above every seq ever issued.
+
     Exit codes: 0 done (or intact), 1 the daemon is running, 2 usage error,
     3 damage found or the repair failed.
     """
-    if verify == (truncate_at is not None):
-        raise click.UsageError("give exactly one of --truncate-at and --verify")
+    if [verify, truncate_at is not None, accept_lost].count(True) != 1:
+        raise click.UsageError(
+            "give exactly one of --truncate-at, --verify and --accept-lost-segments"
+        )
     state = resolve_state_dir(state_dir)
     if verify:
         _verify(state)
+        return
+    if accept_lost:
+        _accept_lost(state, yes)
         return
     assert truncate_at is not None
     _truncate(state, truncate_at, yes)
@@ -214,6 +231,45 @@ def _verify(state: Path) -> None:
         click.echo(f"reynd: {len(report.problems)} problems found; read {summary}", err=True)
         sys.exit(3)
     click.echo(f"ok: {summary} verified")
+
+
+def _accept_lost(state: Path, yes: bool) -> None:
+    from reynd.replication.identity import forget_progress
+    from reynd.storage.errors import StorageError
+    from reynd.storage.lock import StateLocked
+    from reynd.storage.repair import accept_lost_segments
+
+    if not yes:
+        if not sys.stdin.isatty():
+            click.echo("reynd: repair gives up records; pass --yes to confirm", err=True)
+            sys.exit(EXIT_USAGE)
+        click.confirm("Give up the records of the missing segment files for good?", abort=True)
+    try:
+        report = accept_lost_segments(state)
+        if report is not None:
+            # The replica may hold the originals: it must not be continued.
+            forget_progress(state / "state")
+    except StateLocked as exc:
+        click.echo(f"reynd: {exc}: stop the daemon first", err=True)
+        sys.exit(1)
+    except (OSError, StorageError) as exc:
+        click.echo(f"reynd: repair failed: {exc}", err=True)
+        sys.exit(3)
+    if report is None:
+        click.echo("nothing to accept: the log holds every seq the state directory proves")
+        return
+    for path in report.missing:
+        click.echo(f"gone: {path}")
+    if report.last_lost >= report.first_lost:
+        click.echo(
+            f"seqs {report.first_lost}..{report.last_lost} are now `lost` records "
+            f"({report.why}); the next seq is {report.next_seq}"
+        )
+    else:
+        click.echo(
+            f"no seq from {report.first_lost} on is proven acknowledged; the loss is "
+            f"recorded, the next seq is {report.next_seq}"
+        )
 
 
 def _truncate(state: Path, truncate_at: str, yes: bool) -> None:
@@ -334,13 +390,18 @@ def restore_command(  # noqa: PLR0917
     continues the replica and the daemon writing there now stands down.
     Credentials come from the environment or the standard AWS chain.
 
+    A replica that lacks records it says were shipped (a WAL object removed)
+    is refused, exit 3, naming the missing seqs: --to-seq below them restores
+    the history before them. The output names the range restored and the
+    last shipped seq.
+
     \b
     Example:
       reynd restore --from s3://backups/reynd/laptop --state-dir ~/reyn-restored
     """
     from reynd.protocol.errors import ReyndError
     from reynd.replication.objects import Bucket, Missing, Refused, Unavailable, parse_url
-    from reynd.replication.restore import RestoreError, restore
+    from reynd.replication.restore import ReplicaShort, RestoreError, restore
     from reynd.storage.errors import StorageError
 
     try:
@@ -355,6 +416,9 @@ def restore_command(  # noqa: PLR0917
         report = restore(
             bucket, state, to_seq=to_seq, adopt=adopt, say=lambda s: click.echo(s, err=True)
         )
+    except ReplicaShort as exc:  # damage in the replica, not a usage error
+        click.echo(f"reynd: restore failed: {exc}", err=True)
+        sys.exit(3)
     except (RestoreError, Refused) as exc:
         click.echo(f"reynd: restore failed: {exc}", err=True)
         sys.exit(EXIT_USAGE)
@@ -371,7 +435,8 @@ def restore_command(  # noqa: PLR0917
     click.echo(
         f"restored seqs {report.floor}..{report.head} ({report.records} records, "
         f"{report.snapshots} snapshots, {report.wal_bytes} WAL bytes) from {location} "
-        f"generation {report.generation} into {state} in {report.duration_s:.1f} s"
+        f"generation {report.generation} into {state} in {report.duration_s:.1f} s; "
+        f"the last shipped seq is {report.shipped}"
     )
     if report.adopted:
         click.echo(f"a daemon on {state} with [replicate] url = {url!r} continues the replica")

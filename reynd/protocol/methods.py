@@ -131,12 +131,14 @@ class FollowInfo(Result, kw_only=True):
 
     `state`: following (the last pull succeeded), retrying (`last_error`),
     diverged (this directory holds another history: it follows no more),
-    starting. `lag_records`: records the replica holds beyond this copy's
-    head, as of the last listing.
+    gap (the replica lacks seqs it says were shipped, `last_error` names
+    them: this copy stops before them), starting. `remote_head`: the last
+    seq the replica says was shipped; `lag_records`: records beyond this
+    copy's head up to it, as of the last listing.
     """
 
     url: str
-    state: Literal["starting", "following", "retrying", "diverged"]
+    state: Literal["starting", "following", "retrying", "diverged", "gap"]
     generation: int | None = None
     remote_head: Seq = 0
     lag_records: int = 0

@@ -47,7 +47,7 @@ log = structlog.get_logger("reynd.follow")
 _BACKOFF_MAX: Final = 30.0
 _MISSES: Final = 3  # objects vanishing after a listing: list again this many times at once
 
-State = Literal["starting", "following", "retrying", "diverged"]
+State = Literal["starting", "following", "retrying", "diverged", "gap"]
 
 
 class Follower:
@@ -88,7 +88,10 @@ class Follower:
                 if self._misses <= _MISSES:
                     continue
                 self._failed(Unavailable(f"{exc} keeps vanishing after the listing"))
-            except (Unavailable, Refused, RestoreError, layout.GapError, StorageError) as exc:
+            except layout.GapError as exc:
+                # Seqs a generation the newest one continues should hold are gone.
+                self.state, self.last_error = "gap", f"{self.location}: {exc}"
+            except (Unavailable, Refused, RestoreError, StorageError) as exc:
                 self._failed(exc)
             else:
                 self._misses = 0
@@ -107,8 +110,8 @@ class Follower:
             self._bucket = await trio.to_thread.run_sync(self._make_bucket)
         bucket = self._bucket
         listing = await trio.to_thread.run_sync(read_listing, bucket)
-        plan = listing.plan()
-        self.generation, self.remote_head = plan.generation, plan.head
+        plan = listing.plan(allow_gap=True)  # up to a gap, which is reported below
+        self.generation, self.remote_head = plan.generation, plan.shipped
         store = self._store
         if store.head < plan.floor - 1:
             raise RestoreError(
@@ -129,8 +132,19 @@ class Follower:
             ]
             await self._apply(frames)
         await trio.to_thread.run_sync(self._remember, plan.generation)
-        self.state, self.last_error = "following", None
         self.last_pulled_at = time.time()
+        if plan.gap is None:
+            self.state, self.last_error = "following", None
+            return
+        error = (
+            f"{self.location}: seqs {plan.gap[0]}..{plan.gap[1]} are missing from generation "
+            f"{plan.generation}: no WAL object holds them, and the last shipped seq is "
+            f"{plan.shipped}; this copy stops at seq {plan.gap[0] - 1} until they are back "
+            "(or the primary ships a new generation)"
+        )
+        if self.state != "gap" or self.last_error != error:
+            log.error("follow.gap", url=str(self.location), error=error)
+        self.state, self.last_error = "gap", error
 
     def _make_bucket(self) -> Bucket:
         c = self.config

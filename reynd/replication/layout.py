@@ -11,6 +11,8 @@ Under `<prefix>/`:
     00000007/snapshots/<seq>.snap              a snapshot file, as on disk
     00000007/retained-<floor>                  the source's retained-history file as of
                                                when its floor reached <floor> (20 digits)
+    00000007/shipped-<seq>                     empty: every seq up to <seq> was shipped (each
+                                               written after the WAL objects it covers)
 
 Every object is written once (If-None-Match: *) and never changed. A daemon
 claims a new generation each time it starts; the claim names the
@@ -41,9 +43,11 @@ __all__ = [
     "parse_claim_key",
     "parse_retained_key",
     "parse_snapshot_key",
+    "parse_shipped_key",
     "parse_wal_key",
     "plan_restore",
     "retained_key",
+    "shipped_key",
     "snapshot_key",
     "wal_key",
 ]
@@ -55,6 +59,7 @@ _CLAIM = re.compile(r"generations/(\d{8})\.json")
 _WAL = re.compile(r"(\d{8})/wal/(\d{20})-(\d{20})\.jsonl")
 _RETAINED = re.compile(r"(\d{8})/retained-(\d{20})")
 _SNAPSHOT = re.compile(r"(\d{8})/snapshots/(\d{20})\.snap")
+_SHIPPED = re.compile(r"(\d{8})/shipped-(\d{20})")
 
 
 class Claim(msgspec.Struct, kw_only=True, frozen=True):
@@ -84,6 +89,16 @@ def snapshot_key(generation: int, seq: int) -> str:
 
 def retained_key(generation: int, floor: int) -> str:
     return f"{generation:08d}/retained-{floor:020d}"
+
+
+def shipped_key(generation: int, seq: int) -> str:
+    return f"{generation:08d}/shipped-{seq:020d}"
+
+
+def parse_shipped_key(key: str) -> tuple[int, int] | None:
+    """(generation, seq) of a shipped marker's key."""
+    m = _SHIPPED.fullmatch(key)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def parse_retained_key(key: str) -> tuple[int, int] | None:
@@ -123,7 +138,7 @@ def parse_snapshot_key(key: str) -> tuple[int, int] | None:
 
 
 class GapError(Exception):
-    """The objects do not hold every seq asked for; the message names the first missing one."""
+    """The objects do not hold every seq asked for; the message names the missing range."""
 
 
 def cover(objects: Iterable[WalObject], lo: int, hi: int) -> list[WalObject]:
@@ -145,7 +160,10 @@ def cover(objects: Iterable[WalObject], lo: int, hi: int) -> list[WalObject]:
                 best = objs[i]
             i += 1
         if best is None:
-            raise GapError(f"no object holds seq {need}")
+            after = min((o.first for o in objs if o.first > need), default=hi + 1)
+            raise GapError(
+                f"seqs {need}..{min(after - 1, hi)} are missing: no WAL object holds them"
+            )
         chosen.append(best)
         need = best.last + 1
     return chosen
@@ -170,6 +188,8 @@ class RestorePlan:
     wal: tuple[Piece, ...]  # contiguous: floor..head
     snapshots: tuple[tuple[int, int], ...]  # (generation, seq), seq <= head
     retained: tuple[int, int] | None  # (generation, floor): the retained file, if floor > 1
+    shipped: int = 0  # the last seq the prefix says was shipped (markers, object names)
+    gap: tuple[int, int] | None = None  # seqs missing below `shipped` (allow_gap: head before it)
 
 
 def plan_restore(
@@ -178,6 +198,9 @@ def plan_restore(
     snapshots: Iterable[tuple[int, int]],
     retained: Iterable[tuple[int, int]],
     to_seq: int | None = None,
+    *,
+    shipped: Iterable[tuple[int, int]] = (),
+    allow_gap: bool = False,
 ) -> RestorePlan:
     """The objects that rebuild the newest generation's history up to `to_seq` (or its end).
 
@@ -185,7 +208,11 @@ def plan_restore(
     the seqs from its `base_seq` up to where its successor's start. The
     history starts at the highest floor a retained file of the chain names
     (remote retention collected what is below), else at the oldest
-    generation's base. Raises GapError when a needed seq is missing and
+    generation's base. The newest generation must hold every seq up to the
+    last one the prefix says it shipped (its `shipped` markers, and the names
+    of its WAL objects): `to_seq` or the end past a missing range raises
+    GapError naming it, unless `allow_gap` (a follower: the plan ends before
+    the gap, named in `gap`). Raises GapError when a needed seq is missing and
     ValueError when `to_seq` is outside what the prefix holds.
     """
     if not claims:
@@ -218,10 +245,24 @@ def plan_restore(
         floor = kept[0]
     end = _end(chain, by_gen, floor)
     if end < floor:
-        raise GapError("the prefix holds no record yet")
+        raise GapError(_nothing(claims, chain[-1][0], by_gen))
+    newest = chain[-1][0]
+    last = max(
+        [end, *(o.last for o in by_gen.get(newest, ())), *(q for g, q in shipped if g == newest)]
+    )
+    gap = None
+    if last > end:
+        after = min((o.first for o in by_gen.get(newest, ()) if o.first > end), default=last + 1)
+        gap = (end + 1, after - 1)
+    if gap is not None and not allow_gap and (to_seq is None or end < to_seq <= last):
+        raise GapError(
+            f"seqs {gap[0]}..{gap[1]} are missing from generation {newest}: no WAL object "
+            f"holds them, and the last shipped seq is {last} (objects were removed from "
+            f"the prefix); `--to-seq {gap[0] - 1}` restores the history before them"
+        )
     head = end if to_seq is None else to_seq
     if not floor <= head <= end:
-        raise ValueError(f"seq {head} is not in the replica (it holds seqs {floor}..{end})")
+        raise ValueError(f"seq {head} is not in the replica (it holds seqs {floor}..{last})")
     pieces: list[Piece] = []
     for gen, base, upto in chain:
         lo = max(base, floor)
@@ -238,6 +279,28 @@ def plan_restore(
         wal=tuple(pieces),
         snapshots=snaps,
         retained=(kept[1], kept[0]) if kept is not None else None,
+        shipped=last,
+        gap=gap,
+    )
+
+
+def _nothing(
+    claims: Mapping[int, Claim], newest: int, by_gen: Mapping[int, list[WalObject]]
+) -> str:
+    """Why the newest generation's chain holds no record: a stray claim, or nothing shipped yet."""
+    claim = claims[newest]
+    others = {g: objs for g, objs in by_gen.items() if g != newest and objs}
+    if claim.continues is not None or not others:
+        return f"generation {newest}, the newest, holds no WAL object yet: nothing was shipped"
+    held = "; ".join(
+        f"generation {g} holds seqs {min(o.first for o in objs)}..{max(o.last for o in objs)}"
+        for g, objs in sorted(others.items())
+    )
+    return (
+        f"the newest generation {newest} (host {claim.host}, pid {claim.pid}, base seq "
+        f"{claim.base_seq}) continues no generation and holds no WAL object, so the history "
+        f"the others hold is not its ({held}). If no daemon writes generation {newest} "
+        f"(a stray claim), remove the claim {claim_key(newest)} under the prefix"
     )
 
 

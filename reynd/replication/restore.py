@@ -43,6 +43,10 @@ class RestoreError(Exception):
     """The restore cannot go on; the message says why and what to do."""
 
 
+class ReplicaShort(RestoreError):
+    """The prefix lacks records it says were shipped (or its newest claim holds none)."""
+
+
 @dataclass(slots=True)
 class Listing:
     """What a prefix holds, sorted by kind of object."""
@@ -51,9 +55,18 @@ class Listing:
     wal: list[layout.WalObject] = field(default_factory=list)
     snapshots: list[tuple[int, int]] = field(default_factory=list)
     retained: list[tuple[int, int]] = field(default_factory=list)  # (generation, floor)
+    shipped: list[tuple[int, int]] = field(default_factory=list)  # (generation, seq) markers
 
-    def plan(self, to_seq: int | None = None) -> layout.RestorePlan:
-        return layout.plan_restore(self.claims, self.wal, self.snapshots, self.retained, to_seq)
+    def plan(self, to_seq: int | None = None, *, allow_gap: bool = False) -> layout.RestorePlan:
+        return layout.plan_restore(
+            self.claims,
+            self.wal,
+            self.snapshots,
+            self.retained,
+            to_seq,
+            shipped=self.shipped,
+            allow_gap=allow_gap,
+        )
 
 
 def read_listing(bucket: Bucket) -> Listing:
@@ -70,6 +83,8 @@ def read_listing(bucket: Bucket) -> Listing:
             out.snapshots.append(snap)
         elif (kept := layout.parse_retained_key(key)) is not None:
             out.retained.append(kept)
+        elif (marker := layout.parse_shipped_key(key)) is not None:
+            out.shipped.append(marker)
     return out
 
 
@@ -101,6 +116,7 @@ class RestoreReport:
     generation: int
     floor: int
     head: int
+    shipped: int  # the last seq the prefix says was shipped
     records: int
     snapshots: int
     wal_bytes: int
@@ -152,7 +168,7 @@ def _restore(  # noqa: PLR0917
     try:
         plan = listing.plan(to_seq)
     except layout.GapError as exc:
-        raise RestoreError(f"{location}: {exc}") from None
+        raise ReplicaShort(f"{location}: {exc}") from None
     except ValueError as exc:
         raise RestoreError(f"--to-seq: {exc}") from None
     say(
@@ -185,6 +201,7 @@ def _restore(  # noqa: PLR0917
         generation=plan.generation,
         floor=plan.floor,
         head=plan.head,
+        shipped=plan.shipped,
         records=plan.head - plan.floor + 1,
         snapshots=kept,
         wal_bytes=wal_bytes,

@@ -88,6 +88,7 @@ class Shipper:
         self.last_error: str | None = None
         self.last_shipped_at: float | None = None
         self._wake = trio.Event()
+        self._marker: str | None = None  # the last `shipped` marker written
 
     @property
     def keep_from(self) -> int | None:
@@ -275,6 +276,7 @@ class Shipper:
                 self._chunks.append(obj)
                 self.shipped = extent.last
                 await self._save_progress()
+            await self._mark_shipped()
             self.last_shipped_at = time.time()
         self.state, self.last_error = "shipping", None
         # The WAL is shipped: what follows only makes restores faster or the
@@ -289,6 +291,21 @@ class Shipper:
             self.last_error = f"snapshots or remote retention (retried next round): {exc}"
             log.warning("replicate.upkeep_failed", url=str(self.location), error=str(exc))
         return True
+
+    async def _mark_shipped(self) -> None:
+        """Say in the prefix how far it was shipped (after the objects it covers).
+
+        A restore or a follower then knows what a gap is, even when the newest
+        objects are the ones gone. The one before is deleted (the newest wins
+        anyway: a crash in between only leaves one more empty object).
+        """
+        assert self.generation is not None
+        key = layout.shipped_key(self.generation, self.shipped)
+        await self._put(key, b"")
+        if self._marker is not None and self._marker != key:
+            with contextlib.suppress(Unavailable):
+                await trio.to_thread.run_sync(self._bucket.delete, [self._marker])
+        self._marker = key
 
     async def _save_progress(self) -> None:
         assert self.generation is not None

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reynd.storage.errors import StorageError
+from reynd.storage.extent import LogExtent, load_extent, present_segments, save_extent
 from reynd.storage.fsutil import create_empty, fsync_dir, make_dir, open_private, write_all
 from reynd.storage.recovery import RecoveryReport, scan_segment
 from reynd.storage.segments import SUFFIX, Segment
@@ -180,6 +181,7 @@ def _attempt(source: Path, dest: Path, report: BackupReport) -> bool:
     _copy_config(src / "config", out / "config", report)
     _copy_tree(src / "snapshots", out / "snapshots", report, keep=_snapshot_name, missing_ok=True)
     head = _copy_wal(src / "wal", out / "wal", report)
+    _write_extent(src / "wal", out / "wal", head)
     _drop_after(out / "snapshots", head)
     for name, keep in (
         ("trees", lambda n: n.isdigit() and int(n) <= head),  # that seq is issued again
@@ -364,6 +366,17 @@ def _copy_wal(source: Path, dest: Path, report: BackupReport) -> int:
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _write_extent(source: Path, dest: Path, head: int) -> None:
+    """The copy's own extent: the segments it holds, durable up to its cut.
+
+    Never the source's: that one may list a segment or a watermark past the
+    cut, which the copy does not hold and a start on it would refuse.
+    """
+    accepted = load_extent(source)
+    lost = accepted.lost if accepted is not None else []
+    save_extent(dest, LogExtent(segments=present_segments(dest), issued=head, lost=lost))
 
 
 def _cut_active(path: Path, fd: int, head: int) -> int:

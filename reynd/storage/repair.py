@@ -12,8 +12,15 @@ the decision to give up everything from that record on:
    as recovery would otherwise cut the rest of the batch at the next open;
 3. the segment is truncated there and synced;
 4. one `lost` record is appended for each seq that was cut, up to the highest
-   seq found in the cut bytes, so no seq is ever issued twice and seqs stay
-   contiguous. The state afterwards is the state as of the last intact record.
+   seq found in the cut bytes or proven acknowledged (the extent file, see
+   extent.py), so no seq is ever issued twice and seqs stay contiguous. The
+   state afterwards is the state as of the last intact record.
+
+`accept_lost_segments` is the same decision for a log whose newest segment
+files are gone (a start refuses it with ExtentLost): every seq proven
+acknowledged past the head becomes a `lost` record. The loss is written to
+the extent file first, so a crash part-way leaves a start that still
+refuses, and running the repair again finishes it.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -32,7 +40,10 @@ from reynd.storage.indexfiles import INDEX_DIR, IndexFiles
 from reynd.storage.lock import hold_lock
 from reynd.storage.wal import SUFFIX, TORN_DIR
 
-__all__ = ["RepairReport", "truncate_at"]
+__all__ = ["AcceptReport", "RepairReport", "accept_lost_segments", "audit_reach", "truncate_at"]
+
+if TYPE_CHECKING:
+    from reynd.storage.store import Store
 
 _SEQ = re.compile(rb'"seq":(\d{1,19})')
 
@@ -48,7 +59,7 @@ class RepairReport:
 
 def truncate_at(root: Path, segment_name: str, offset: int) -> RepairReport:
     """Cut the log at `offset` of `segment_name` and fill the cut seqs with `lost` records."""
-    from reynd.storage.store import Store  # the store is what appends the lost records
+    from reynd.storage.store import AcceptLoss, Store  # the store appends the lost records
 
     wal_dir = root / "state" / "wal"
     segment = wal_dir / segment_name
@@ -87,17 +98,92 @@ def truncate_at(root: Path, segment_name: str, offset: int) -> RepairReport:
         finally:
             os.close(fd)
         fsync_dir(wal_dir)
-    store = Store.open(root)
+    reason = f"cut by reynd repair at {segment.name}:{offset}"
+    why = f"the cut bytes name seq {highest}"
+    store = Store.open(root, accept_loss=AcceptLoss(reason, highest, why))
     try:
         if store.head != first_lost - 1:
             raise AssertionError(f"after the cut the head is {store.head}, not {first_lost - 1}")
-        reason = f"cut by reynd repair at {segment.name}:{offset}"
-        for start in range(first_lost, highest + 1, 4096):
-            count = min(4096, highest + 1 - start)
-            store.append([Lost(reason=reason) for _ in range(count)])
+        highest = _fill_lost(store, reason)
     finally:
-        store.close()
+        store.close(record_head=True)
     return RepairReport(segment, offset, first_lost, highest, tuple(saved))
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptReport:
+    first_lost: int
+    last_lost: int  # < first_lost: no seq past the head was proven acknowledged
+    missing: tuple[Path, ...]  # the segment files that were gone
+    why: str  # what proved the seqs acknowledged
+    next_seq: int
+
+
+def accept_lost_segments(root: Path) -> AcceptReport | None:
+    """Give up the acknowledged seqs whose segment files are gone; None when none are."""
+    from reynd.storage.store import AcceptLoss, Store
+
+    reason = "segment files gone, the loss accepted by reynd repair --accept-lost-segments"
+    # The audit log is not synced and never read by recovery, but a seq it names was
+    # committed: after a crash it often knows more of the lost segment than anything else.
+    audit = audit_reach(root / "events")
+    why = f"the audit log ({root / 'events'}) names seq {audit}"
+    store = Store.open(root, accept_loss=AcceptLoss(reason, audit, why))
+    try:
+        loss = store.accepted
+        if loss is None:
+            return None
+        _fill_lost(store, reason)
+        return AcceptReport(loss.first, loss.last, loss.missing, loss.why, store.next_seq)
+    finally:
+        store.close(record_head=True)
+
+
+def audit_reach(events_dir: Path, tail: int = 1 << 20) -> int:
+    """The highest seq the newest audit files name (0: none); reads their last `tail` bytes."""
+    from reynd.audit.files import parse_name
+
+    files = sorted(
+        (parsed, p)
+        for p in (events_dir.iterdir() if events_dir.is_dir() else ())
+        if (parsed := parse_name(p.name)) is not None
+    )
+    best = 0
+    for _, path in files[-2:]:  # a run's last file may hold only its first lines
+        try:
+            with path.open("rb") as f:
+                f.seek(max(0, path.stat().st_size - tail))
+                data = f.read()
+        except OSError:
+            continue
+        best = max(best, _highest_audit_seq(data))
+    return best
+
+
+class _AuditLine(msgspec.Struct):
+    seq: int = 0
+
+
+_audit_line = msgspec.json.Decoder(_AuditLine)
+
+
+def _highest_audit_seq(data: bytes) -> int:
+    best = 0
+    for line in data.split(b"\n"):
+        try:
+            best = max(best, _audit_line.decode(line).seq)
+        except (msgspec.DecodeError, TypeError):
+            continue  # a torn or partial line (the tail's first one, a crash)
+    return best
+
+
+def _fill_lost(store: Store, reason: str) -> int:
+    """Append a `lost` record for every seq of the accepted loss past the head; the last one."""
+    last = store.accepted.last if store.accepted is not None else store.head
+    for start in range(store.head + 1, last + 1, 4096):
+        count = min(4096, last + 1 - start)
+        store.append([Lost(reason=reason) for _ in range(count)])
+    return max(last, store.head)
 
 
 class _More(msgspec.Struct):

@@ -11,6 +11,7 @@ Layout under the state directory (`.reyn/`, all of it in docs/format.md):
     state/wal/*.jsonl         the log (wal.py)
     state/snapshots/*.snap    full snapshots (snapshots.py)
     state/retained            what retention dropped: floor, reset records (retained.py)
+    state/wal/extent          the log's acknowledged extent: segments, watermark (extent.py)
     state/index/*.idx         what a scan of each segment rebuilds, written down
                               (segindex.py, indexfiles.py): start-up reads it instead
 
@@ -43,6 +44,7 @@ from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints
 from reynd.storage.damage import clear_mark, read_mark
 from reynd.storage.errors import CorruptionError
+from reynd.storage.extent import ExtentLost, LogExtent, Loss, find_loss, gather
 from reynd.storage.framing import FrameInvalid, encode_frame, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, restrict_dir
 from reynd.storage.indexfiles import INDEX_DIR, IndexFiles
@@ -55,13 +57,26 @@ from reynd.storage.segindex import Chunk
 from reynd.storage.snapshots import SnapshotStore, encode_snapshot
 from reynd.storage.wal import Placement, Wal
 
-__all__ = ["PendingIndex", "Rebuilt", "ResetMode", "Staged", "Store"]
+__all__ = ["AcceptLoss", "PendingIndex", "Rebuilt", "ResetMode", "Staged", "Store"]
 
 log = logging.getLogger(__name__)
 
 ResetMode = Literal["undo", "fork_switch"]
 
 _encoder = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptLoss:
+    """An operator's decision (`reynd repair`) to open a log that lacks acknowledged seqs.
+
+    The loss is recorded in the extent file, through at least `through`,
+    before the store opens; the caller then fills it with `lost` records.
+    """
+
+    reason: str
+    through: int = 0  # the loss reaches at least this seq (what the caller saw)
+    through_why: str = ""  # what shows `through` was issued
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +144,7 @@ class Store:
         self._unindexed = 0
         self.retained = Retained()
         self.index: IndexFiles
+        self.accepted: Loss | None = None  # the loss an AcceptLoss open recorded
 
     # -- open / close ----------------------------------------------------------------
 
@@ -139,8 +155,12 @@ class Store:
         options: StorageOptions | None = None,
         *,
         clock: Callable[[], float] | None = None,
+        accept_loss: AcceptLoss | None = None,
     ) -> Store:
         """Lock, recover (cut a torn tail, verify every record) and rebuild the tip's state.
+
+        A log that holds less than the state directory proves was acknowledged
+        (extent.py) raises ExtentLost, unless `accept_loss` (reynd repair).
 
         The records a segment index describes are taken from it instead of
         being decoded one by one (indexfiles.py); every later record is
@@ -150,13 +170,13 @@ class Store:
         """
         store = cls(root, options or StorageOptions(), clock)
         try:
-            store._open()
+            store._open(accept_loss)
         except BaseException:
             store._exit.close()
             raise
         return store
 
-    def _open(self) -> None:
+    def _open(self, accept_loss: AcceptLoss | None = None) -> None:
         created = not self.root.exists()
         if not created:
             self._restrict_root()
@@ -180,6 +200,8 @@ class Store:
             # for: trust none, verify every record (raises if it is still there).
             log.warning("a previous run found damage, every record is verified: %s", damage)
             self.index.drop_all()
+        # Before the WAL opens: it removes the index of a segment that is gone.
+        evidence = gather(state_dir)
         self.wal, self.recovery = Wal.open(
             state_dir / "wal",
             self.options.segment_bytes,
@@ -189,6 +211,7 @@ class Store:
         )
         self._exit.callback(self.wal.close)
         rebuild.check_end(self.wal.head)
+        self._check_extent(find_loss(self.wal.head, evidence), evidence.extent, accept_loss)
         if damage is not None:
             clear_mark(state_dir)
             log.warning("every record verified, none damaged: the damage mark is removed")
@@ -209,6 +232,29 @@ class Store:
         self._since_snapshot = self._replay_bytes(plan)
         self._snapshot_base = plan.snapshot
 
+    def _check_extent(
+        self, loss: Loss | None, extent: LogExtent | None, accept: AcceptLoss | None
+    ) -> None:
+        """Refuse a log short of its proven extent, or record the loss the operator accepts."""
+        on_disk = extent is not None
+        extent = extent or LogExtent()
+        if accept is not None and (loss is not None or accept.through > self.wal.head):
+            head = self.wal.head
+            first = loss.first if loss is not None else head + 1
+            last = max(loss.last if loss is not None else head, accept.through)
+            why = loss.why if loss is not None and loss.last >= accept.through else ""
+            loss = Loss(head, first, last, loss.missing if loss else (), why or accept.through_why)
+            extent = LogExtent(
+                segments=extent.segments,
+                issued=max(extent.issued, last),  # durable before the first lost record is
+                lost=[*extent.lost, (first, last, accept.reason)],
+            )
+            on_disk = False
+            self.accepted = loss
+        elif loss is not None:
+            raise ExtentLost(loss, self.root)
+        self.wal.track_extent(extent, on_disk=on_disk)
+
     def _restrict_root(self) -> None:
         # Made by an older reynd, or by hand, under the umask: 0700 here is
         # what keeps every file below private, whatever its own mode.
@@ -225,8 +271,14 @@ class Store:
                 old & ~0o077,
             )
 
-    def close(self) -> None:
-        """Sync and close the log, release the lock."""
+    def close(self, *, record_head: bool = False) -> None:
+        """Sync and close the log, release the lock.
+
+        `record_head`: a clean stop (nothing in flight): the extent file records
+        the head, so that a later loss of the newest segment names every seq.
+        """
+        if record_head:
+            self.wal.record_head()
         self._exit.close()
 
     def __enter__(self) -> Store:

@@ -9,7 +9,9 @@ file), every snapshot is read and checked, and every segment index that a
 start would use is compared with what the scan rebuilt, chunk by chunk.
 
 Damage in the WAL raises the CorruptionError a start would raise (file,
-offset, seq, the repair command). Damaged snapshots and indexes that
+offset, seq, the repair command); a log shorter than what the state
+directory proves was acknowledged (a newest segment gone) raises the
+ExtentLost a start would raise. Damaged snapshots and indexes that
 disagree with the WAL are `problems`. What a start handles by itself (a torn
 tail it would cut, an index it would not use, a leftover temporary file)
 is only noted. The config store is checked too (`_check_config`): config.db
@@ -33,6 +35,7 @@ from reynd.replication.identity import IDENTITY, Identity
 from reynd.runtime.clean_stop import NAME as CLEAN_STOP
 from reynd.runtime.clean_stop import CleanStop
 from reynd.storage.errors import CorruptionError, UnsupportedVersion
+from reynd.storage.extent import ExtentLost, find_loss, gather
 from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.indexfiles import INDEX_DIR, SUFFIX, IndexFiles, record_crc
 from reynd.storage.lock import hold_lock
@@ -85,6 +88,7 @@ def _verify(state_dir: Path) -> VerifyReport:
     wal, recovery = Wal.open(wal_dir, 1 << 62, on_record, read_only=True)
     try:
         rebuild.check_end(wal.head)
+        _check_extent(state_dir, wal.head, report)
         report.head, report.records, report.segments = wal.head, recovery.records, len(wal.segments)
         if recovery.torn_path is not None:
             report.notes.append(
@@ -176,6 +180,19 @@ def _check_database(path: Path, repair: str, report: VerifyReport) -> None:
     found = check_file(path)
     report.notes.extend(f"{path}: {note}" for note in found.notes)
     report.problems.extend(f"{path}: {problem}; {repair}" for problem in found.problems)
+
+
+def _check_extent(state_dir: Path, head: int, report: VerifyReport) -> None:
+    """The check a start makes (extent.py): ExtentLost for acknowledged seqs that are gone."""
+    evidence = gather(state_dir)
+    loss = find_loss(head, evidence)
+    if loss is not None:
+        raise ExtentLost(loss, state_dir.parent)
+    if evidence.extent is None:
+        report.notes.append(
+            f"no {state_dir / 'wal' / 'extent'} (written before reynd recorded the log's "
+            "extent): the next start writes it from the segment files"
+        )
 
 
 def _check_indexes(

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from reynd.protocol.events import Event
 from reynd.storage import crashpoints, fsops
 from reynd.storage.errors import CorruptionError, WalFailed
+from reynd.storage.extent import LogExtent, save_extent
 from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, open_private, write_all
 from reynd.storage.indexfiles import IndexFiles
@@ -102,6 +103,10 @@ class Wal:
         self._failed: BaseException | None = None  # a write or sync failed: no more writes
         self.index: IndexFiles | None = None  # the segments' index files, when kept
         self._read_only = False
+        # state/wal/extent, once the open's checks passed (`track_extent`): rewritten
+        # by the writer thread at each new segment, by the owner at a clean close.
+        self._extent: LogExtent | None = None
+        self._extent_lock = threading.Lock()
 
     # -- opening and recovery -----------------------------------------------
 
@@ -274,7 +279,65 @@ class Wal:
         path = segment_path(self.dir, first_seq)
         self._wfd = open_private(path, os.O_WRONLY | os.O_EXCL | os.O_APPEND)
         fsync_dir(self.dir)
+        # The file is durable first: the extent never lists a segment a crash can take back.
+        # Every seq below it is durable too (synced above): the log never ends below them.
+        self._update_extent(add=first_seq, issued=first_seq - 1)
         self._wfirst, self._wsize = first_seq, 0
+
+    # -- the extent file (extent.py) -------------------------------------------------
+
+    def track_extent(self, extent: LogExtent, *, on_disk: bool) -> None:
+        """Keep `extent` up to date from now on, starting with the segments there are (owner).
+
+        Called once the open's checks passed; `on_disk`: `extent` is what the
+        file holds (else it is written whatever changed: a migration). Only the
+        sealed segments' end is recorded as durable here: the last segment's
+        records may still sit in the page cache after a crash of the process.
+        """
+        self._extent = extent
+        sealed = self._firsts[-1] - 1 if self._firsts else 0
+        for seg in self.segments[:-1]:
+            if seg.last_seq > extent.issued:
+                # Not known synced yet (a copied or restored log): make it so before
+                # the file says it is (a no-op for pages already on disk).
+                fd = fsops.open(seg.path, os.O_RDONLY)
+                try:
+                    fsops.fsync(fd)
+                finally:
+                    fsops.close(fd)
+        # A new, empty log has nothing to record yet: its first segment writes the file.
+        force = not on_disk and bool(self._firsts or extent.issued or extent.lost)
+        self._update_extent(firsts=list(self._firsts), issued=sealed, force=force)
+
+    def record_head(self) -> None:
+        """Record the head as durable (a clean stop: no append in flight, all synced)."""
+        if self._failed is not None or self._read_only:
+            return  # what reached the disk is not known
+        if self._wfd >= 0:
+            fsops.fdatasync(self._wfd)
+        self._update_extent(issued=self.head)
+
+    def _update_extent(
+        self,
+        *,
+        add: int | None = None,
+        issued: int = 0,
+        firsts: list[int] | None = None,
+        force: bool = False,
+    ) -> None:
+        if self._extent is None:
+            return
+        with self._extent_lock:
+            old = self._extent
+            segments = list(old.segments) if firsts is None else firsts
+            if add is not None and add not in segments:
+                segments.append(add)
+            new = LogExtent(
+                segments=sorted(segments), issued=max(old.issued, issued), lost=list(old.lost)
+            )
+            if new != old or force:
+                save_extent(self.dir, new)
+                self._extent = new
 
     def sync(self) -> None:
         """fdatasync the current segment. An error here is fatal for the caller."""
@@ -363,6 +426,10 @@ class Wal:
                 fsync_dir(self.index.dir)
         del self.segments[:count]
         del self._firsts[:count]
+        if self._extent is not None and dropped:
+            with self._extent_lock:  # written at the next new segment or clean stop
+                gone = {seg.first_seq for seg in dropped}
+                self._extent.segments = [s for s in self._extent.segments if s not in gone]
         return [seg.path for seg in dropped]
 
     def read(self, lo: int, hi: int) -> Iterator[Event]:

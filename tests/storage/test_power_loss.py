@@ -467,7 +467,8 @@ def test_transient_write_failure_poisons_the_wal(tmp_path: Path) -> None:
     """
     top = tmp_path / "live"
     top.mkdir()
-    disk = SimDisk(top, faults=[Fault("write", 2, errno.ENOSPC, short=True)])
+    # Write 1 is state/wal/extent (segment 1 created), write 2 the first record: fail the second.
+    disk = SimDisk(top, faults=[Fault("write", 3, errno.ENOSPC, short=True)])
     with fsops.installed(disk):
         store = Store.open(top / "reyn", OPTIONS, clock=CLOCK)
         store.append([to_event(("create", "a"))])

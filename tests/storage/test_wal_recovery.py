@@ -34,9 +34,10 @@ from hypothesis import strategies as st
 
 from reynd.protocol import events as ev
 from reynd.storage.errors import CorruptionError, UnsupportedVersion
+from reynd.storage.extent import ExtentLost
 from reynd.storage.framing import encode_frame
 from reynd.storage.snapshots import SNAPSHOT_VERSION
-from reynd.storage.store import Store
+from reynd.storage.store import AcceptLoss, Store
 from reynd.storage.verify import verify
 
 N = 60  # records in the pristine log: three segments of 4 KiB
@@ -488,9 +489,15 @@ def test_snapshot_beyond_the_cut_tail_is_not_trusted(
     seg = segments(root)[-1]
     _, end = record_spans(seg)[-1]
     seg.write_bytes(seg.read_bytes()[: end - 3])
-    with Store.open(root, opts()) as store:
+    # A snapshot is written after the records it covers are durable: one beyond the
+    # log's end proves a lost record, never a torn tail. A start refuses it, naming it.
+    with pytest.raises(ExtentLost, match=f"seqs {N}..{N} were acknowledged .snapshot {N}"):
+        Store.open(root, opts())
+    # Under the operator's decision (reynd repair) it is set aside, not trusted.
+    with Store.open(root, opts(), accept_loss=AcceptLoss("test")) as store:
         _check_prefix(store, pristine_snaps, N - 1)
         assert store.snapshots.seqs == [20, 40]
+        assert store.accepted is not None and store.accepted.first == store.accepted.last == N
 
 
 # -- fuzz ----------------------------------------------------------------------------------
