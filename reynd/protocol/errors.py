@@ -33,6 +33,7 @@ __all__ = [
     "StaleBranch",
     "StorageCorrupt",
     "StorageFailed",
+    "StorageUnavailable",
     "UnknownAgent",
     "UnknownIntervention",
     "UnknownRun",
@@ -232,6 +233,20 @@ class StorageCorrupt(ReyndError):
     name = "storage_corrupt"
 
 
+class StorageUnavailable(ReyndError):
+    """The daemon could not store what the call needed (disk full, out of file
+    descriptors, an I/O error) before anything of it was written to the WAL.
+
+    Nothing was acknowledged and the WAL is untouched: the daemon keeps
+    serving. `data.reason` is the system's error, `data.errno` its name
+    (`ENOSPC`, `EMFILE`, `EIO`...), `data.store` what could not be written.
+    Free the resource and retry.
+    """
+
+    code = -32022
+    name = "storage_unavailable"
+
+
 _BY_CODE: dict[int, type[ReyndError]] = {
     cls.code: cls
     for cls in (
@@ -261,6 +276,7 @@ _BY_CODE: dict[int, type[ReyndError]] = {
         LimitExceeded,
         ReadOnlyReplica,
         StorageCorrupt,
+        StorageUnavailable,
     )
 }
 

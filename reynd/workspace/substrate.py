@@ -21,12 +21,14 @@ The reset hooks are in resets.py, the retention hooks in retention.py.
 
 from __future__ import annotations
 
+import errno
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import trio
 
+from reynd.protocol import errors
 from reynd.protocol.events import Event, StepCommitted, boundary_kind
 from reynd.storage import crashpoints
 from reynd.workspace import journal
@@ -41,7 +43,22 @@ from reynd.workspace.watch import Watcher, WatchUnavailable
 if TYPE_CHECKING:
     from reynd.daemon.committer import Committer
 
-__all__ = ["GcStats", "RecordStats", "Workspace", "resolve_root"]
+__all__ = ["GcStats", "RecordStats", "Workspace", "not_stored", "resolve_root"]
+
+
+def not_stored(exc: OSError) -> errors.StorageUnavailable:
+    """The error for changed files the blob store could not take (ENOSPC, EMFILE, EIO...).
+
+    Not fatal, unlike a failed WAL write (DURABILITY rule 5): no record names a
+    blob before it is durable, a failed copy's tmp file is removed, and the WAL
+    was not touched, so nothing acknowledged depends on what failed.
+    """
+    name = errno.errorcode.get(exc.errno or 0, "EIO")
+    return errors.StorageUnavailable(
+        f"the workspace's changed files could not be stored ({exc.strerror or exc}); "
+        "nothing was written: free disk space (or file descriptors) and retry",
+        {"store": "workspace", "errno": name, "reason": str(exc)},
+    )
 
 
 class Workspace(Resets, Retention):
@@ -136,7 +153,12 @@ class Workspace(Resets, Retention):
         try:
             first = self._watcher.read_nowait() if self._watcher is not None else b""
             if first or self._dirty or (boundary and self._unindexed):
-                prepared = await trio.to_thread.run_sync(self._prepare, first, boundary)
+                try:
+                    prepared = await trio.to_thread.run_sync(self._prepare, first, boundary)
+                except OSError as exc:
+                    # Nothing is staged and the model is unchanged: what changed
+                    # stays dirty, for the next record that can store it.
+                    raise not_stored(exc) from exc
             else:
                 prepared = Prepared(self._model, {}, None)
             records = file_records(prepared.changes, cause)
