@@ -8,18 +8,23 @@ real clients hold its connection slots.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import workspace_config
-from tests.harness import start_daemon
+from tests.harness import IO_TIMEOUT, Client, start_daemon
 from tests.runtime_helpers import create_builtin, records, restart, send, wait_until
 
+CONNECTION_LIMIT = -32009
 STORAGE_UNAVAILABLE = -32022
+# A snapshot as soon as the WAL grows past the last one (the snapshot writer opens files).
+SNAPSHOT_EVERY_WRITE = "[storage]\nsnapshot_min_bytes = 0\n"
 
 
 @pytest.fixture
@@ -93,3 +98,68 @@ def test_a_full_blob_store_fails_the_turn_answers_the_caller_and_keeps_serving(
         assert info["status"] == "idle" and info["ambiguous"] is None, info
     finally:
         d2.stop()
+
+
+def _open_files_limit(pid: int) -> tuple[int, int]:
+    """The soft and hard RLIMIT_NOFILE of process `pid` (/proc/PID/limits)."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return int(soft), int(hard)
+    raise AssertionError("no 'Max open files' line")
+
+
+def _status_or_refusal(client: Client) -> dict[str, Any]:
+    """daemon.status's reply, or the error line a refused connection got unasked."""
+    with contextlib.suppress(BrokenPipeError):  # refused: closed already
+        client.send_json({"jsonrpc": "2.0", "id": 1, "method": "daemon.status"})
+    reply: dict[str, Any] = client.recv_json()
+    return reply
+
+
+def test_out_of_file_descriptors_refuses_connections_never_writes(short_tmp: Path) -> None:
+    """Issue 22, item 4: `ulimit -n 64` and 100 clients.
+
+    The daemon serves as many as its descriptors allow with a reserve kept
+    for storage, refuses the others with connection_limit, and its writes
+    and snapshots go on. It used to run out in the snapshot writer (EMFILE)
+    and exit 3.
+    """
+    d = start_daemon(short_tmp, config=SNAPSHOT_EVERY_WRITE, nofile=(64, 64))
+    clients = [Client(d.socket, timeout=IO_TIMEOUT) for _ in range(100)]
+    try:
+        writer = clients[0]  # the first in: served whatever the limit
+        cap = writer.call("daemon.status").get("max_connections")  # absent before issue 22
+        writer.call("wal.append", {"agent": "a", "kind": "agent.created", "data": {}})
+        for i in range(200):
+            data = {"message_id": f"m{i}", "text": "x" * 200}
+            writer.call("wal.append", {"agent": "a", "kind": "message.received", "data": data})
+        snapshots = d.state_dir / "state" / "snapshots"
+        wait_until(lambda: list(snapshots.glob("*.snap")), "a snapshot")
+        served, refused = [writer], 0
+        for c in clients[1:]:
+            reply = _status_or_refusal(c)
+            if "result" in reply:
+                served.append(c)
+            else:
+                assert reply["error"]["code"] == CONNECTION_LIMIT and reply["id"] is None, reply
+                assert c.at_eof()
+                refused += 1
+        assert 0 < len(served) == cap < 64, (len(served), refused)
+        assert refused == 100 - cap
+        writer.call("wal.append", {"agent": "a", "kind": "message.received", "data": data})
+        assert d.proc.poll() is None, d.stderr()[-4000:]
+    finally:
+        for c in clients:
+            c.close()
+        code = d.stop(expect=None)
+    assert code == 0, d.stderr()[-4000:]
+
+
+def test_the_soft_open_files_limit_is_raised_to_the_hard_one(short_tmp: Path) -> None:
+    d = start_daemon(short_tmp, nofile=(64, 4096))
+    try:
+        assert _open_files_limit(d.pid) == (4096, 4096)
+        assert d.call("daemon.status")["max_connections"] == 256  # the default: room enough
+    finally:
+        d.stop()

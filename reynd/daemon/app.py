@@ -485,6 +485,7 @@ class App:
             agents=len(store.state.agents),
             generations=len(store.catalog),
             connections=ctx.server.connections,
+            max_connections=ctx.server.max_connections,
             subscriptions=ctx.server.subscriptions,
             uptime_s=round(time.time() - ctx.server.started_at, 3),
             log=ctx.server.log,

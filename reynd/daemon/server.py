@@ -61,6 +61,9 @@ log = structlog.get_logger("reynd.server")
 _RECEIVE_SIZE = 65536
 _INLINE_RUN = 16  # quick calls a reader runs back to back before it yields
 _ACCEPT_RETRY = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS))
+# Connections being refused at once, each holding a descriptor (fdlimit.RESERVE_MIN
+# counts them): past the cap, a flood waits in the backlog, not in our fd table.
+_MAX_REFUSING = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +318,7 @@ class Server:
         )
         self._conn_ids = itertools.count(1)
         self._connections: dict[int, _Connection] = {}
+        self._admitted = 0  # connections accepted and not refused, until they end
         self._inflight = 0
         self._idle = trio.Event()
         self._idle.set()
@@ -350,6 +354,7 @@ class Server:
         self._conn_scope.cancel()
 
     async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        refusing = trio.Semaphore(_MAX_REFUSING)
         async with listener:
             while True:
                 try:
@@ -361,25 +366,47 @@ class Server:
                     log.warning("accept.failed", error=os.strerror(exc.errno or 0))
                     await trio.sleep(0.1)
                     continue
+                # Counted here, not in the connection's task: a burst of accepts
+                # before those tasks run must not pass the cap.
+                if self._admitted >= self.limits.max_connections:
+                    await refusing.acquire()
+                    nursery.start_soon(self._refuse_extra, stream, refusing)
+                    continue
+                self._admitted += 1
                 nursery.start_soon(self._serve_connection, stream)
+
+    async def _refuse_extra(self, stream: trio.SocketStream, refusing: trio.Semaphore) -> None:
+        """One connection past the cap: one connection_limit error line, then closed."""
+        conn_id = next(self._conn_ids)
+        limit = self.limits.max_connections
+        try:
+            async with stream:
+                await self._refuse(
+                    stream,
+                    errors.ConnectionLimit(
+                        f"Too many connections (limit {limit}); retry later",
+                        {"limit": limit},
+                    ),
+                )
+            log.warning("connection.refused", conn=conn_id, reason="limit")
+        finally:
+            refusing.release()
 
     # -- one connection --------------------------------------------------------
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        try:
+            await self._serve_admitted(stream)
+        finally:
+            self._admitted -= 1
+
+    async def _serve_admitted(self, stream: trio.SocketStream) -> None:
         conn_id = next(self._conn_ids)
         async with stream:
-            if len(self._connections) >= self.limits.max_connections:
-                err: errors.ReyndError = errors.ConnectionLimit(
-                    f"Too many connections (limit {self.limits.max_connections}); retry later",
-                    {"limit": self.limits.max_connections},
-                )
-                await self._refuse(stream, err)
-                log.warning("connection.refused", conn=conn_id, reason="limit")
-                return
             peer = self._peer(stream)
             if not self._allowed(stream, peer):
                 uid = peer.uid if peer else None
-                err = errors.PermissionDenied(
+                err: errors.ReyndError = errors.PermissionDenied(
                     f"Permission denied: uid {uid} may not use this daemon "
                     "(same user only, or the configured allowed_group)",
                     {"uid": uid},
