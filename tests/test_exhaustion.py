@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,15 @@ from typing import Any
 import pytest
 
 from tests.conftest import workspace_config
-from tests.harness import IO_TIMEOUT, Client, start_daemon
-from tests.runtime_helpers import create_builtin, records, restart, send, wait_until
+from tests.harness import IO_TIMEOUT, Client, Daemon, start_daemon
+from tests.runtime_helpers import (
+    create_builtin,
+    create_program,
+    records,
+    restart,
+    send,
+    wait_until,
+)
 
 CONNECTION_LIMIT = -32009
 STORAGE_UNAVAILABLE = -32022
@@ -162,4 +170,112 @@ def test_the_soft_open_files_limit_is_raised_to_the_hard_one(short_tmp: Path) ->
         assert _open_files_limit(d.pid) == (4096, 4096)
         assert d.call("daemon.status")["max_connections"] == 256  # the default: room enough
     finally:
+        d.stop()
+
+
+SLOTS = 3
+LINE_TIMEOUT = f"max_connections = {SLOTS}\nline_timeout_s = 1.0\nidle_timeout_s = 600\n"
+IDLE_TIMEOUT = "idle_timeout_s = 1.5\n"
+LIMIT_EXCEEDED = -32019
+
+
+class Trickler:
+    """A client that sends one byte of a line every 0.1 s and never ends it (once started)."""
+
+    def __init__(self, d: Daemon) -> None:
+        self.client = Client(d.socket)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        line = b'{"jsonrpc": "2.0", "method": "daemon.status", "params": {}, "id": 1' * 1000
+        for byte in line:
+            if self.stop.wait(0.1):
+                return
+            try:
+                self.client.send(bytes([byte]))
+            except OSError:
+                return  # closed by the daemon
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join()
+        self.client.close()
+
+
+def _served(d: Daemon) -> dict[str, Any] | None:
+    """daemon.status on a new connection, or None when it was refused for the limit."""
+    with Client(d.socket) as c:
+        reply = _status_or_refusal(c)
+    if "error" in reply:
+        assert reply["error"]["code"] == CONNECTION_LIMIT, reply
+        return None
+    return reply
+
+
+def test_tricklers_cannot_lock_new_clients_out(short_tmp: Path) -> None:
+    """Issue 22, item 5: every slot held by a client trickling one line forever.
+
+    A new client is refused (the slots are full) until the line timeout
+    closes the tricklers, each told why first; then it is served.
+    """
+    d = start_daemon(short_tmp, config=LINE_TIMEOUT)
+    tricklers = [Trickler(d) for _ in range(SLOTS)]
+    try:
+        assert _served(d) is None, "the tricklers hold every slot"
+        for t in tricklers:
+            t.start()
+        wait_until(lambda: _served(d), "a new client served once the tricklers timed out")
+        for t in tricklers:
+            reply = t.client.recv_json()
+            assert reply["error"]["code"] == LIMIT_EXCEEDED and reply["id"] is None, reply
+            assert reply["error"]["data"]["limit_name"] == "line_timeout_s", reply
+            assert t.client.at_eof()
+    finally:
+        for t in tricklers:
+            t.close()
+        d.stop()
+
+
+def test_idle_connections_are_closed_but_subscribers_and_waiting_calls_are_kept(
+    short_tmp: Path,
+) -> None:
+    """Idle connections free their slot; a subscriber and a call in flight stay, however
+    long they are silent."""
+    d = start_daemon(short_tmp, config=IDLE_TIMEOUT)
+    prog = short_tmp / "prog"
+    create_program(d, "sleepy", prog)
+    subscriber = Client(d.socket)
+    waiting = Client(d.socket)
+    try:
+        sub = subscriber.call("subscribe", {"topics": ["records"]})
+        # A turn whose step sleeps: the send waits (longer than the idle timeout).
+        waiting.send_json(
+            {
+                "jsonrpc": "2.0",
+                "id": "send",
+                "method": "agents.send",
+                "params": {"agent": "sleepy", "text": "sleep", "wait": True, "timeout": 4},
+            }
+        )
+        with Client(d.socket) as idle:  # quiet after its call, which the others already were
+            idle.call("daemon.status")
+            assert idle.at_eof(), "an idle connection must be closed"
+        # The idle one was silent for idle_timeout_s; the other two longer: both kept.
+        reply = waiting.recv_json()
+        assert reply["id"] == "send" and "result" in reply, reply
+        seq = d.call("wal.append", {"agent": "ext", "kind": "agent.created", "data": {}})["seq"]
+        note = subscriber.recv_json()
+        while note["params"]["seq"] < seq:
+            note = subscriber.recv_json()
+        assert note["params"]["subscription"] == sub["subscription"], note
+        assert subscriber.call("daemon.status")["connections"] >= 2
+    finally:
+        d.call("agents.cancel", {"agent": "sleepy"})
+        subscriber.close()
+        waiting.close()
         d.stop()

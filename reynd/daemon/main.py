@@ -162,6 +162,8 @@ async def _serve(opts: ServeOptions) -> int:
                     max_unsent_bytes_per_connection=config.max_unsent_bytes_per_connection,
                     allowed_gid=config.allowed_gid(),
                     busy_poll_s=config.busy_poll_us / 1e6,
+                    line_timeout_s=config.line_timeout_s,
+                    idle_timeout_s=config.idle_timeout_s,
                 )
                 server = Server(
                     app.handlers(), hub, info, shutdown, limits, quick=app.quick_calls()

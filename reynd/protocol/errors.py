@@ -210,7 +210,8 @@ class LimitExceeded(ReyndError):
     """A limit was passed (nesting depth, batch members, subscriptions, integer range).
 
     `data.limit_name` names the limit (`max_depth`, `max_batch_members`,
-    `max_subscriptions_per_connection`, `integer_range`, `max_append_events`)
+    `max_subscriptions_per_connection`, `integer_range`, `max_append_events`,
+    `line_timeout_s`: the connection is then closed)
     and `data.limit` its value (for `integer_range` the largest integer;
     `data.min` the smallest).
     """
