@@ -18,11 +18,13 @@ from typing import Any
 
 import pytest
 
+from reynd.storage.crashpoints import CRASH_ENV
 from tests.conftest import workspace_config
 from tests.harness import IO_TIMEOUT, Client, Daemon, start_daemon
 from tests.runtime_helpers import (
     create_builtin,
     create_program,
+    log_lines,
     records,
     restart,
     send,
@@ -106,6 +108,45 @@ def test_a_full_blob_store_fails_the_turn_answers_the_caller_and_keeps_serving(
         assert info["status"] == "idle" and info["ambiguous"] is None, info
     finally:
         d2.stop()
+
+
+def test_a_tree_file_the_disk_refuses_costs_only_speed(short_tmp: Path) -> None:
+    """A boundary is durable but its `trees/<seq>` cannot be written (ENOSPC, injected
+    where a crash point sits): the daemon keeps serving, and a checkout to it restores
+    exactly (from an older tree and the file records), as after a crash there."""
+    ws = short_tmp / "ws"
+    ws.mkdir()
+    env = {CRASH_ENV: "workspace.before_pointer:1:enospc"}
+    d = start_daemon(short_tmp, config=workspace_config(ws), env=env)
+    try:
+
+        def add(kind: str, **data: Any) -> int:
+            r = d.call("wal.append", {"agent": "x", "kind": kind, "data": data})
+            return int(r["seq"])
+
+        add("agent.created", executor="external")
+        add("message.received", message_id="m1", text="go")
+        add("turn.started", turn_id="t1", message_id="m1")
+        (ws / "a.txt").write_text("a1")
+        boundary = add("turn.ended", turn_id="t1")
+        wait_until(
+            lambda: log_lines(d, "workspace.tree_not_written") or d.proc.poll() is not None,
+            "the tree file's failure",
+        )
+        assert d.proc.poll() is None, d.stderr()[-2000:]
+        assert not (d.state_dir / "state" / "trees" / f"{boundary:020d}").exists()
+        add("message.received", message_id="m2", text="go")
+        add("turn.started", turn_id="t2", message_id="m2")
+        (ws / "a.txt").write_text("a2")
+        add("turn.ended", turn_id="t2")
+        with d.connect() as c:
+            reply = c.request("checkout", {"seq": boundary})
+        assert "result" in reply, reply
+        assert (ws / "a.txt").read_text() == "a1"
+        assert d.proc.poll() is None
+    finally:
+        code = d.stop(expect=None)
+    assert code == 0, d.stderr()[-4000:]
 
 
 def _open_files_limit(pid: int) -> tuple[int, int]:

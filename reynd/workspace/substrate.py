@@ -210,8 +210,16 @@ class Workspace(Resets, Retention):
         root = self._pointers.get(seq)
         if root is None:
             return  # unchanged since the newest recorded tree: nothing to write
-        crashpoints.hit("workspace.before_pointer")
-        await trio.to_thread.run_sync(self.index.write, seq, root)
+        try:
+            crashpoints.hit("workspace.before_pointer")
+            await trio.to_thread.run_sync(self.index.write, seq, root)
+        except OSError as exc:
+            # Only speed is lost (as after a crash here): the tree as of `seq` is
+            # rebuilt from an older tree and the file records, all durable.
+            log.warning("workspace.tree_not_written", seq=seq, error=str(exc))
+            async with self._lock:
+                del self._pointers[seq]
+            return
         async with self._lock:
             self.index.note(seq, root)
             del self._pointers[seq]
