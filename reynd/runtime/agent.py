@@ -199,7 +199,6 @@ class AgentRunner:
         action, self._resolution = self._resolution, None
         if action is None:
             return False
-        self.ambiguous = None
         log.info(
             "agent.ambiguous_resolved",
             agent=self.name,
@@ -207,30 +206,32 @@ class AgentRunner:
             step=chain.open_step,
             action=action,
         )
+        resolution: ev.Event
         if action == "retry":
             self._rerun_open_step = True
-        elif action == "skip":
-            await self._append(
-                [
-                    ev.StepCommitted(
-                        agent=self.name,
-                        turn_id=chain.turn_id,
-                        step=chain.open_step,
-                        output={"skipped": True},
-                    )
-                ]
+            self.ambiguous = None
+            return True
+        if action == "skip":
+            resolution = ev.StepCommitted(
+                agent=self.name,
+                turn_id=chain.turn_id,
+                step=chain.open_step,
+                output={"skipped": True},
             )
         else:
-            await self._append(
-                [
-                    ev.TurnEnded(
-                        agent=self.name,
-                        turn_id=chain.turn_id,
-                        outcome="aborted",
-                        reply="aborted by the operator",
-                    )
-                ]
+            resolution = ev.TurnEnded(
+                agent=self.name,
+                turn_id=chain.turn_id,
+                outcome="aborted",
+                reply="aborted by the operator",
             )
+        try:
+            await self._append([resolution])
+        except errors.StorageUnavailable as exc:
+            # Nothing was written: the step stays ambiguous, to resolve again.
+            self._storage_error(exc, "was not resolved", tell=False)
+            return False
+        self.ambiguous = None
         return True
 
     async def _run_turn(self, turn_id: str) -> None:
@@ -254,7 +255,7 @@ class AgentRunner:
             try:
                 await self._append([ended])
             except errors.StorageUnavailable as exc:
-                self._storage_error(exc, "was cancelled")
+                self._storage_error(exc, "was cancelled", tell=False)
                 await self._append([ended], files=False)  # its files stay pending
 
     async def _turn_body(self, turn_id: str) -> None:
@@ -356,13 +357,17 @@ class AgentRunner:
             files=False,
         )
 
-    def _storage_error(self, exc: errors.ReyndError, what: str) -> errors.ReyndError:
-        """Log a storage error of the turn in flight and tell its caller; the error told.
+    def _storage_error(
+        self, exc: errors.ReyndError, what: str, *, tell: bool = True
+    ) -> errors.ReyndError:
+        """Log a storage error of the turn in flight, and with `tell` its `send --wait`
+        caller; the error as told (it names the turn and step).
 
         `what`: what became of the turn ("failed", "stopped"...).
         """
+        where = f"turn {self.turn_id} {what} at step {self.step}: " if self.turn_id else ""
         err = type(exc)(
-            f"turn {self.turn_id} {what} at step {self.step}: {exc.message}",
+            where + exc.message,
             {**exc.data, "agent": self.name, "turn_id": self.turn_id, "step": self.step},
         )
         self.last_error = err.message
@@ -374,7 +379,7 @@ class AgentRunner:
             error=exc.name,
             reason=exc.data.get("reason"),
         )
-        if self.turn_id is not None:
+        if tell and self.turn_id is not None:
             self.on_turn_error(self.turn_id, err)
         return err
 
