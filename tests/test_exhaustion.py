@@ -32,6 +32,7 @@ from tests.runtime_helpers import (
 )
 
 CONNECTION_LIMIT = -32009
+STORAGE_FAILED = -32011
 STORAGE_UNAVAILABLE = -32022
 # A snapshot as soon as the WAL grows past the last one (the snapshot writer opens files).
 SNAPSHOT_EVERY_WRITE = "[storage]\nsnapshot_min_bytes = 0\n"
@@ -108,6 +109,29 @@ def test_a_full_blob_store_fails_the_turn_answers_the_caller_and_keeps_serving(
         assert info["status"] == "idle" and info["ambiguous"] is None, info
     finally:
         d2.stop()
+
+
+def test_a_wal_failure_mid_turn_answers_the_waiting_send_before_the_daemon_stops(
+    short_tmp: Path,
+) -> None:
+    """The WAL's fsync fails from the turn's first record on (rule 5: the daemon stops).
+
+    The `agents.send` waiting for that turn is answered storage_failed, naming
+    the turn, before the daemon exits 3: it used to lose its connection unanswered.
+    """
+    env = {CRASH_ENV: "wal.sync:3+:eio"}  # 1: agent.created, 2: the message, 3: turn.started
+    d = start_daemon(short_tmp, env=env)
+    try:
+        create_builtin(d, "ada")
+        with d.connect() as c:
+            reply = c.request(
+                "agents.send", {"agent": "ada", "text": "hi", "wait": True, "timeout": 30}
+            )
+        assert reply.get("error", {}).get("code") == STORAGE_FAILED, reply
+        assert reply["error"]["data"]["turn_id"] == f"t{reply['error']['data']['message_seq']}"
+        assert d.wait() == 3
+    finally:
+        d.stop(expect=None)
 
 
 def test_a_tree_file_the_disk_refuses_costs_only_speed(short_tmp: Path) -> None:
