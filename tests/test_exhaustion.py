@@ -299,7 +299,9 @@ def test_tricklers_cannot_lock_new_clients_out(short_tmp: Path) -> None:
             reply = t.client.recv_json()
             assert reply["error"]["code"] == LIMIT_EXCEEDED and reply["id"] is None, reply
             assert reply["error"]["data"]["limit_name"] == "line_timeout_s", reply
-            assert t.client.at_eof()
+            # Closed with the trickler's last bytes unread: a reset, or an EOF.
+            with contextlib.suppress(ConnectionResetError):
+                assert t.client.at_eof()
     finally:
         for t in tricklers:
             t.close()
