@@ -22,6 +22,7 @@ The reset hooks are in resets.py, the retention hooks in retention.py.
 from __future__ import annotations
 
 import errno
+import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -53,12 +54,24 @@ def not_stored(exc: OSError) -> errors.StorageUnavailable:
     blob before it is durable, a failed copy's tmp file is removed, and the WAL
     was not touched, so nothing acknowledged depends on what failed.
     """
-    name = errno.errorcode.get(exc.errno or 0, "EIO")
+    code = exc.errno or errno.EIO
+    where = f" at {exc.filename}" if exc.filename else ""
     return errors.StorageUnavailable(
-        f"the workspace's changed files could not be stored ({exc.strerror or exc}); "
-        "nothing was written: free disk space (or file descriptors) and retry",
-        {"store": "workspace", "errno": name, "reason": str(exc)},
+        f"the workspace's changed files could not be stored ({os.strerror(code)}{where}); "
+        f"nothing of this write reached the WAL: {_FIXES.get(code, _CHECK_DISK)}, then retry",
+        {"store": "workspace", "errno": errno.errorcode.get(code, str(code)), "reason": str(exc)},
     )
+
+
+_CHECK_DISK = "check the disk (the daemon's log has the error)"
+_FIXES = {
+    errno.ENOSPC: "free disk space",
+    errno.EDQUOT: "free disk space (the quota is full)",
+    errno.EMFILE: "raise the open-file limit (LimitNOFILE=, ulimit -n) or close connections",
+    errno.ENFILE: "the system is out of open files: close some",
+    errno.EACCES: "make that file readable by the daemon, or ignore it ([workspace] ignore)",
+    errno.EPERM: "make that file readable by the daemon, or ignore it ([workspace] ignore)",
+}
 
 
 class Workspace(Resets, Retention):
