@@ -231,6 +231,7 @@ def start_daemon(
     stderr_marker: str | None = None,
     umask: int = -1,
     stderr_fd: int | None = None,
+    nofile: tuple[int, int] | None = None,
 ) -> Daemon:
     """Start `reynd serve` in `workdir` (a short path) and wait for READY=1.
 
@@ -239,7 +240,8 @@ def start_daemon(
     `stderr_marker`, returns once a line of stderr contains it (stderr is then
     copied to the log file by a thread, so the process never blocks on it).
     `umask` is the daemon's (-1: ours). `stderr_fd`: the daemon's stderr (a
-    terminal, say) instead of the log file.
+    terminal, say) instead of the log file. `nofile`: the daemon's RLIMIT_NOFILE
+    (soft, hard), as `ulimit -Sn`/`-Hn` would set it (through util-linux's prlimit).
     """
     state_dir = state_dir or workdir / "state"
     socket_path = socket_path or workdir / "run" / "reynd.sock"
@@ -251,6 +253,8 @@ def start_daemon(
     notify_sock.bind(str(notify_path))
     stderr_path = workdir / f"stderr-{notify_path.name}.log"
     cmd = list(command) if command else daemon_command(state_dir, socket_path, *args)
+    if nofile is not None:  # prlimit execs the daemon: same pid
+        cmd = ["prlimit", f"--nofile={nofile[0]}:{nofile[1]}", "--", *cmd]
     with stderr_path.open("wb") as stderr:
         proc = subprocess.Popen(
             cmd,

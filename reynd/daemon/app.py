@@ -24,7 +24,7 @@ from reynd.core.reconstruct import ReplayPlan
 from reynd.core.retention import AgeClock, RetentionPolicy, Sighting
 from reynd.daemon.appends import batch_events, check_applies, check_batch, event_of
 from reynd.daemon.audit_api import AuditApi
-from reynd.daemon.committer import Committer
+from reynd.daemon.committer import Committer, storage_failed
 from reynd.daemon.context import CallContext
 from reynd.daemon.coordinator import Coordinator, Gate
 from reynd.daemon.retention_api import RetentionApi, gc_loop, use_retention
@@ -247,6 +247,9 @@ class App:
                     # Let the daemon stop as on SIGTERM: requests in flight get their
                     # storage_failed answers instead of a dropped connection.
                     log.critical("storage.failed", error=repr(self.committer.failure))
+                    # `send --wait` callers first: their turns will never end now.
+                    assert self.committer.failure is not None
+                    self.registry.fail_waiters(storage_failed(self.committer.failure))
                     self._on_fatal()
                     await trio.sleep_forever()
             except Exception as exc:
@@ -303,9 +306,15 @@ class App:
             if steps:
                 log.info("clean_stop.saved", head=head, steps=len(steps))
 
-    async def append(self, events: Sequence[Event]) -> list[Event]:
-        """The runtime's path to the WAL: shares the write gate with wal.append."""
+    async def append(self, events: Sequence[Event], *, files: bool = True) -> list[Event]:
+        """The runtime's path to the WAL: shares the write gate with wal.append.
+
+        `files=False`: without the workspace's changes, which stay pending for
+        the next record (the end of a turn whose files could not be stored).
+        """
         async with self.gate.shared():
+            if not files:
+                return await self.committer.append(events)
             return await self._commit(events)
 
     async def _commit(self, events: Sequence[Event], *, atomic: bool = False) -> list[Event]:
@@ -480,6 +489,7 @@ class App:
             agents=len(store.state.agents),
             generations=len(store.catalog),
             connections=ctx.server.connections,
+            max_connections=ctx.server.max_connections,
             subscriptions=ctx.server.subscriptions,
             # Monotonic: a wall clock stepped back never makes it negative.
             uptime_s=round(time.monotonic() - ctx.server.started_monotonic, 3),

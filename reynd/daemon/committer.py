@@ -42,7 +42,7 @@ from reynd.storage.kernel_aio import KernelSync
 from reynd.storage.store import Rebuilt, Staged, Store
 from reynd.storage.wal import Placement, Wal
 
-__all__ = ["Committer", "Queued"]
+__all__ = ["Committer", "Queued", "storage_failed"]
 
 # stdlib logging, like the storage core: quiet when used in process (benchmarks).
 log = logging.getLogger(__name__)
@@ -62,7 +62,8 @@ class Queued:
         self.lead = False  # woken to write the next batch, not because its own is durable
 
 
-def _storage_failed(exc: BaseException) -> errors.StorageFailed:
+def storage_failed(exc: BaseException) -> errors.StorageFailed:
+    """The error every append gets once the WAL failed with `exc` (the daemon stops)."""
     return errors.StorageFailed(
         "the WAL failed to write, sync or apply an append; "
         "reynd is stopping and will recover on restart",
@@ -189,7 +190,7 @@ class Committer:
 
     def _check(self) -> None:
         if self.failure is not None:
-            raise _storage_failed(self.failure)
+            raise storage_failed(self.failure)
         if self.stopping:
             raise _stopping()
 
@@ -287,7 +288,7 @@ class Committer:
         self.failure = exc
         queued, self._pending = [*batch, *self._pending], []
         for pending in queued:
-            pending.error = _storage_failed(exc)
+            pending.error = storage_failed(exc)
             if pending is not me:
                 trio.lowlevel.reschedule(pending.task)
         self.failed.set()

@@ -72,6 +72,12 @@ class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # Microseconds a connection's reader keeps polling for the client's next line
     # after a drained read before it sleeps in epoll (server._Receiver); 0: never.
     busy_poll_us: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 100
+    # Seconds a request line may take to arrive, from its first byte to its newline;
+    # past it the client gets one limit_exceeded error and is disconnected. 0: no limit.
+    line_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 10.0
+    # Seconds a connection with no call in flight and no subscription may go without
+    # a request before it is closed. 0: never.
+    idle_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=86400)] = 300.0
     # Seconds in-flight requests get to finish at shutdown before they are cancelled.
     shutdown_grace_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 5.0
     storage: StorageOptions = msgspec.field(default_factory=StorageOptions)

@@ -23,6 +23,7 @@ class ServerInfo:
 
     socket: Path | None = None
     connections: int = 0
+    max_connections: int = 0  # the cap in force (the open-file limit may lower it)
     subscriptions: int = 0
     started_at: float = 0.0  # wall clock, at start
     started_monotonic: float = 0.0  # time.monotonic() at start: what uptime counts from

@@ -30,6 +30,7 @@ from reynd.daemon import systemd
 from reynd.daemon.app import App
 from reynd.daemon.config import DaemonConfig
 from reynd.daemon.context import ServerInfo
+from reynd.daemon.fdlimit import connection_cap, fds_in_use, raise_soft_limit
 from reynd.daemon.hub import Hub
 from reynd.daemon.listen import AnotherDaemon, ListenError, UnsafeDirectory, open_socket
 from reynd.daemon.server import Server, ServerLimits
@@ -118,6 +119,7 @@ def _single(exc: BaseException) -> BaseException:
 
 async def _serve(opts: ServeOptions) -> int:
     config = opts.config
+    fd_limit, raised_from = raise_soft_limit()  # before storage opens anything
     shutdown = trio.Event()
     info = ServerInfo(started_at=time.time(), started_monotonic=time.monotonic(), log=opts.log)
     hub = Hub(config.subscriber_queue)
@@ -128,6 +130,8 @@ async def _serve(opts: ServeOptions) -> int:
         state_dir=str(opts.state_dir),
         socket=str(opts.socket),
         config=str(opts.config_path) if opts.config_path else None,
+        fd_limit=fd_limit,
+        fd_limit_raised_from=raised_from,
     )
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as root:
@@ -148,15 +152,18 @@ async def _serve(opts: ServeOptions) -> int:
             try:
                 info.socket = bound.path
                 listener = trio.SocketListener(trio.socket.from_stdlib_socket(bound.sock))
+                info.max_connections = _connection_cap(config.max_connections, fd_limit)
                 limits = ServerLimits(
                     max_message_bytes=config.max_message_bytes,
-                    max_connections=config.max_connections,
+                    max_connections=info.max_connections,
                     max_requests_per_connection=config.max_requests_per_connection,
                     max_batch_members=config.max_batch_members,
                     max_subscriptions_per_connection=config.max_subscriptions_per_connection,
                     max_unsent_bytes_per_connection=config.max_unsent_bytes_per_connection,
                     allowed_gid=config.allowed_gid(),
                     busy_poll_s=config.busy_poll_us / 1e6,
+                    line_timeout_s=config.line_timeout_s,
+                    idle_timeout_s=config.idle_timeout_s,
                 )
                 server = Server(
                     app.handlers(), hub, info, shutdown, limits, quick=app.quick_calls()
@@ -191,6 +198,22 @@ async def _serve(opts: ServeOptions) -> int:
         return EXIT_FAILURE
     log.info("stopped")
     return EXIT_OK
+
+
+def _connection_cap(configured: int, fd_limit: int) -> int:
+    """`configured`, or fewer when the open-file limit leaves less room (fdlimit.py)."""
+    in_use = fds_in_use()
+    cap = connection_cap(configured, fd_limit, in_use)
+    if cap < configured:
+        log.warning(
+            "connections.capped",
+            max_connections=cap,
+            configured=configured,
+            fd_limit=fd_limit,
+            fds_in_use=in_use,
+            fix="raise the open-file limit (LimitNOFILE= in the unit, ulimit -n)",
+        )
+    return cap
 
 
 STATUS_INTERVAL_S = 2.0  # how often `systemctl status` may see a new head

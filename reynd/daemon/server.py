@@ -18,6 +18,11 @@ A line longer than `max_message_bytes` is answered with one -32008 error
 (id null) and skipped up to its newline without being buffered; the
 connection then continues with the next line, so one bad message does not cost
 a client its subscriptions.
+
+Slots cannot be held by clients that do nothing (_Connection.watch): a line
+must end within `line_timeout_s` of its first byte (else one -32019 error,
+id null, and the connection is closed), and a connection with no call in
+flight and no subscription is closed after `idle_timeout_s` without a request.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import collections
 import contextlib
 import errno
 import itertools
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -61,6 +67,9 @@ log = structlog.get_logger("reynd.server")
 _RECEIVE_SIZE = 65536
 _INLINE_RUN = 16  # quick calls a reader runs back to back before it yields
 _ACCEPT_RETRY = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS))
+# Connections being refused at once, each holding a descriptor (fdlimit.RESERVE_MIN
+# counts them): past the cap, a flood waits in the backlog, not in our fd table.
+_MAX_REFUSING = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +85,11 @@ class ServerLimits:
     allowed_gid: int | None = None
     # How long a reader polls for a client's next line before it sleeps (_Receiver).
     busy_poll_s: float = 100e-6
+    # A line must end this long after its first byte; 0: no limit.
+    line_timeout_s: float = 10.0
+    # A connection with no call in flight and no subscription is closed after
+    # this long without a request; 0: never.
+    idle_timeout_s: float = 300.0
 
 
 class _Connection:
@@ -83,8 +97,11 @@ class _Connection:
 
     __slots__ = (
         "budget",
+        "calls",
         "closed",
         "id",
+        "last_active",
+        "line_since",
         "lock",
         "peer",
         "pending",
@@ -92,6 +109,7 @@ class _Connection:
         "scope",
         "stream",
         "subs",
+        "watch",
     )
 
     def __init__(
@@ -110,6 +128,26 @@ class _Connection:
         # keyed by the id() of that request's CallContext.
         self.pending: dict[int, list[Subscription]] = {}
         self.pumps: trio.Nursery | None = None
+        # For the timeouts (Server._watch): calls started and not finished, when
+        # the last one finished (or a subscription ended), since when the reader
+        # waits for the end of a line (None: for none, or it is not reading),
+        # and the watchdog's sleep, whose deadline a new partial line brings forward.
+        self.calls = 0
+        self.last_active = trio.current_time()
+        self.line_since: float | None = None
+        self.watch: trio.CancelScope | None = None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing running for the client and nothing it is subscribed to."""
+        return not self.calls and not self.subs and not self.pending
+
+    def line_begun(self, line_timeout: float) -> None:
+        """The reader now waits for the rest of a line begun (or resumed) just now."""
+        now = trio.current_time()
+        self.line_since = now
+        if self.watch is not None and line_timeout:
+            self.watch.deadline = min(self.watch.deadline, now + line_timeout)
 
     async def line(self, data: bytes) -> None:
         """Send one line; a peer that went away is not an error (it just gets nothing)."""
@@ -315,6 +353,7 @@ class Server:
         )
         self._conn_ids = itertools.count(1)
         self._connections: dict[int, _Connection] = {}
+        self._admitted = 0  # connections accepted and not refused, until they end
         self._inflight = 0
         self._idle = trio.Event()
         self._idle.set()
@@ -350,6 +389,7 @@ class Server:
         self._conn_scope.cancel()
 
     async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        refusing = trio.Semaphore(_MAX_REFUSING)
         async with listener:
             while True:
                 try:
@@ -361,25 +401,47 @@ class Server:
                     log.warning("accept.failed", error=os.strerror(exc.errno or 0))
                     await trio.sleep(0.1)
                     continue
+                # Counted here, not in the connection's task: a burst of accepts
+                # before those tasks run must not pass the cap.
+                if self._admitted >= self.limits.max_connections:
+                    await refusing.acquire()
+                    nursery.start_soon(self._refuse_extra, stream, refusing)
+                    continue
+                self._admitted += 1
                 nursery.start_soon(self._serve_connection, stream)
+
+    async def _refuse_extra(self, stream: trio.SocketStream, refusing: trio.Semaphore) -> None:
+        """One connection past the cap: one connection_limit error line, then closed."""
+        conn_id = next(self._conn_ids)
+        limit = self.limits.max_connections
+        try:
+            async with stream:
+                await self._refuse(
+                    stream,
+                    errors.ConnectionLimit(
+                        f"Too many connections (limit {limit}); retry later",
+                        {"limit": limit},
+                    ),
+                )
+            log.warning("connection.refused", conn=conn_id, reason="limit")
+        finally:
+            refusing.release()
 
     # -- one connection --------------------------------------------------------
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        try:
+            await self._serve_admitted(stream)
+        finally:
+            self._admitted -= 1
+
+    async def _serve_admitted(self, stream: trio.SocketStream) -> None:
         conn_id = next(self._conn_ids)
         async with stream:
-            if len(self._connections) >= self.limits.max_connections:
-                err: errors.ReyndError = errors.ConnectionLimit(
-                    f"Too many connections (limit {self.limits.max_connections}); retry later",
-                    {"limit": self.limits.max_connections},
-                )
-                await self._refuse(stream, err)
-                log.warning("connection.refused", conn=conn_id, reason="limit")
-                return
             peer = self._peer(stream)
             if not self._allowed(stream, peer):
                 uid = peer.uid if peer else None
-                err = errors.PermissionDenied(
+                err: errors.ReyndError = errors.PermissionDenied(
                     f"Permission denied: uid {uid} may not use this daemon "
                     "(same user only, or the configured allowed_group)",
                     {"uid": uid},
@@ -395,6 +457,8 @@ class Server:
                 with conn.scope:
                     async with trio.open_nursery() as pumps:
                         conn.pumps = pumps
+                        if self.limits.line_timeout_s or self.limits.idle_timeout_s:
+                            pumps.start_soon(self._watch, conn)
                         async with trio.open_nursery() as requests:
                             await self._read_loop(conn, requests)
                         # The client is done sending and every reply is written:
@@ -413,6 +477,48 @@ class Server:
                 del self._connections[conn_id]
                 self.info.connections = len(self._connections)
                 log.debug("connection.close", conn=conn_id, client_gone=conn.closed)
+
+    async def _watch(self, conn: _Connection) -> None:
+        """Close the connection once a line takes too long or it idled too long.
+
+        Sleeps until the nearest deadline and looks again: activity since
+        only moves them later (an idle one is counted from `last_active`),
+        and a partial line begun meanwhile brings the sleep's deadline
+        forward itself (`line_begun`). Runs in the pumps nursery: it ends
+        with the connection.
+        """
+        line_timeout = self.limits.line_timeout_s
+        idle_timeout = self.limits.idle_timeout_s
+        while True:
+            now = trio.current_time()
+            line_deadline = math.inf
+            if line_timeout and conn.line_since is not None:
+                line_deadline = conn.line_since + line_timeout
+            if now >= line_deadline:
+                await self._line_timed_out(conn, line_timeout)
+                return
+            idle_deadline = math.inf
+            if idle_timeout:
+                idle_deadline = (conn.last_active if conn.idle else now) + idle_timeout
+                if conn.idle and now >= idle_deadline:
+                    log.info("connection.idle_closed", conn=conn.id, idle_timeout_s=idle_timeout)
+                    conn.scope.cancel()
+                    return
+            with trio.CancelScope(deadline=min(line_deadline, idle_deadline)) as conn.watch:
+                await trio.sleep_forever()
+            conn.watch = None
+
+    async def _line_timed_out(self, conn: _Connection, limit: float) -> None:
+        """One -32019 error line (id null), then the connection is closed."""
+        err = errors.LimitExceeded(
+            f"Request line not ended within {limit:g} s of its first byte: the connection is "
+            "closed (send each message whole, ended by a newline)",
+            {"limit_name": "line_timeout_s", "limit": limit},
+        )
+        with trio.move_on_after(1.0):  # a client that reads nothing gets nothing
+            await conn.line(encode_error_line(err))
+        log.warning("connection.line_timed_out", conn=conn.id, line_timeout_s=limit)
+        conn.scope.cancel()
 
     async def _refuse(self, stream: trio.SocketStream, err: errors.ReyndError) -> None:
         with trio.move_on_after(1.0):  # a refused peer never holds a task for long
@@ -449,6 +555,7 @@ class Server:
         self, conn: _Connection, slots: trio.Semaphore, workers: _Workers
     ) -> None:
         limit = self.limits.max_message_bytes
+        line_timeout = self.limits.line_timeout_s
         receive = _Receiver(conn.stream.socket.fileno(), self.limits.busy_poll_s)
         buf = bytearray()
         scanned = 0  # bytes of buf already searched for a newline
@@ -462,15 +569,18 @@ class Server:
                 return  # closed here, or reset by the client
             if not chunk:
                 return
+            ended = False  # a line ended in this chunk
             if discarding:
                 cut = chunk.find(b"\n")
                 if cut < 0:
                     continue
                 chunk = chunk[cut + 1 :]
                 discarding = False
+                ended = True
             buf += chunk
             start = 0
             while (end := buf.find(b"\n", scanned)) >= 0:
+                ended = True
                 if end - start > limit:
                     await conn.line(self._too_large(limit))
                 else:
@@ -483,12 +593,15 @@ class Server:
                                 log.info(
                                     "connection.throttled", conn=conn.id, unsent=conn.budget.unsent
                                 )
+                            conn.line_since = None  # not reading: no line is late
                             await conn.budget.room()
                         try:  # no trip through the scheduler while a slot is free
                             slots.acquire_nowait()
                         except trio.WouldBlock:
+                            conn.line_since = None
                             await slots.acquire()
                         self._begin()
+                        conn.calls += 1
                         # Started in order (no earlier line waits) and done without
                         # waiting: no hand-over to a request task.
                         quick = None if workers.waiting else self._dispatcher.quick_call(line)
@@ -511,6 +624,10 @@ class Server:
                 buf.clear()
                 scanned = 0
                 discarding = True
+            if not (buf or discarding):
+                conn.line_since = None
+            elif ended or conn.line_since is None:
+                conn.line_begun(line_timeout)
 
     def _too_large(self, limit: int) -> bytes:
         return encode_error_line(
@@ -547,6 +664,9 @@ class Server:
                     conn.pumps.start_soon(self._pump, conn, sub)
         finally:
             slots.release()
+            conn.calls -= 1
+            if not conn.calls:
+                conn.last_active = trio.current_time()
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
@@ -557,6 +677,7 @@ class Server:
         finally:
             # Ended by unsubscribe, dropped as lagged or cut with its connection.
             conn.subs.pop(sub.id, None)
+            conn.last_active = trio.current_time()
             self.hub.unsubscribe(sub.id)
             self.info.subscriptions = len(self.hub)
 

@@ -33,6 +33,7 @@ __all__ = [
     "StaleBranch",
     "StorageCorrupt",
     "StorageFailed",
+    "StorageUnavailable",
     "UnknownAgent",
     "UnknownIntervention",
     "UnknownRun",
@@ -209,7 +210,8 @@ class LimitExceeded(ReyndError):
     """A limit was passed (nesting depth, batch members, subscriptions, integer range).
 
     `data.limit_name` names the limit (`max_depth`, `max_batch_members`,
-    `max_subscriptions_per_connection`, `integer_range`, `max_append_events`)
+    `max_subscriptions_per_connection`, `integer_range`, `max_append_events`,
+    `line_timeout_s`: the connection is then closed)
     and `data.limit` its value (for `integer_range` the largest integer;
     `data.min` the smallest).
     """
@@ -230,6 +232,20 @@ class StorageCorrupt(ReyndError):
 
     code = -32021
     name = "storage_corrupt"
+
+
+class StorageUnavailable(ReyndError):
+    """The daemon could not store what the call needed (disk full, out of file
+    descriptors, an I/O error) before anything of it was written to the WAL.
+
+    Nothing was acknowledged and the WAL is untouched: the daemon keeps
+    serving. `data.reason` is the system's error, `data.errno` its name
+    (`ENOSPC`, `EMFILE`, `EIO`...), `data.store` what could not be written.
+    Free the resource and retry.
+    """
+
+    code = -32022
+    name = "storage_unavailable"
 
 
 _BY_CODE: dict[int, type[ReyndError]] = {
@@ -261,6 +277,7 @@ _BY_CODE: dict[int, type[ReyndError]] = {
         LimitExceeded,
         ReadOnlyReplica,
         StorageCorrupt,
+        StorageUnavailable,
     )
 }
 

@@ -161,6 +161,9 @@ class StatusResult(Result, kw_only=True):
     agents: int = 0
     generations: int = 0
     connections: int = 0
+    # The most connections served at once: max_connections, or fewer when the
+    # open-file limit leaves less room (docs/protocol.md#framing).
+    max_connections: int = 0
     subscriptions: int = 0
     uptime_s: float = 0.0  # by the monotonic clock: a step of the wall clock never moves it
     # Where the daemon logs: an absolute file path (--log-file), journald or stderr.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import msgspec
 import structlog
@@ -41,7 +41,18 @@ __all__ = ["AgentRunner", "Append"]
 
 log = structlog.get_logger("reynd.agent")
 
-Append = Callable[[Sequence[ev.Event]], Awaitable[list[ev.Event]]]
+
+class Append(Protocol):
+    """The runtime's path to the WAL (App.append): the events with their seqs, once durable.
+
+    `files=False`: without the workspace's changes (they stay pending).
+    """
+
+    def __call__(
+        self, events: Sequence[ev.Event], *, files: bool = True
+    ) -> Awaitable[list[ev.Event]]: ...
+
+
 Resolution = Literal["retry", "skip", "abort"]
 
 
@@ -75,6 +86,8 @@ class AgentRunner:
         self.stopped = trio.Event()
         self._status: AgentStatus = "idle"
         self.on_status: Callable[[AgentRunner], None] = lambda runner: None
+        # A turn failed for storage (turn id, error): its `send --wait` caller hears first.
+        self.on_turn_error: Callable[[str, errors.ReyndError], None] = lambda turn, err: None
         self.turn_id: str | None = None
         self.step: int | None = None
         self.waiting_for: str | None = None
@@ -127,7 +140,15 @@ class AgentRunner:
     async def run(self) -> None:
         try:
             with self.scope:
-                await self._loop()
+                try:
+                    await self._loop()
+                except errors.StorageFailed as exc:
+                    # The WAL failed (rule 5): the daemon stops by itself and
+                    # recovers on restart. Not this runner's own failure: it
+                    # reports and waits to be cancelled instead of dying.
+                    self._storage_error(exc, "stopped")
+                    self.status = "failed"
+                    await trio.sleep_forever()
         finally:
             self.status = "idle" if self.status != "failed" else "failed"
             self.stopped.set()
@@ -178,7 +199,6 @@ class AgentRunner:
         action, self._resolution = self._resolution, None
         if action is None:
             return False
-        self.ambiguous = None
         log.info(
             "agent.ambiguous_resolved",
             agent=self.name,
@@ -186,30 +206,32 @@ class AgentRunner:
             step=chain.open_step,
             action=action,
         )
+        resolution: ev.Event
         if action == "retry":
             self._rerun_open_step = True
-        elif action == "skip":
-            await self._append(
-                [
-                    ev.StepCommitted(
-                        agent=self.name,
-                        turn_id=chain.turn_id,
-                        step=chain.open_step,
-                        output={"skipped": True},
-                    )
-                ]
+            self.ambiguous = None
+            return True
+        if action == "skip":
+            resolution = ev.StepCommitted(
+                agent=self.name,
+                turn_id=chain.turn_id,
+                step=chain.open_step,
+                output={"skipped": True},
             )
         else:
-            await self._append(
-                [
-                    ev.TurnEnded(
-                        agent=self.name,
-                        turn_id=chain.turn_id,
-                        outcome="aborted",
-                        reply="aborted by the operator",
-                    )
-                ]
+            resolution = ev.TurnEnded(
+                agent=self.name,
+                turn_id=chain.turn_id,
+                outcome="aborted",
+                reply="aborted by the operator",
             )
+        try:
+            await self._append([resolution])
+        except errors.StorageUnavailable as exc:
+            # Nothing was written: the step stays ambiguous, to resolve again.
+            self._storage_error(exc, "was not resolved", tell=False)
+            return False
+        self.ambiguous = None
         return True
 
     async def _run_turn(self, turn_id: str) -> None:
@@ -218,19 +240,23 @@ class AgentRunner:
         try:
             with scope:
                 await self._turn_body(turn_id)
+        except errors.StorageUnavailable as exc:
+            await self._fail_unstored(turn_id, exc)
+            return
         finally:
             self._turn_scope = None
         if scope.cancelled_caught:
             # Our own cancel (agents.cancel): close the turn. A rewind or a
             # shutdown cancels an outer scope and never reaches this line.
             log.info("agent.turn_cancelled", agent=self.name, turn_id=turn_id, step=self.step)
-            await self._append(
-                [
-                    ev.TurnEnded(
-                        agent=self.name, turn_id=turn_id, outcome="cancelled", reply="cancelled"
-                    )
-                ]
+            ended = ev.TurnEnded(
+                agent=self.name, turn_id=turn_id, outcome="cancelled", reply="cancelled"
             )
+            try:
+                await self._append([ended])
+            except errors.StorageUnavailable as exc:
+                self._storage_error(exc, "was cancelled", tell=False)
+                await self._append([ended], files=False)  # its files stay pending
 
     async def _turn_body(self, turn_id: str) -> None:
         agent = self._agent()
@@ -316,6 +342,46 @@ class AgentRunner:
                 )
                 return
             step += 1
+
+    async def _fail_unstored(self, turn_id: str, exc: errors.StorageUnavailable) -> None:
+        """What a record of this turn needed could not be stored: nothing of it was
+        written (the WAL untouched). The turn ends failed, its caller told first.
+
+        The end is recorded without the workspace's changes, which the store
+        cannot take either: they stay pending for the next record. The open
+        step is no longer open, so no restart finds it ambiguous.
+        """
+        err = self._storage_error(exc, "failed")
+        await self._append(
+            [ev.TurnEnded(agent=self.name, turn_id=turn_id, outcome="failed", reply=err.message)],
+            files=False,
+        )
+
+    def _storage_error(
+        self, exc: errors.ReyndError, what: str, *, tell: bool = True
+    ) -> errors.ReyndError:
+        """Log a storage error of the turn in flight, and with `tell` its `send --wait`
+        caller; the error as told (it names the turn and step).
+
+        `what`: what became of the turn ("failed", "stopped"...).
+        """
+        where = f"turn {self.turn_id} {what} at step {self.step}: " if self.turn_id else ""
+        err = type(exc)(
+            where + exc.message,
+            {**exc.data, "agent": self.name, "turn_id": self.turn_id, "step": self.step},
+        )
+        self.last_error = err.message
+        log.error(
+            "agent.storage_error",
+            agent=self.name,
+            turn_id=self.turn_id,
+            step=self.step,
+            error=exc.name,
+            reason=exc.data.get("reason"),
+        )
+        if tell and self.turn_id is not None:
+            self.on_turn_error(self.turn_id, err)
+        return err
 
     async def _fail_turn(
         self, turn_id: str, step: int, error: str, *, traceback: bool = False

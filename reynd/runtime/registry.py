@@ -45,13 +45,14 @@ log = structlog.get_logger("reynd.registry")
 class _TurnWaiter:
     """A `send --wait` caller: woken when its turn ends, asks a question, or is abandoned."""
 
-    __slots__ = ("abandoned", "asked", "done", "ended", "message_seq")
+    __slots__ = ("abandoned", "asked", "done", "ended", "error", "message_seq")
 
     def __init__(self, message_seq: int) -> None:
         self.message_seq = message_seq
         self.done = trio.Event()
         self.ended: ev.TurnEnded | None = None
         self.asked: ev.InterventionAsked | None = None
+        self.error: errors.ReyndError | None = None  # the turn failed for storage
         self.abandoned = False
 
 
@@ -150,6 +151,7 @@ class AgentRegistry:
             rerun_open_step=rerun_open_step,
         )
         runner.on_status = self._status_changed
+        runner.on_turn_error = self._turn_error
         self._runners[name] = runner
         self._nursery.start_soon(runner.run, name=f"agent:{name}")
 
@@ -212,6 +214,21 @@ class AgentRegistry:
                 if waiter is not None:
                     waiter.asked = event
                     waiter.done.set()
+
+    def _turn_error(self, turn_id: str, err: errors.ReyndError) -> None:
+        """A turn failed for storage: its `send --wait` caller gets `err` now, before
+        anything else is tried (the turn's end may not be writable either)."""
+        waiter = self._waiters.pop(turn_id, None)
+        if waiter is not None:
+            waiter.error = err
+            waiter.done.set()
+
+    def fail_waiters(self, err: errors.ReyndError) -> None:
+        """Answer every `send --wait` caller with `err` (the WAL failed: the daemon stops)."""
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            waiter.error = err
+            waiter.done.set()
 
     def _waits_for(self, asked: ev.InterventionAsked) -> bool:
         """Whether the question is still open (an answer sent early closes it at once)."""
@@ -341,6 +358,12 @@ class AgentRegistry:
         finally:
             if self._waiters.get(turn_id) is waiter and not waiter.done.is_set():
                 del self._waiters[turn_id]  # timed out or the caller went away
+        if waiter.error is not None:
+            err = waiter.error
+            raise type(err)(
+                f"agent {name!r}: {err.message} (the message is durable, seq {received.seq})",
+                {**err.data, "agent": name, "turn_id": turn_id, "message_seq": received.seq},
+            )
         if waiter.ended is not None:
             result.boundary_seq = waiter.ended.seq
             result.outcome = waiter.ended.outcome

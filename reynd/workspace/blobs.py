@@ -70,13 +70,17 @@ class ObjectStore:
         if self.has(digest):
             return digest, 0
         tmp = self._tmp()
-        fd = open_private(tmp, os.O_WRONLY | os.O_EXCL)
         try:
-            write_all(fd, data)
-            fsops.fsync(fd)
-        finally:
-            fsops.close(fd)
-        return digest, self._publish(tmp, digest, len(data))
+            fd = open_private(tmp, os.O_WRONLY | os.O_EXCL)
+            try:
+                write_all(fd, data)
+                fsops.fsync(fd)
+            finally:
+                fsops.close(fd)
+            return digest, self._publish(tmp, digest, len(data))
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk gets its space back at once
+            raise
 
     def put_file(self, path: Path) -> tuple[str, int, int]:
         """Copy a regular file in, hashing the bytes copied: (hash, size, bytes added).
@@ -99,7 +103,7 @@ class ObjectStore:
             finally:
                 fsops.close(fd)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)  # a full disk gets its space back at once
             raise
         finally:
             os.close(src)
@@ -107,7 +111,11 @@ class ObjectStore:
         if self.has(digest):
             fsops.unlink(tmp)
             return digest, size, 0
-        return digest, size, self._publish(tmp, digest, size)
+        try:
+            return digest, size, self._publish(tmp, digest, size)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     def sync(self) -> None:
         """Make every object published since the last call durable (one fsync per fan-out dir)."""

@@ -21,12 +21,15 @@ The reset hooks are in resets.py, the retention hooks in retention.py.
 
 from __future__ import annotations
 
+import errno
+import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import trio
 
+from reynd.protocol import errors
 from reynd.protocol.events import Event, StepCommitted, boundary_kind
 from reynd.storage import crashpoints
 from reynd.workspace import journal
@@ -41,7 +44,34 @@ from reynd.workspace.watch import Watcher, WatchUnavailable
 if TYPE_CHECKING:
     from reynd.daemon.committer import Committer
 
-__all__ = ["GcStats", "RecordStats", "Workspace", "resolve_root"]
+__all__ = ["GcStats", "RecordStats", "Workspace", "not_stored", "resolve_root"]
+
+
+def not_stored(exc: OSError) -> errors.StorageUnavailable:
+    """The error for changed files the blob store could not take (ENOSPC, EMFILE, EIO...).
+
+    Not fatal, unlike a failed WAL write (DURABILITY rule 5): no record names a
+    blob before it is durable, a failed copy's tmp file is removed, and the WAL
+    was not touched, so nothing acknowledged depends on what failed.
+    """
+    code = exc.errno or errno.EIO
+    where = f" at {exc.filename}" if exc.filename else ""
+    return errors.StorageUnavailable(
+        f"the workspace's changed files could not be stored ({os.strerror(code)}{where}); "
+        f"nothing of this write reached the WAL: {_FIXES.get(code, _CHECK_DISK)}, then retry",
+        {"store": "workspace", "errno": errno.errorcode.get(code, str(code)), "reason": str(exc)},
+    )
+
+
+_CHECK_DISK = "check the disk (the daemon's log has the error)"
+_FIXES = {
+    errno.ENOSPC: "free disk space",
+    errno.EDQUOT: "free disk space (the quota is full)",
+    errno.EMFILE: "raise the open-file limit (LimitNOFILE=, ulimit -n) or close connections",
+    errno.ENFILE: "the system is out of open files: close some",
+    errno.EACCES: "make that file readable by the daemon, or ignore it ([workspace] ignore)",
+    errno.EPERM: "make that file readable by the daemon, or ignore it ([workspace] ignore)",
+}
 
 
 class Workspace(Resets, Retention):
@@ -136,7 +166,12 @@ class Workspace(Resets, Retention):
         try:
             first = self._watcher.read_nowait() if self._watcher is not None else b""
             if first or self._dirty or (boundary and self._unindexed):
-                prepared = await trio.to_thread.run_sync(self._prepare, first, boundary)
+                try:
+                    prepared = await trio.to_thread.run_sync(self._prepare, first, boundary)
+                except OSError as exc:
+                    # Nothing is staged and the model is unchanged: what changed
+                    # stays dirty, for the next record that can store it.
+                    raise not_stored(exc) from exc
             else:
                 prepared = Prepared(self._model, {}, None)
             records = file_records(prepared.changes, cause)
@@ -188,8 +223,16 @@ class Workspace(Resets, Retention):
         root = self._pointers.get(seq)
         if root is None:
             return  # unchanged since the newest recorded tree: nothing to write
-        crashpoints.hit("workspace.before_pointer")
-        await trio.to_thread.run_sync(self.index.write, seq, root)
+        try:
+            crashpoints.hit("workspace.before_pointer")
+            await trio.to_thread.run_sync(self.index.write, seq, root)
+        except OSError as exc:
+            # Only speed is lost (as after a crash here): the tree as of `seq` is
+            # rebuilt from an older tree and the file records, all durable.
+            log.warning("workspace.tree_not_written", seq=seq, error=str(exc))
+            async with self._lock:
+                del self._pointers[seq]
+            return
         async with self._lock:
             self.index.note(seq, root)
             del self._pointers[seq]
