@@ -1,4 +1,4 @@
-"""reynctl's import surface: the client must stay thin (DESIGN.md, STYLE.md)."""
+"""reynctl's import surface: the client must stay thin (docs/design.md)."""
 
 from __future__ import annotations
 

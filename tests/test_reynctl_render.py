@@ -44,7 +44,7 @@ def test_style_without_colour_is_identity():
 
 
 def _branches() -> m.BranchesResult:
-    # DESIGN.md's example: 1..10, rewind(5) -> R=11, 12..15, checkout(8) -> R=16.
+    # docs/design.md's example: 1..10, rewind(5) -> R=11, 12..15, checkout(8) -> R=16.
     return m.BranchesResult(
         head=16,
         branches=[

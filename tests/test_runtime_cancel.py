@@ -129,7 +129,7 @@ def test_a_rewind_that_meets_a_damaged_record_writes_nothing_and_stops(short_tmp
     """The rebuild of the target's state reads a damaged WAL record: no reset, exit 3.
 
     The rewind cancelled the runners before the rebuild; with no reset record
-    written, the tip stands. Damage is DURABILITY rule 7's corruption: the
+    written, the tip stands. Damage is docs/durability.md rule 7's corruption: the
     call is answered storage_corrupt and the daemon stops (it may not run on
     a log it cannot read back), leaving the damage mark for the next start.
     """

@@ -3,7 +3,7 @@
 Nodes are the generations (turn / plan-step / phase boundaries) of every
 branch, the reset records that made the branches (from `branches.list`), the
 tip when it is not itself a node, and genesis (seq 0). Each node's parent is
-the nearest node below it on its own lineage (DESIGN.md, Lineage), so an
+the nearest node below it on its own lineage (docs/design.md, The log and the lineage), so an
 abandoned branch is drawn as a lane that joins the lane of the seq it forked
 from. The newest node is the tip, so the active lineage is always column 0.
 """

@@ -17,7 +17,7 @@ batch, one that opens a segment (a rotation syncs and creates files), and
 every batch where kernel AIO is not available or the file calls are
 simulated (tests), is written and synced on a worker thread instead.
 
-A failed write or sync is fatal (DURABILITY rule 5): every pending append
+A failed write or sync is fatal (docs/durability.md rule 5): every pending append
 fails, no later append is accepted, and `failed` is set so the daemon exits
 and restarts through recovery. Retrying an fsync can lose data silently.
 

@@ -2,7 +2,7 @@
 
 A start reads a segment index instead of the records it describes (restart
 bounded by the tail), so bit rot in one of them is not seen at start-up as
-DURABILITY rule 7 asks. This task reads each of them back, checksum and
+docs/durability.md rule 7 asks. This task reads each of them back, checksum and
 decoding as a scan would, in small batches on a worker thread, holding a
 shared read lock so retention cannot delete a segment under it. Damage it
 finds, or that a request finds first (`report`), stops the daemon with exit 3

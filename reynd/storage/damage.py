@@ -3,7 +3,7 @@
 A start takes the records a segment index describes on trust, so damage to
 one of them is found after start-up: by the scrub that reads them back once
 the daemon is ready, or by a read that needs one. Either way the daemon stops
-(exit 3), as a start that found it would have refused to run (DURABILITY
+(exit 3), as a start that found it would have refused to run (docs/durability.md
 rule 7), and leaves this mark. The next start then trusts no index: it scans
 and verifies every record, so it refuses to start with the same message, at
 once and on every try, until the log is repaired (`reynd repair

@@ -55,5 +55,5 @@ class WalFailed(StorageError):
 
     What reached the disk is unknown (a failed fsync may have dropped the
     pages for good), so carrying on could acknowledge records after a hole.
-    Reopening the store (recovery) is the only way on (DURABILITY rule 5).
+    Reopening the store (recovery) is the only way on (docs/durability.md rule 5).
     """

@@ -1,4 +1,4 @@
-"""Small durable-file primitives (DURABILITY.md rules 1, 3 and 4), and private modes.
+"""Small durable-file primitives (docs/durability.md rules 1, 3 and 4), and private modes.
 
 Every call that changes the disk goes through `fsops` (see there).
 

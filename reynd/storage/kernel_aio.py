@@ -64,7 +64,7 @@ class KernelSync:
 
     Use: `submit(fd)`, wait until `eventfd` is readable (the event loop's
     epoll), then `reap()`: None when the data is durable, else the OSError
-    the sync failed with (a failed fsync: never retry it, DURABILITY rule 5).
+    the sync failed with (a failed fsync: never retry it, docs/durability.md rule 5).
     """
 
     def __init__(self, libc: ctypes.CDLL, numbers: tuple[int, int, int, int]) -> None:

@@ -1,6 +1,6 @@
 """Reading a WAL segment back at open: verify every record, cut a torn tail.
 
-Only the tail may be torn (DURABILITY.md rule 7): a bad record in the last
+Only the tail may be torn (docs/durability.md rule 7): a bad record in the last
 segment with no intact record after it was never acknowledged, so it is cut
 (its bytes kept under wal/torn/) and the cut is synced. Any other bad record
 is corruption and stops the open, naming file, offset and seq.

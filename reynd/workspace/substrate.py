@@ -50,7 +50,7 @@ __all__ = ["GcStats", "RecordStats", "Workspace", "not_stored", "resolve_root"]
 def not_stored(exc: OSError) -> errors.StorageUnavailable:
     """The error for changed files the blob store could not take (ENOSPC, EMFILE, EIO...).
 
-    Not fatal, unlike a failed WAL write (DURABILITY rule 5): no record names a
+    Not fatal, unlike a failed WAL write (docs/durability.md rule 5): no record names a
     blob before it is durable, a failed copy's tmp file is removed, and the WAL
     was not touched, so nothing acknowledged depends on what failed.
     """

@@ -35,7 +35,7 @@ of `op` (1-based), and with `persistent` every later one too. A failed
 fsync follows Linux: the pages that were pending are not durable, and are
 never retried: a later successful fsync does not bring them back (the data
 is lost for good unless the file is rewritten), which is why an fsync error
-must be fatal (DURABILITY rule 5). A failed write with `short` first writes
+must be fatal (docs/durability.md rule 5). A failed write with `short` first writes
 part of the data and returns a short count (as a full disk does), then fails.
 """
 

@@ -155,7 +155,7 @@ def test_crash_after_reset_record_is_durable_first_rewind(tmp_path: Path) -> Non
     ],
 )
 def test_crash_mid_nested_reset(tmp_path: Path, second: str, target: int) -> None:
-    """DESIGN.md's example, killed after the second reset record is durable."""
+    """docs/design.md's example, killed after the second reset record is durable."""
     root = tmp_path / "reyn"
     script: list[list[object]] = [["append", 10], ["rewind", 5], ["append", 4], [second, target]]
     run = run_worker(root, script, crash_at="reset.durable:2")

@@ -1,4 +1,4 @@
-"""Lineage: DESIGN.md's worked example, literally, and a brute-force comparison."""
+"""Lineage: docs/design.md's worked example, literally, and a brute-force comparison."""
 
 from __future__ import annotations
 

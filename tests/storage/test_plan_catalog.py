@@ -18,7 +18,7 @@ from reynd.protocol import errors
 
 
 def _example() -> Lineage:
-    """DESIGN.md: 1..10, rewind(5) -> 11, 12..15, checkout(8) -> 16, then 17..20."""
+    """docs/design.md: 1..10, rewind(5) -> 11, 12..15, checkout(8) -> 16, then 17..20."""
     lin = Lineage()
     for s in range(1, 11):
         lin.observe(s)

@@ -9,7 +9,7 @@ zero-filled or stale blocks; unsynced directory entries: a prefix of them),
 which is written out as a fresh directory and opened with `Store.open`, for
 real, without the simulator.
 
-What must hold (DURABILITY rules 1-5, 7, 8):
+What must hold (docs/durability.md rules 1-5, 7, 8):
 
 - reopen succeeds: whatever a power cut can leave is a torn tail that is cut,
   never a CorruptionError;

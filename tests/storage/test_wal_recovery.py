@@ -1,7 +1,7 @@
 """Recovery from damaged files: torn tails are cut, everything else is a clean, named error.
 
 Each test damages a copy of a pristine state directory written by a real
-Store, then reopens it. DURABILITY.md rules 2, 7, 8, 9 and 11.
+Store, then reopens it. docs/durability.md rules 2, 7, 8, 9 and 11.
 """
 
 from __future__ import annotations
