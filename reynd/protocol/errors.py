@@ -37,6 +37,7 @@ __all__ = [
     "UnknownIntervention",
     "UnknownRun",
     "WorkspaceDirty",
+    "WorkspaceUnrestorable",
     "error_class",
 ]
 
@@ -232,6 +233,19 @@ class StorageCorrupt(ReyndError):
     name = "storage_corrupt"
 
 
+class WorkspaceUnrestorable(ReyndError):
+    """The workspace cannot be restored as of the target: `data.paths` and `data.reasons` say why.
+
+    `data.stage` "preflight": found before the reset record, nothing changed.
+    "restore": the reset stands (its `data.reset_seq`) and these paths were
+    not restored; the restore is pending (daemon.status `workspace`) until a
+    start or a later reset finishes it.
+    """
+
+    code = -32022
+    name = "workspace_unrestorable"
+
+
 _BY_CODE: dict[int, type[ReyndError]] = {
     cls.code: cls
     for cls in (
@@ -261,6 +275,7 @@ _BY_CODE: dict[int, type[ReyndError]] = {
         LimitExceeded,
         ReadOnlyReplica,
         StorageCorrupt,
+        WorkspaceUnrestorable,
     )
 }
 

@@ -1,4 +1,7 @@
-"""Workspace trees on disk: scanning (with a stat cache), stored manifests, the per-file restore."""
+"""Workspace trees on disk: scanning (with a stat cache), stored manifests.
+
+Restoring a tree onto the workspace is in restore.py.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +16,7 @@ from pathlib import Path
 
 import msgspec
 
-from reynd.storage import crashpoints, fsops
-from reynd.storage.fsutil import fsync_dir, write_all
-from reynd.workspace.blobs import CHUNK, ObjectStore, hash_file
+from reynd.workspace.blobs import ObjectStore, hash_file
 from reynd.workspace.config import ALWAYS_IGNORED
 from reynd.workspace.model import (
     MANIFEST_VERSION,
@@ -39,13 +40,14 @@ __all__ = [
     "load_dir",
     "look",
     "reachable",
-    "restore_tree",
     "scan",
     "store_dir",
     "walk",
 ]
 
-TMP_PREFIX = ".reynd-tmp-"  # a restore's tmp file; a crash may leave one
+# A restore's tmp file (restore.py: the prefix and 16 hex digits; before issue 22,
+# the prefix and the name of the file it became); a crash may leave either.
+TMP_PREFIX = ".reynd-tmp-"
 # A cached hash is trusted only for files whose mtime lies this far before the
 # scan that hashed them: a write in the same timestamp tick must not be missed.
 RACY_NS = 100_000_000
@@ -321,118 +323,3 @@ def look(hasher: Hasher, ignore: Ignore, rel: str) -> Item | None:
 def changed_paths(recorded: Tree, now: Tree) -> list[str]:
     """Paths created, deleted or changed (content, mode, kind) between two trees, sorted."""
     return sorted(p for p in recorded.keys() | now.keys() if recorded.get(p) != now.get(p))
-
-
-def _dirs_of(tree: Iterable[str]) -> set[str]:
-    out: set[str] = set()
-    for p in tree:
-        parts = p.split("/")[:-1]
-        for i in range(1, len(parts) + 1):
-            out.add("/".join(parts[:i]))
-    return out
-
-
-def restore_tree(
-    root: Path, ignore: Ignore, current: Scan, target: Tree, objects: ObjectStore
-) -> tuple[int, int, list[str]]:
-    """Make the workspace equal `target`, one atomic rename (or unlink) per file.
-
-    Paths that `ignore` covers are never touched. Directories are created as
-    needed; a directory left empty by a deletion is removed unless the target
-    needs it. Returns (files written, files deleted, paths skipped because
-    something not reynd's is in the way).
-    """
-    now = current.tree
-    skipped: list[str] = []
-    touched: set[Path] = set()
-    deleted = written = 0
-    needed_dirs = _dirs_of(target)
-    for rel in current.leftovers:
-        if _unlink(root / rel):
-            touched.add((root / rel).parent)
-    # 1. deletions, deepest first
-    emptied: set[str] = set()
-    gone = (p for p in now if p not in target or now[p].kind != target[p].kind)
-    for rel in sorted(gone, reverse=True):
-        if ignore.covers(rel):
-            continue
-        crashpoints.hit("workspace.restore.file")
-        if _unlink(root / rel):
-            deleted += 1
-            touched.add((root / rel).parent)
-            emptied.update(_dirs_of([rel]))
-    for d in sorted(emptied - needed_dirs, key=lambda p: -p.count("/")):
-        try:
-            os.rmdir(root / d)
-        except OSError:
-            continue  # not empty (ignored or unrecorded content): left alone
-        touched.add((root / d).parent)
-    # 2. writes
-    for rel, item in sorted(target.items()):
-        if now.get(rel) == item or ignore.covers(rel):
-            continue
-        path = root / rel
-        if not _make_parents(root, rel, touched):
-            skipped.append(rel)
-            continue
-        crashpoints.hit("workspace.restore.file")
-        tmp = path.with_name(f"{TMP_PREFIX}{path.name}")
-        _unlink(tmp)
-        if item.kind == "l":
-            os.symlink(item.ref, tmp)
-        else:
-            _write_blob(objects, item, tmp)
-        try:
-            fsops.replace(tmp, path)
-        except IsADirectoryError:
-            _unlink(tmp)
-            skipped.append(rel)
-            continue
-        written += 1
-        touched.add(path.parent)
-    for parent in sorted(touched):
-        if parent.is_dir():
-            fsync_dir(parent)
-    return written, deleted, skipped
-
-
-def _unlink(path: Path) -> bool:
-    try:
-        if st.S_ISDIR(os.lstat(path).st_mode):
-            return False
-        fsops.unlink(path)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _make_parents(root: Path, rel: str, touched: set[Path]) -> bool:
-    """Create the directories above `rel`; False when a non-directory is in the way."""
-    cur = root
-    for part in rel.split("/")[:-1]:
-        cur = cur / part
-        try:
-            s = os.lstat(cur)
-        except FileNotFoundError:
-            fsops.mkdir(cur)
-            touched.add(cur.parent)
-            continue
-        if not st.S_ISDIR(s.st_mode):  # a symlink or file: never write through it
-            return False
-    return True
-
-
-def _write_blob(objects: ObjectStore, item: Item, tmp: Path) -> None:
-    src = os.open(objects.path(item.ref), os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = fsops.open(tmp, flags, 0o600)
-        try:
-            while chunk := os.read(src, CHUNK):
-                write_all(fd, chunk)
-            os.fchmod(fd, item.mode)
-            fsops.fsync(fd)
-        finally:
-            fsops.close(fd)
-    finally:
-        os.close(src)
