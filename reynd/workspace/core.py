@@ -108,6 +108,7 @@ class WorkspaceCore:
         self._inflight_done = trio.Event()
         self._pending: tuple[journal.Intent, Dir | None] | None = None  # the reset under way
         self._planned: tuple[int, Dir] | None = None  # (target, its tree): from the preflight
+        self._leftovers: list[str] = []  # tmp files the preflight's scan found
         self.unfinished: Pending | None = None  # the restore a failure left (daemon.status)
         self.blobs: ObjectStore
         self.manifests: ObjectStore

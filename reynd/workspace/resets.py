@@ -67,6 +67,7 @@ class Resets(WorkspaceCore):
                     {**_problem_data(problems), "stage": "preflight", "target": target},
                 )
             self._planned = (target, goal)
+            self._leftovers = now.leftovers  # tmp files a crash left: the restore removes them
             if dirty:
                 log.warning("workspace.forced", paths=len(dirty), kept_as_record_after=head)
 
@@ -117,6 +118,8 @@ class Resets(WorkspaceCore):
             intent, goal = pending
             try:
                 now = await trio.to_thread.run_sync(self._now) if goal is not None else None
+                if now is not None:
+                    now.leftovers, self._leftovers = self._leftovers, []
                 tree = flat(goal) if goal is not None else None
                 restored = await trio.to_thread.run_sync(self._apply, intent, reset_seq, now, tree)
             finally:

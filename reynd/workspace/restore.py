@@ -32,11 +32,10 @@ from reynd.storage import crashpoints, fsops
 from reynd.storage.fsutil import write_all
 from reynd.workspace.blobs import CHUNK, ObjectStore
 from reynd.workspace.model import Item, Tree
-from reynd.workspace.tree import TMP_PREFIX, Ignore, Scan
+from reynd.workspace.tree import DIR_FLAGS, TMP_PREFIX, Ignore, Scan
 
 __all__ = ["Dirs", "Plan", "Restored", "Unsafe", "plan_restore", "preflight", "restore_tree"]
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 # FS_IOC_GETFLAGS (_IOR('f', 1, long)) and the inode flags that stop even root.
 _GETFLAGS = (2 << 30) | (struct.calcsize("l") << 16) | (ord("f") << 8) | 1
@@ -48,9 +47,10 @@ NAME_MAX = 255
 class Unsafe(Exception):
     """Something not reynd's is in the way, or changed under the restore: the path is skipped."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, level: int = 0) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.level = level  # Dirs.verify: the depth of the first directory that moved
 
 
 def tmp_name() -> str:
@@ -81,7 +81,7 @@ class Dirs:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        fd = os.open(root, _DIR_FLAGS)
+        fd = os.open(root, DIR_FLAGS)
         self._chain = [_Open("", fd, _ident(os.fstat(fd)))]
         self.failed: list[tuple[str, str]] = []
 
@@ -108,7 +108,11 @@ class Dirs:
         while k < len(parts) and k + 1 < len(self._chain) and self._chain[k + 1].name == parts[k]:
             k += 1
         self._pop(k + 1)
-        self.verify()
+        try:
+            self.verify()
+        except Unsafe as exc:
+            self._pop(exc.level)  # what no longer lies where it was opened is closed
+            raise
         for part in parts[len(self._chain) - 1 :]:
             fd = self._open(part, create)
             if fd is None:
@@ -120,7 +124,7 @@ class Dirs:
         parent = self._chain[-1]
         while True:
             try:
-                return os.open(name, _DIR_FLAGS, dir_fd=parent.fd)
+                return os.open(name, DIR_FLAGS, dir_fd=parent.fd)
             except FileNotFoundError:
                 if not create:
                     return None
@@ -139,13 +143,17 @@ class Dirs:
                 parent.dirty = True
 
     def verify(self) -> None:
-        """Raise Unsafe unless each open directory is still the entry of its parent it was."""
+        """Raise Unsafe unless each open directory is still the entry of its parent it was.
+
+        The descriptors stay open (a caller may still clean up through one);
+        the next `at` closes those that moved.
+        """
         try:
             same = _ident(os.stat(self.root, follow_symlinks=False)) == self._chain[0].ident
         except OSError:
             same = False
         if not same:
-            raise Unsafe(f"the workspace directory {self.root} was moved or replaced")
+            raise Unsafe(f"the workspace directory {self.root} was moved or replaced", 1)
         for i in range(1, len(self._chain)):
             up, cur = self._chain[i - 1], self._chain[i]
             try:
@@ -154,10 +162,10 @@ class Dirs:
                 same = False
             if not same:
                 rel = "/".join(c.name for c in self._chain[1 : i + 1])
-                self._pop(i)
                 raise Unsafe(
                     f"{rel} changed during the restore (moved, or replaced by a symlink): "
-                    "not followed"
+                    "not followed",
+                    i,
                 )
 
     def touch(self) -> None:
@@ -273,6 +281,8 @@ def _guarded(out: Restored, rel: str, op: Callable[..., bool], *args: object) ->
         out.skipped.append((rel, exc.reason))
     except IsADirectoryError:
         out.skipped.append((rel, "a directory is in the way"))
+    except FileNotFoundError:  # its directory was removed or replaced under the restore
+        out.skipped.append((rel, "a directory on the way was removed during the restore"))
     except OSError as exc:
         out.failed.append((rel, _why(exc)))
     return False
@@ -330,7 +340,7 @@ def _put(dirs: Dirs, objects: ObjectStore, rel: str, item: Item) -> bool:
     """Write `item` at `rel`: a tmp file next to it, fsynced, renamed over it."""
     parent, name = _split(rel)
     fd = dirs.at(parent, create=True)
-    assert fd is not None
+    assert fd is not None  # with create, made if missing
     s = _lstat(name, fd)
     if s is not None and st.S_ISDIR(s.st_mode):
         try:  # an empty directory is nothing reynd records: the file takes its place
@@ -368,7 +378,10 @@ def _link_tmp(target: str, fd: int) -> str:
 
 
 def _write_tmp(objects: ObjectStore, item: Item, dir_fd: int) -> str:
-    src = os.open(objects.path(item.ref), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        src = os.open(objects.path(item.ref), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:  # a failure, not a change in the workspace
+        raise OSError(errno.EIO, f"its stored content (blob {item.ref}) is missing") from None
     try:
         while True:
             tmp = tmp_name()
@@ -421,9 +434,9 @@ def preflight(
         return [(".", f"the workspace directory cannot be opened: {_why(exc)}")]
     try:
         for rel in plan.deletions:
-            check.deletion(rel)
+            check.guarded(rel, check.deletion, rel)
         for rel, item in plan.writes:
-            check.write(rel, item)
+            check.guarded(rel, check.write, rel, item)
         check.space()
     finally:
         check.dirs.close()
@@ -442,6 +455,15 @@ class _Preflight:
         self.where: dict[str, tuple[str, bool] | None] = {"": ("", True)}
         self.need: dict[int, list[int]] = {}  # st_dev -> [bytes, inodes] the writes need
         self.free: dict[int, os.statvfs_result] = {}
+
+    def guarded(self, rel: str, step: Callable[..., None], *args: object) -> None:
+        """One path's checks; a directory that changes under them refuses that path too."""
+        try:
+            step(*args)
+        except Unsafe as exc:
+            self.problems.append((rel, exc.reason))
+        except OSError as exc:
+            self.problems.append((rel, _why(exc)))
 
     def deletion(self, rel: str) -> None:
         parent, name = _split(rel)
@@ -477,7 +499,8 @@ class _Preflight:
             return  # its problem is recorded once
         deepest, complete = where
         fd = self.dirs.at(deepest)
-        assert fd is not None
+        if fd is None:
+            raise Unsafe(f"{deepest} was removed during the preflight")
         if complete and not self._destination(rel, name, fd):
             return
         if not self._probe(deepest):
@@ -541,7 +564,7 @@ class _Preflight:
     def _only_restored(self, rel: str, name: str, fd: int) -> bool:
         """True when directory `rel` holds only what the restore deletes (or nothing)."""
         try:
-            sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            sub = os.open(name, DIR_FLAGS, dir_fd=fd)
         except OSError:
             return False
         try:
@@ -588,7 +611,8 @@ class _Preflight:
             fd = self.dirs.at(rel_dir)
         except Unsafe as exc:
             return exc.reason
-        assert fd is not None
+        if fd is None:
+            return "removed during the preflight"
         kind = _locked(fd)
         if kind:
             return f"the directory is {kind} (chattr): nothing in it can be created or deleted"
