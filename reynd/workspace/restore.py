@@ -81,7 +81,7 @@ class Dirs:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        fd = os.open(root, DIR_FLAGS)
+        fd = fsops.open(root, DIR_FLAGS)  # through fsops: these are fsynced
         self._chain = [_Open("", fd, _ident(os.fstat(fd)))]
         self.failed: list[tuple[str, str]] = []
 
@@ -124,7 +124,7 @@ class Dirs:
         parent = self._chain[-1]
         while True:
             try:
-                return os.open(name, DIR_FLAGS, dir_fd=parent.fd)
+                return fsops.open(name, DIR_FLAGS, dir_fd=parent.fd)
             except FileNotFoundError:
                 if not create:
                     return None
@@ -189,7 +189,7 @@ class Dirs:
             except OSError as exc:
                 self.failed.append((rel, f"fsync of the directory failed: {_why(exc)}"))
             finally:
-                os.close(c.fd)
+                fsops.close(c.fd)
 
 
 @dataclass(frozen=True, slots=True)
