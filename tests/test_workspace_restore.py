@@ -370,3 +370,40 @@ def test_the_restore_runs_on_the_simulated_disk_and_one_failed_path_stops_no_oth
     assert durable["sub/a.txt"] == b"new a" and "gone.txt" not in durable
     assert "emptied" not in durable and "new/deep/link" in durable
     assert {"rmdir", "symlink", "mkdir", "unlink"} <= disk.calls.keys()
+
+
+def test_a_path_failing_after_the_reset_record_leaves_the_others_restored_and_pending(
+    short_tmp: Path, ws: Path
+) -> None:
+    d = start_daemon(
+        short_tmp,
+        config=workspace_config(ws),
+        env={"REYN_CRASH_AT": "workspace.restore.file:2:eio"},  # the 2nd file: b.txt
+    )
+    try:
+        agent = Agent(d)
+        for name in ("a", "b", "c"):
+            write(ws, f"{name}.txt", f"{name}1")
+        g1 = agent.turn()
+        s1 = snapshot(ws)
+        for name in ("a", "b", "c"):
+            write(ws, f"{name}.txt", f"{name}2")
+        agent.turn()
+        err = checkout(d, g1)["error"]
+        assert err["code"] == UNRESTORABLE and err["data"]["stage"] == "restore", err
+        assert err["data"]["paths"] == ["b.txt"] and "EIO" in err["data"]["reasons"]["b.txt"]
+        status = d.call("daemon.status")
+        assert err["data"]["reset_seq"] == status["head"]  # the reset stands
+        assert "stands" in err["message"] and "restart" in err["message"]
+        pending = status["workspace"]["restore_pending"]
+        assert pending["paths"] == ["b.txt"] and pending["reset_seq"] == status["head"]
+        assert (ws / "a.txt").read_text() == "a1" and (ws / "c.txt").read_text() == "c1"
+        assert (ws / "b.txt").read_text() == "b2"
+    finally:
+        d.stop()
+    d = restart(d, short_tmp)  # the start finishes it
+    try:
+        assert d.call("daemon.status")["workspace"]["restore_pending"] is None
+        assert snapshot(ws) == s1
+    finally:
+        d.stop()

@@ -260,22 +260,28 @@ def restore_tree(
         for rel in plan.leftovers:
             _guarded(out, rel, _remove, dirs, rel)
         for rel in plan.deletions:
-            crashpoints.hit("workspace.restore.file")
-            if _guarded(out, rel, _remove, dirs, rel):
+            if _guarded(out, rel, _remove, dirs, rel, point=True):
                 out.deleted += 1
         for d in plan.rmdirs:
             _rmdir(dirs, d)
         for rel, item in plan.writes:
-            crashpoints.hit("workspace.restore.file")
-            if _guarded(out, rel, _put, dirs, objects, rel, item):
+            if _guarded(out, rel, _put, dirs, objects, rel, item, point=True):
                 out.written += 1
     out.failed.extend(dirs.failed)
     return out
 
 
-def _guarded(out: Restored, rel: str, op: Callable[..., bool], *args: object) -> bool:
-    """Run one path's step; what goes wrong is recorded for that path, not raised."""
+def _guarded(
+    out: Restored, rel: str, op: Callable[..., bool], *args: object, point: bool = False
+) -> bool:
+    """Run one path's step; what goes wrong is recorded for that path, not raised.
+
+    `point`: crash point workspace.restore.file first (an error it injects
+    is this path's, as the I/O call right after it would fail).
+    """
     try:
+        if point:
+            crashpoints.hit("workspace.restore.file")
         return op(*args)
     except Unsafe as exc:
         out.skipped.append((rel, exc.reason))
