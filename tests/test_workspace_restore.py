@@ -399,11 +399,16 @@ def test_a_path_failing_after_the_reset_record_leaves_the_others_restored_and_pe
         assert pending["paths"] == ["b.txt"] and pending["reset_seq"] == status["head"]
         assert (ws / "a.txt").read_text() == "a1" and (ws / "c.txt").read_text() == "c1"
         assert (ws / "b.txt").read_text() == "b2"
+        # The daemon serves on: a turn after the reset, with a file of its own.
+        write(ws, "d.txt", "d1")
+        agent.turn()
+        s1["d.txt"] = snapshot(ws)["d.txt"]
     finally:
         d.stop()
-    d = restart(d, short_tmp)  # the start finishes it
+    d = restart(d, short_tmp)  # the start finishes it: the files become the tree of the tip
     try:
         assert d.call("daemon.status")["workspace"]["restore_pending"] is None
         assert snapshot(ws) == s1
+        assert not (d.state_dir / "state" / "workspace-restore.json").exists()
     finally:
         d.stop()
