@@ -7,7 +7,7 @@ from reynctl.render.formats import format_bytes, format_duration
 from reynctl.render.table import Style, _pairs
 from reynd.protocol import methods as m
 
-__all__ = ["follow_line", "replication_line", "status_text"]
+__all__ = ["follow_line", "replication_line", "restore_block", "status_text"]
 
 
 def status_text(st: m.StatusResult, style: Style) -> str:
@@ -34,10 +34,35 @@ def status_text(st: m.StatusResult, style: Style) -> str:
         rows.append(("replication", replication_line(st.replication)))
     if st.follow is not None:
         rows.append(("follows", follow_line(st.follow)))
+    if st.workspace is not None:
+        rows.append(("workspace", f"{st.workspace.root} (rewound with the runtime)"))
     text = _pairs(rows, style)
+    if st.workspace is not None and st.workspace.restore_pending is not None:
+        text += "\n\n" + restore_block(st.workspace.restore_pending, style)
     if st.ambiguous:
         text += "\n\n" + ambiguous_block(st.ambiguous, style)
     return text
+
+
+SHOWN_PATHS = 8
+
+
+def restore_block(p: m.RestorePending, style: Style) -> str:
+    """A workspace restore left unfinished: what it could not restore, and what to do."""
+    head = style(
+        f"! workspace restore pending: the reset {p.reset_seq} to seq {p.target} stands, "
+        f"{p.count} path(s) not restored",
+        "red",
+        "bold",
+    )
+    lines = [f"  {path}: {p.reasons.get(path, '')}" for path in p.paths[:SHOWN_PATHS]]
+    if p.count > SHOWN_PATHS:
+        lines.append(f"  ... and {p.count - SHOWN_PATHS} more (daemon.status, the daemon log)")
+    lines.append(
+        "  fix these (chattr -i, free space, move what is in the way), then restart the "
+        "daemon: the start finishes the restore"
+    )
+    return "\n".join([head, *lines])
 
 
 def replication_line(r: m.ReplicationInfo) -> str:

@@ -497,6 +497,7 @@ class App:
             ambiguous=self.registry.ambiguous(),
             replication=self.shipper.info() if self.shipper else None,
             follow=self.follower.info() if self.follower else None,
+            workspace=self.workspace.info() if self.workspace else None,
         )
 
     async def _generations(self, p: m.GenerationsParams, ctx: CallContext) -> m.GenerationsResult:

@@ -38,6 +38,7 @@ __all__ = [
     "UnknownIntervention",
     "UnknownRun",
     "WorkspaceDirty",
+    "WorkspaceUnrestorable",
     "error_class",
 ]
 
@@ -248,6 +249,19 @@ class StorageUnavailable(ReyndError):
     name = "storage_unavailable"
 
 
+class WorkspaceUnrestorable(ReyndError):
+    """The workspace cannot be restored as of the target: `data.paths` and `data.reasons` say why.
+
+    `data.stage` "preflight": found before the reset record, nothing changed.
+    "restore": the reset stands (its `data.reset_seq`) and these paths were
+    not restored; the restore is pending (daemon.status `workspace`) until a
+    start or a later reset finishes it.
+    """
+
+    code = -32023
+    name = "workspace_unrestorable"
+
+
 _BY_CODE: dict[int, type[ReyndError]] = {
     cls.code: cls
     for cls in (
@@ -278,6 +292,7 @@ _BY_CODE: dict[int, type[ReyndError]] = {
         ReadOnlyReplica,
         StorageCorrupt,
         StorageUnavailable,
+        WorkspaceUnrestorable,
     )
 }
 

@@ -65,6 +65,7 @@ __all__ = [
     "StatusParams",
     "FollowInfo",
     "ReplicationInfo",
+    "RestorePending",
     "StatusResult",
     "SubscribeParams",
     "SubscribeResult",
@@ -85,6 +86,7 @@ __all__ = [
     "WalAppendBatchResult",
     "WalAppendParams",
     "WalAppendResult",
+    "WorkspaceInfo",
 ]
 
 PROTOCOL_VERSION: Final = 1
@@ -147,6 +149,28 @@ class FollowInfo(Result, kw_only=True):
     interval_s: float = 1.0
 
 
+class RestorePending(Result, kw_only=True):
+    """A workspace restore the daemon could not finish: the reset `reset_seq` to `target` stands.
+
+    `paths` (the first 100 of `count`) were not restored, `reasons[path]`
+    says why. The journal stays: a start finishes the restore (the files
+    become the tree as of the tip), and so does a later rewind or checkout.
+    """
+
+    target: Seq
+    reset_seq: Seq
+    count: int = 0
+    paths: list[str] = []
+    reasons: dict[str, str] = {}
+
+
+class WorkspaceInfo(Result, kw_only=True):
+    """Workspace rewind (`[workspace]` in reynd.toml): its directory, and a pending restore."""
+
+    root: str
+    restore_pending: RestorePending | None = None
+
+
 class StatusResult(Result, kw_only=True):
     """`ambiguous` lists steps left without a result by a crash (see agents.resolve)."""
 
@@ -171,6 +195,7 @@ class StatusResult(Result, kw_only=True):
     ambiguous: list[agent_methods.AmbiguousStep] = []
     replication: ReplicationInfo | None = None
     follow: FollowInfo | None = None
+    workspace: WorkspaceInfo | None = None
 
 
 class ShutdownParams(Params, kw_only=True):

@@ -9,6 +9,10 @@ In production every name below *is* the `os` function: no wrapper, no flag,
 and a call costs the same one module-attribute lookup that `os.write` did.
 Reads of whole files at open (`Path.read_bytes`, `iterdir`) stay direct:
 they do not change the disk.
+
+The calls that take `dir_fd` (`open`, `unlink`, `mkdir`, `rmdir`, `symlink`,
+and `replace` with `src_dir_fd`/`dst_dir_fd`) take it here too: the workspace
+restore works relative to directory descriptors, never through a path.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ __all__ = [
     "open",
     "pread",
     "replace",
+    "rmdir",
+    "symlink",
     "unlink",
     "write",
 ]
@@ -42,6 +48,8 @@ ftruncate = os.ftruncate
 replace = os.replace
 unlink = os.unlink
 mkdir = os.mkdir
+rmdir = os.rmdir
+symlink = os.symlink
 
 NAMES = (
     "open",
@@ -54,6 +62,8 @@ NAMES = (
     "replace",
     "unlink",
     "mkdir",
+    "rmdir",
+    "symlink",
 )
 
 

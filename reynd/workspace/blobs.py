@@ -27,17 +27,13 @@ __all__ = ["CHUNK", "ObjectStore", "TreeIndex", "hash_file"]
 CHUNK = 1 << 20
 
 
-def hash_file(path: Path) -> tuple[str, int]:
-    """sha256 (hex) and size of a regular file, read without following a symlink."""
+def hash_file(fd: int) -> tuple[str, int]:
+    """sha256 (hex) and size of what open file `fd` holds from its offset on."""
     h = hashlib.sha256()
     size = 0
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        while chunk := os.read(fd, CHUNK):
-            h.update(chunk)
-            size += len(chunk)
-    finally:
-        os.close(fd)
+    while chunk := os.read(fd, CHUNK):
+        h.update(chunk)
+        size += len(chunk)
     return h.hexdigest(), size
 
 
@@ -82,8 +78,8 @@ class ObjectStore:
             tmp.unlink(missing_ok=True)  # a full disk gets its space back at once
             raise
 
-    def put_file(self, path: Path) -> tuple[str, int, int]:
-        """Copy a regular file in, hashing the bytes copied: (hash, size, bytes added).
+    def put_file(self, src: int) -> tuple[str, int, int]:
+        """Copy open file `src` in (from offset 0), hashing the bytes copied: (hash, size, added).
 
         The hash is of exactly the bytes stored, even if the file changes
         while it is read.
@@ -91,7 +87,7 @@ class ObjectStore:
         h = hashlib.sha256()
         size = 0
         tmp = self._tmp()
-        src = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        os.lseek(src, 0, os.SEEK_SET)
         try:
             fd = open_private(tmp, os.O_WRONLY | os.O_EXCL)
             try:
@@ -105,8 +101,6 @@ class ObjectStore:
         except BaseException:
             tmp.unlink(missing_ok=True)  # a full disk gets its space back at once
             raise
-        finally:
-            os.close(src)
         digest = h.hexdigest()
         if self.has(digest):
             fsops.unlink(tmp)

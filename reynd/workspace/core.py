@@ -27,7 +27,14 @@ from reynd.workspace.observe import observe
 from reynd.workspace.tree import CacheEntry, Hasher, Ignore, Scan, scan
 from reynd.workspace.watch import Dirty, Watcher, WatchUnavailable
 
-__all__ = ["Prepared", "RecordStats", "WorkspaceCore", "file_records", "resolve_root"]
+__all__ = [
+    "Pending",
+    "Prepared",
+    "RecordStats",
+    "WorkspaceCore",
+    "file_records",
+    "resolve_root",
+]
 
 log = structlog.get_logger("reynd.workspace")
 
@@ -51,6 +58,15 @@ class Prepared:
     root: str | None  # the tree's stored root manifest, for a boundary
     hashed: int = 0
     added: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A restore that did not finish: its journal stays for a start or a later reset to finish."""
+
+    target: int
+    reset_seq: int
+    problems: list[tuple[str, str]]  # (path, why), in the order found
 
 
 def resolve_root(config: WorkspaceConfig, state_dir: Path) -> Path:
@@ -91,6 +107,9 @@ class WorkspaceCore:
         self._inflight: set[int] = set()  # file records staged, not durable yet
         self._inflight_done = trio.Event()
         self._pending: tuple[journal.Intent, Dir | None] | None = None  # the reset under way
+        self._planned: tuple[int, Dir] | None = None  # (target, its tree): from the preflight
+        self._leftovers: list[str] = []  # tmp files the preflight's scan found
+        self.unfinished: Pending | None = None  # the restore a failure left (daemon.status)
         self.blobs: ObjectStore
         self.manifests: ObjectStore
         self.index: TreeIndex

@@ -2,19 +2,26 @@
 
 - `before_reset(target, force)`: the workspace is scanned and compared with
   the tree as of the tip; changes reynd did not record refuse the reset
-  (WorkspaceDirty) unless `force`. The steps in flight still run.
+  (WorkspaceDirty) unless `force`. Then the preflight proves the restore
+  can finish (names, directories, inode flags, special files, space):
+  what cannot be restored refuses the reset (WorkspaceUnrestorable), and
+  nothing is written. The steps in flight still run.
 - `reset_records(target)`: they are cancelled now: what the workspace holds
   that is not recorded (what the scan found, what the watcher saw since) is
   stored and becomes a `workspace.files` record just before the reset
   record (so `checkout <reset - 1>` brings it back); the restore journal is
   written.
 - `after_reset(target, reset_seq)`: restore tree(target), file by file;
-  index it as the tree of the target; remove the journal.
+  index it as the tree of the target; remove the journal. A path that
+  fails does not stop the others; with any failed, the journal stays, the
+  restore is reported pending (`unfinished`, daemon.status) and the reset
+  answers WorkspaceUnrestorable (stage "restore"): it stands.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import trio
 
@@ -22,9 +29,10 @@ from reynd.protocol import errors
 from reynd.protocol.events import Event
 from reynd.storage import crashpoints
 from reynd.workspace import journal
-from reynd.workspace.core import Prepared, WorkspaceCore, file_records, log
-from reynd.workspace.model import Dir, apply, flat
-from reynd.workspace.tree import Scan, changed_paths, restore_tree, scan, store_dir
+from reynd.workspace.core import Pending, Prepared, WorkspaceCore, file_records, log
+from reynd.workspace.model import Dir, Tree, apply, flat
+from reynd.workspace.restore import Restored, preflight, restore_tree
+from reynd.workspace.tree import Scan, changed_paths, scan, store_dir
 
 __all__ = ["SHOWN_PATHS", "Resets"]
 
@@ -35,10 +43,12 @@ class Resets(WorkspaceCore):
     async def before_reset(self, target: int, force: bool) -> None:
         await self._settled.wait()
         async with self._lock:
+            self._planned = None
             plan = self.history.plan(target)
             if plan is None:
                 return  # no tree as of target (rewind was off): the files stay as they are
-            dirty = await trio.to_thread.run_sync(self._dirty_paths)
+            now = await trio.to_thread.run_sync(scan, self.root, self._ignore, self._cache)
+            dirty = changed_paths(flat(self._model), now.tree)
             self._dirty.paths.update(dirty)  # for reset_records to record, if it comes to it
             head = self._store.head
             if dirty and not force:
@@ -46,6 +56,18 @@ class Resets(WorkspaceCore):
                     _dirty_message(dirty, head),
                     {"paths": dirty, "workspace": str(self.root), "head": head, "target": target},
                 )
+            goal = await trio.to_thread.run_sync(self.history.execute, plan)
+            problems = await trio.to_thread.run_sync(
+                preflight, self.root, self._ignore, now, flat(goal), self.blobs
+            )
+            if problems:
+                log.warning("workspace.unrestorable", target=target, paths=len(problems))
+                raise errors.WorkspaceUnrestorable(
+                    _unrestorable_message(problems, target, None),
+                    {**_problem_data(problems), "stage": "preflight", "target": target},
+                )
+            self._planned = (target, goal)
+            self._leftovers = now.leftovers  # tmp files a crash left: the restore removes them
             if dirty:
                 log.warning("workspace.forced", paths=len(dirty), kept_as_record_after=head)
 
@@ -54,7 +76,11 @@ class Resets(WorkspaceCore):
         async with self._lock:
             plan = self.history.plan(target)
             prepared = await trio.to_thread.run_sync(self._seal)
-            goal = await trio.to_thread.run_sync(self.history.execute, plan) if plan else None
+            planned, self._planned = self._planned, None
+            if planned is not None and planned[0] == target:
+                goal: Dir | None = planned[1]  # the preflight's: the tree as of target
+            else:
+                goal = await trio.to_thread.run_sync(self.history.execute, plan) if plan else None
             intent = journal.Intent(target=target, head=self._store.head, goal=None, tip=None)
             await trio.to_thread.run_sync(self._write_intent, intent, goal, prepared.model)
             self._adopt(prepared, ())
@@ -92,38 +118,59 @@ class Resets(WorkspaceCore):
             intent, goal = pending
             try:
                 now = await trio.to_thread.run_sync(self._now) if goal is not None else None
-                await trio.to_thread.run_sync(self._apply, intent, reset_seq, now)
+                if now is not None:
+                    now.leftovers, self._leftovers = self._leftovers, []
+                tree = flat(goal) if goal is not None else None
+                restored = await trio.to_thread.run_sync(self._apply, intent, reset_seq, now, tree)
             finally:
-                # Failed part-way, the journal stays and the next start finishes the
-                # restore: the goal is the tree as of the tip meanwhile, whatever the
-                # files hold.
+                # Not finished, the journal stays and a start (or the next reset)
+                # finishes the restore: the goal is the tree as of the tip
+                # meanwhile, whatever the files hold.
                 if goal is not None:
                     self._model = goal
                 self._unindexed = False
                 self._dirty.clear()  # looked at for the restore; later changes are queued
                 self._dirty.full = self._watcher is None
+        if restored.failed:
+            raise errors.WorkspaceUnrestorable(
+                _unrestorable_message(restored.failed, target, reset_seq),
+                {
+                    **_problem_data(restored.failed),
+                    "stage": "restore",
+                    "target": target,
+                    "reset_seq": reset_seq,
+                },
+            )
 
-    def _apply(self, intent: journal.Intent, reset_seq: int, current: Scan | None = None) -> None:
-        """Restore intent.goal, then index the trees; idempotent (a restart redoes it).
+    def _apply(
+        self,
+        intent: journal.Intent,
+        reset_seq: int,
+        current: Scan | None = None,
+        goal: Tree | None = None,
+    ) -> Restored:
+        """Restore intent.goal (or `goal`), then index the trees; idempotent (a restart redoes it).
 
-        `current`: what the workspace holds (a full scan when not known, as at start).
+        `current`: what the workspace holds (a full scan when not known, as at
+        start). With a path not restored, the journal stays (`unfinished`).
         """
         started = time.perf_counter()
         crashpoints.hit("workspace.before_restore")
-        written = deleted = 0
+        restored = Restored()
         if intent.goal is not None:
             if current is None:
                 current = scan(self.root, self._ignore, self._cache)
-            target = flat(self.history.load(intent.goal))
-            written, deleted, skipped = restore_tree(
-                self.root, self._ignore, current, target, self.blobs
-            )
-            if skipped:
+            if goal is None:
+                goal = flat(self.history.load(intent.goal))
+            restored = restore_tree(self.root, self._ignore, current, goal, self.blobs)
+            if restored.skipped:
                 log.error(
                     "workspace.restore_skipped",
-                    paths=skipped[:SHOWN_PATHS],
-                    count=len(skipped),
-                    reason="a directory, symlink or ignored path not recorded is in the way",
+                    paths=[p for p, _ in restored.skipped[:SHOWN_PATHS]],
+                    reasons=dict(restored.skipped[:SHOWN_PATHS]),
+                    count=len(restored.skipped),
+                    reason="a directory, symlink, special file or ignored path not recorded "
+                    "is in the way, or a directory changed during the restore",
                 )
         crashpoints.hit("workspace.after_restore")
         if intent.backup is not None:  # a journal of 0.1.0: its forced checkout's backup
@@ -133,15 +180,32 @@ class Resets(WorkspaceCore):
                 self.index.set(intent.target, intent.goal)  # tree(reset) = tree(target)
         elif intent.tip is not None:
             self.index.set(reset_seq, intent.tip)  # nothing to restore: the files stay
+        if restored.failed:
+            self.unfinished = Pending(intent.target, reset_seq, restored.failed)
+            log.error(
+                "workspace.restore_unfinished",
+                target=intent.target,
+                reset=reset_seq,
+                paths=[p for p, _ in restored.failed[:SHOWN_PATHS]],
+                reasons=dict(restored.failed[:SHOWN_PATHS]),
+                count=len(restored.failed),
+                written=restored.written,
+                deleted=restored.deleted,
+                effect="the journal stays: the next start finishes the restore",
+            )
+            return restored
+        self.unfinished = None
         journal.clear(self._journal)
         log.info(
             "workspace.restored",
             target=intent.target,
             reset=reset_seq,
-            written=written,
-            deleted=deleted,
+            written=restored.written,
+            deleted=restored.deleted,
+            skipped=len(restored.skipped),
             duration_ms=round((time.perf_counter() - started) * 1e3, 3),
         )
+        return restored
 
     def _reset_after(self, intent: journal.Intent) -> int | None:
         """The reset record the journal was written for, if it became durable."""
@@ -149,9 +213,6 @@ class Resets(WorkspaceCore):
             if r > intent.head:
                 return r if t == intent.target else None
         return None
-
-    def _dirty_paths(self) -> list[str]:
-        return changed_paths(flat(self._model), self._scan(False))
 
 
 def _dirty_message(paths: list[str], head: int) -> str:
@@ -163,4 +224,24 @@ def _dirty_message(paths: list[str], head: int) -> str:
         "Save them elsewhere, or retry the checkout with force=true to restore anyway: "
         "what it overwrites is recorded first, right before its reset record R, and "
         "`checkout R-1` brings it back"
+    )
+
+
+def _problem_data(problems: list[tuple[str, str]]) -> dict[str, Any]:
+    return {"paths": [p for p, _ in problems], "reasons": dict(problems)}
+
+
+def _unrestorable_message(problems: list[tuple[str, str]], target: int, reset: int | None) -> str:
+    shown = "; ".join(f"{p}: {why}" for p, why in problems[:SHOWN_PATHS])
+    more = f"; and {len(problems) - SHOWN_PATHS} more" if len(problems) > SHOWN_PATHS else ""
+    if reset is None:
+        return (
+            f"the workspace cannot be restored as of seq {target}, so nothing was changed: "
+            f"{shown}{more}. Rename, move or unlock these (chattr -i), free space if that is "
+            "what is short, then retry"
+        )
+    return (
+        f"the reset {reset} to seq {target} stands, but {len(problems)} path(s) of the "
+        f"workspace were not restored: {shown}{more}. The restore is pending (daemon.status "
+        "`workspace`): fix these, then restart the daemon to finish it"
     )

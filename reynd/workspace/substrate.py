@@ -12,8 +12,10 @@ lineage (`state/trees/<seq>`) plus the `workspace.files` records after it
   of its tree. `on_generation(seq)` then writes `trees/<seq>` (a crash
   before it only means tree(seq) is rebuilt from an older tree + records).
 - `start(head)`: finish a restore the journal shows was interrupted after
-  its reset record became durable (drop it otherwise); rebuild the tree as
-  of the tip, or capture a first one. `settle()` then finds what changed
+  its reset record became durable (drop it otherwise); one that cannot
+  finish is reported (`info()`, the log) and the daemon serves, the
+  journal kept for the next start. Rebuild the tree as of the tip, or
+  capture a first one. `settle()` then finds what changed
   while the daemon was down: recorded with the next step or boundary.
 
 The reset hooks are in resets.py, the retention hooks in retention.py.
@@ -31,9 +33,10 @@ import trio
 
 from reynd.protocol import errors
 from reynd.protocol.events import Event, StepCommitted, boundary_kind
+from reynd.protocol.methods import RestorePending, WorkspaceInfo
 from reynd.storage import crashpoints
 from reynd.workspace import journal
-from reynd.workspace.core import Prepared, RecordStats, file_records, log, resolve_root
+from reynd.workspace.core import Pending, Prepared, RecordStats, file_records, log, resolve_root
 from reynd.workspace.model import Dir, apply, changed, flat
 from reynd.workspace.observe import observe
 from reynd.workspace.resets import Resets
@@ -73,6 +76,8 @@ _FIXES = {
     errno.EPERM: "make that file readable by the daemon, or ignore it ([workspace] ignore)",
 }
 
+SHOWN_IN_STATUS = 100  # paths of an unfinished restore in daemon.status (`count`: all)
+
 
 class Workspace(Resets, Retention):
     """The Substrate for one workspace directory (reynd/daemon/hooks.py)."""
@@ -90,7 +95,7 @@ class Workspace(Resets, Retention):
                     await trio.to_thread.run_sync(journal.clear, self._journal)
                 else:
                     log.warning("workspace.restore_resumed", target=intent.target, reset=reset)
-                    await trio.to_thread.run_sync(self._apply, intent, reset)
+                    await self._resume(intent, reset)
             plan = self.history.plan(self._store.head)
             if plan is None:
                 self._model = await trio.to_thread.run_sync(self._baseline, self._store.head)
@@ -110,6 +115,46 @@ class Workspace(Resets, Retention):
             trees=len(self.index),
             watches=self._watcher.watches if self._watcher else 0,
         )
+
+    async def _resume(self, intent: journal.Intent, reset: int) -> None:
+        """Finish the restore the journal shows; a start never fails on it (it is reported).
+
+        Right after a crash the tip is the reset: its tree is the journal's goal.
+        A tip past it means the daemon served after a restore it could not
+        finish: the files are made the tree as of the tip, what was recorded
+        since included.
+        """
+        head = self._store.head
+        try:
+            goal = None
+            plan = self.history.plan(head) if head > reset and intent.goal else None
+            if plan is not None:
+                goal = flat(await trio.to_thread.run_sync(self.history.execute, plan))
+            await trio.to_thread.run_sync(self._apply, intent, reset, None, goal)
+        except Exception as exc:
+            self.unfinished = Pending(intent.target, reset, [(".", repr(exc))])
+            log.error(
+                "workspace.restore_unfinished",
+                target=intent.target,
+                reset=reset,
+                error=repr(exc),
+                effect="the journal stays: the next start finishes the restore",
+                exc_info=exc,
+            )
+
+    def info(self) -> WorkspaceInfo:
+        """For daemon.status: the workspace, and the restore a failure left, if any."""
+        pending = None
+        if self.unfinished is not None:
+            u = self.unfinished
+            pending = RestorePending(
+                target=u.target,
+                reset_seq=u.reset_seq,
+                count=len(u.problems),
+                paths=[p for p, _ in u.problems[:SHOWN_IN_STATUS]],
+                reasons=dict(u.problems[:SHOWN_IN_STATUS]),
+            )
+        return WorkspaceInfo(root=str(self.root), restore_pending=pending)
 
     async def settle(self) -> None:
         """Mark what changed while the daemon was down, for the next record (once, at start)."""

@@ -1,4 +1,7 @@
-"""Workspace trees on disk: scanning (with a stat cache), stored manifests, the per-file restore."""
+"""Workspace trees on disk: scanning (with a stat cache), stored manifests.
+
+Restoring a tree onto the workspace is in restore.py.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +16,7 @@ from pathlib import Path
 
 import msgspec
 
-from reynd.storage import crashpoints, fsops
-from reynd.storage.fsutil import fsync_dir, write_all
-from reynd.workspace.blobs import CHUNK, ObjectStore, hash_file
+from reynd.workspace.blobs import ObjectStore, hash_file
 from reynd.workspace.config import ALWAYS_IGNORED
 from reynd.workspace.model import (
     MANIFEST_VERSION,
@@ -29,6 +30,7 @@ from reynd.workspace.model import (
 )
 
 __all__ = [
+    "DIR_FLAGS",
     "MAX_DEPTH",
     "TMP_PREFIX",
     "CacheEntry",
@@ -38,14 +40,17 @@ __all__ = [
     "changed_paths",
     "load_dir",
     "look",
+    "open_dir",
+    "open_file",
     "reachable",
-    "restore_tree",
     "scan",
     "store_dir",
     "walk",
 ]
 
-TMP_PREFIX = ".reynd-tmp-"  # a restore's tmp file; a crash may leave one
+# A restore's tmp file (restore.py: the prefix and 16 hex digits; before issue 22,
+# the prefix and the name of the file it became); a crash may leave either.
+TMP_PREFIX = ".reynd-tmp-"
 # A cached hash is trusted only for files whose mtime lies this far before the
 # scan that hashed them: a write in the same timestamp tick must not be missed.
 RACY_NS = 100_000_000
@@ -166,44 +171,109 @@ def _usable(name: str) -> bool:
     return True
 
 
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)  # not there, or not a real directory
+
+
+def open_dir(root: Path, rel: str) -> int | None:
+    """A descriptor of directory `rel` below `root`, each component opened O_NOFOLLOW.
+
+    None when a component is missing or is not a real directory: a path is
+    never resolved through a symlink, whatever changes meanwhile.
+    """
+    try:
+        fd = os.open(root, DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno in _GONE:
+            return None
+        raise
+    for part in rel.split("/") if rel else ():
+        try:
+            nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in _GONE:
+                return None
+            raise
+        os.close(fd)
+        fd = nxt
+    return fd
+
+
+def open_file(root: Path, rel: str) -> int | None:
+    """A read descriptor of the regular file at `rel` (None: none there now), as open_dir."""
+    parent, _, name = rel.rpartition("/")
+    dir_fd = open_dir(root, parent)
+    if dir_fd is None:
+        return None
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in _GONE:
+            return None
+        raise
+    finally:
+        os.close(dir_fd)
+    if not st.S_ISREG(os.fstat(fd).st_mode):  # became a fifo, a device... under us
+        os.close(fd)
+        return None
+    return fd
+
+
 def walk(
     root: Path, ignore: Ignore, under: str = ""
 ) -> Iterator[tuple[str, os.stat_result, str | None]]:
     """(rel path, lstat, link target) of every regular file and symlink not ignored.
 
     `under`: only what lies below that directory (relative to root; nothing
-    when it is not a real directory now). Symlinks are never followed.
+    when it is not a real directory now). Symlinks are never followed: each
+    directory is read through a descriptor opened O_NOFOLLOW from its parent's.
     """
-    if under:
-        try:
-            if not st.S_ISDIR(os.lstat(root / under).st_mode):
-                return
-        except (FileNotFoundError, NotADirectoryError):
-            return
-    stack = [(f"{under}/" if under else "", root / under if under else root)]
-    while stack:
-        prefix, d = stack.pop()
-        try:
-            entries = list(os.scandir(d))
-        except (FileNotFoundError, NotADirectoryError):
+    fd = open_dir(root, under)
+    if fd is None:
+        return
+    try:
+        yield from _walk_at(fd, f"{under}/" if under else "", ignore)
+    finally:
+        os.close(fd)
+
+
+def _walk_at(
+    fd: int, prefix: str, ignore: Ignore
+) -> Iterator[tuple[str, os.stat_result, str | None]]:
+    with os.scandir(fd) as it:
+        entries = list(it)
+    for e in entries:
+        if not _usable(e.name):
             continue
-        for e in entries:
-            if not _usable(e.name):
+        rel = f"{prefix}{e.name}"
+        try:
+            s = os.stat(e.name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if st.S_ISDIR(s.st_mode):
+            if ignore(rel, True) or rel.count("/") >= MAX_DEPTH:
                 continue
-            rel = f"{prefix}{e.name}"
             try:
-                s = e.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if st.S_ISDIR(s.st_mode):
-                if not ignore(rel, True) and rel.count("/") < MAX_DEPTH:
-                    stack.append((rel + "/", Path(e.path)))
-            elif st.S_ISREG(s.st_mode):
-                if not ignore(rel, False):
-                    yield rel, s, None
-            elif st.S_ISLNK(s.st_mode) and not ignore(rel, False):
-                yield rel, s, os.readlink(e.path)
-            # sockets, fifos, devices: not workspace content
+                sub = os.open(e.name, DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in _GONE:
+                    continue  # gone, or swapped for a symlink or file since the stat
+                raise
+            try:
+                yield from _walk_at(sub, rel + "/", ignore)
+            finally:
+                os.close(sub)
+        elif st.S_ISREG(s.st_mode):
+            if not ignore(rel, False):
+                yield rel, s, None
+        elif st.S_ISLNK(s.st_mode) and not ignore(rel, False):
+            try:
+                yield rel, s, os.readlink(e.name, dir_fd=fd)
+            except OSError:
+                continue  # gone, or no longer a link
+        # sockets, fifos, devices: not workspace content
 
 
 class Hasher:
@@ -239,19 +309,17 @@ class Hasher:
             and (self.objects is None or hit.stored)
         ):
             return Item("f", mode, hit.digest, s.st_size)
-        path = self.root / rel
+        fd = open_file(self.root, rel)  # never through a symlink
+        if fd is None:
+            return None  # gone, or not a regular file now
         try:
             # Read once to hash; copy in only content the store does not have yet.
-            digest, size = hash_file(path)
+            digest, size = hash_file(fd)
             if self.objects is not None and not self.objects.has(digest):
-                digest, size, added = self.objects.put_file(path)
+                digest, size, added = self.objects.put_file(fd)
                 self.added += added
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:  # became a symlink under us
-                return None
-            raise
+        finally:
+            os.close(fd)
         self.hashed += 1
         if s.st_mtime_ns < self.started - RACY_NS and size == s.st_size:
             self.cache[rel] = CacheEntry(
@@ -289,30 +357,29 @@ def scan(
 def look(hasher: Hasher, ignore: Ignore, rel: str) -> Item | None:
     """The file or link at `rel` now (None: none there, or not workspace content).
 
-    Every directory on the way must be a real one: a path is never seen
-    through a symlink. The file is always read (the caller knows it changed).
+    Every directory on the way must be a real one (each opened O_NOFOLLOW
+    from its parent): a path is never seen through a symlink. The file is
+    always read (the caller knows it changed).
     """
     parts = rel.split("/")
     name = parts[-1]
     if name.startswith(TMP_PREFIX) or len(parts) > MAX_DEPTH or ignore.covers(rel):
         return None
-    cur = hasher.root
-    for part in parts[:-1]:
-        cur = cur / part
-        try:
-            if not st.S_ISDIR(os.lstat(cur).st_mode):
-                return None
-        except (FileNotFoundError, NotADirectoryError):
-            return None
+    fd = open_dir(hasher.root, "/".join(parts[:-1]))
+    if fd is None:
+        return None
     try:
-        s = os.lstat(cur / name)
+        s = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if st.S_ISLNK(s.st_mode):
+            return Item("l", 0, os.readlink(name, dir_fd=fd), 0)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    if st.S_ISLNK(s.st_mode):
-        try:
-            return Item("l", 0, os.readlink(cur / name), 0)
-        except (FileNotFoundError, OSError):
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:  # no longer a link
             return None
+        raise
+    finally:
+        os.close(fd)
     if not st.S_ISREG(s.st_mode):
         return None
     return hasher.item(rel, s, None, trust_cache=False)
@@ -321,118 +388,3 @@ def look(hasher: Hasher, ignore: Ignore, rel: str) -> Item | None:
 def changed_paths(recorded: Tree, now: Tree) -> list[str]:
     """Paths created, deleted or changed (content, mode, kind) between two trees, sorted."""
     return sorted(p for p in recorded.keys() | now.keys() if recorded.get(p) != now.get(p))
-
-
-def _dirs_of(tree: Iterable[str]) -> set[str]:
-    out: set[str] = set()
-    for p in tree:
-        parts = p.split("/")[:-1]
-        for i in range(1, len(parts) + 1):
-            out.add("/".join(parts[:i]))
-    return out
-
-
-def restore_tree(
-    root: Path, ignore: Ignore, current: Scan, target: Tree, objects: ObjectStore
-) -> tuple[int, int, list[str]]:
-    """Make the workspace equal `target`, one atomic rename (or unlink) per file.
-
-    Paths that `ignore` covers are never touched. Directories are created as
-    needed; a directory left empty by a deletion is removed unless the target
-    needs it. Returns (files written, files deleted, paths skipped because
-    something not reynd's is in the way).
-    """
-    now = current.tree
-    skipped: list[str] = []
-    touched: set[Path] = set()
-    deleted = written = 0
-    needed_dirs = _dirs_of(target)
-    for rel in current.leftovers:
-        if _unlink(root / rel):
-            touched.add((root / rel).parent)
-    # 1. deletions, deepest first
-    emptied: set[str] = set()
-    gone = (p for p in now if p not in target or now[p].kind != target[p].kind)
-    for rel in sorted(gone, reverse=True):
-        if ignore.covers(rel):
-            continue
-        crashpoints.hit("workspace.restore.file")
-        if _unlink(root / rel):
-            deleted += 1
-            touched.add((root / rel).parent)
-            emptied.update(_dirs_of([rel]))
-    for d in sorted(emptied - needed_dirs, key=lambda p: -p.count("/")):
-        try:
-            os.rmdir(root / d)
-        except OSError:
-            continue  # not empty (ignored or unrecorded content): left alone
-        touched.add((root / d).parent)
-    # 2. writes
-    for rel, item in sorted(target.items()):
-        if now.get(rel) == item or ignore.covers(rel):
-            continue
-        path = root / rel
-        if not _make_parents(root, rel, touched):
-            skipped.append(rel)
-            continue
-        crashpoints.hit("workspace.restore.file")
-        tmp = path.with_name(f"{TMP_PREFIX}{path.name}")
-        _unlink(tmp)
-        if item.kind == "l":
-            os.symlink(item.ref, tmp)
-        else:
-            _write_blob(objects, item, tmp)
-        try:
-            fsops.replace(tmp, path)
-        except IsADirectoryError:
-            _unlink(tmp)
-            skipped.append(rel)
-            continue
-        written += 1
-        touched.add(path.parent)
-    for parent in sorted(touched):
-        if parent.is_dir():
-            fsync_dir(parent)
-    return written, deleted, skipped
-
-
-def _unlink(path: Path) -> bool:
-    try:
-        if st.S_ISDIR(os.lstat(path).st_mode):
-            return False
-        fsops.unlink(path)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _make_parents(root: Path, rel: str, touched: set[Path]) -> bool:
-    """Create the directories above `rel`; False when a non-directory is in the way."""
-    cur = root
-    for part in rel.split("/")[:-1]:
-        cur = cur / part
-        try:
-            s = os.lstat(cur)
-        except FileNotFoundError:
-            fsops.mkdir(cur)
-            touched.add(cur.parent)
-            continue
-        if not st.S_ISDIR(s.st_mode):  # a symlink or file: never write through it
-            return False
-    return True
-
-
-def _write_blob(objects: ObjectStore, item: Item, tmp: Path) -> None:
-    src = os.open(objects.path(item.ref), os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = fsops.open(tmp, flags, 0o600)
-        try:
-            while chunk := os.read(src, CHUNK):
-                write_all(fd, chunk)
-            os.fchmod(fd, item.mode)
-            fsops.fsync(fd)
-        finally:
-            fsops.close(fd)
-    finally:
-        os.close(src)

@@ -53,7 +53,9 @@ from typing import Any
 Choose = Callable[[int], int]
 
 # Calls that change the disk: each one is a step at which power can be cut.
-_STEPS = frozenset({"write", "fsync", "fdatasync", "ftruncate", "replace", "unlink", "mkdir"})
+_STEPS = frozenset(
+    {"write", "fsync", "fdatasync", "ftruncate", "replace", "unlink", "mkdir", "rmdir", "symlink"}
+)
 _OPEN_CHANGES = os.O_CREAT | os.O_TRUNC
 
 TORN_MODES = ("none", "torn", "zeros", "garbage")
@@ -90,6 +92,13 @@ class _Dir:
     durable: dict[str, int] = field(default_factory=dict)
     # ("link", name, node) | ("unlink", name) | ("rename", src, dst, node)
     pending: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+def _at(path: str | os.PathLike[str], dir_fd: int | None) -> str | os.PathLike[str]:
+    """The path a call relative to `dir_fd` names (the model tracks paths)."""
+    if dir_fd is None:
+        return path
+    return os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path)
 
 
 def _apply(buf: bytearray, op: _DataOp) -> None:
@@ -164,8 +173,8 @@ class SimDisk:
         self._files[node].durable[:] = path.read_bytes()
         return node
 
-    def _node(self, path: str | os.PathLike[str]) -> int:
-        st = os.stat(path)
+    def _node(self, path: str | os.PathLike[str], follow: bool = True) -> int:
+        st = os.stat(path, follow_symlinks=follow)
         node = self._live.get((st.st_dev, st.st_ino))
         if node is None:
             raise AssertionError(f"{path} was created outside reynd.storage.fsops")
@@ -204,13 +213,21 @@ class SimDisk:
 
     # -- the fsops interface -----------------------------------------------------
 
-    def open(self, path: str | os.PathLike[str], flags: int, mode: int = 0o777) -> int:
+    def open(
+        self,
+        path: str | os.PathLike[str],
+        flags: int,
+        mode: int = 0o777,
+        *,
+        dir_fd: int | None = None,
+    ) -> int:
         if flags & _OPEN_CHANGES:
             self._step("open")  # counted only: the writes and syncs are the steps
         elif self.dead:
             raise PowerCut
+        real, path = path, _at(path, dir_fd)
         existed = os.path.lexists(path)
-        fd = os.open(path, flags, mode)
+        fd = os.open(real, flags, mode, dir_fd=dir_fd)
         st = os.fstat(fd)
         if existed:
             node = self._live.get((st.st_dev, st.st_ino))
@@ -281,29 +298,56 @@ class SimDisk:
         os.ftruncate(fd, length)
         self._files[node].pending.append(_DataOp(length, None))
 
-    def replace(self, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    def replace(
+        self,
+        src: str | os.PathLike[str],
+        dst: str | os.PathLike[str],
+        *,
+        src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None,
+    ) -> None:
         self._step("replace")
-        node = self._node(src)
+        os.replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+        src, dst = _at(src, src_dir_fd), _at(dst, dst_dir_fd)
+        node = self._node(dst, follow=False)  # a symlink is renamed as itself
         src_dir, src_name = self._parent(src)
         dst_dir, dst_name = self._parent(dst)
-        os.replace(src, dst)
         if src_dir is dst_dir:
             src_dir.pending.append(("rename", src_name, dst_name, node))
         else:  # two directories: two independent entry changes
             dst_dir.pending.append(("link", dst_name, node))
             src_dir.pending.append(("unlink", src_name))
 
-    def unlink(self, path: str | os.PathLike[str]) -> None:
+    def unlink(self, path: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
         self._step("unlink")
-        parent, name = self._parent(path)
-        os.unlink(path)
+        parent, name = self._parent(_at(path, dir_fd))
+        os.unlink(path, dir_fd=dir_fd)
         parent.pending.append(("unlink", name))
 
-    def mkdir(self, path: str | os.PathLike[str], mode: int = 0o777) -> None:
+    def rmdir(self, path: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
+        self._step("rmdir")
+        parent, name = self._parent(_at(path, dir_fd))
+        os.rmdir(path, dir_fd=dir_fd)
+        parent.pending.append(("unlink", name))
+
+    def mkdir(
+        self, path: str | os.PathLike[str], mode: int = 0o777, *, dir_fd: int | None = None
+    ) -> None:
         self._step("mkdir")
-        parent, name = self._parent(path)
-        os.mkdir(path, mode)
-        node = self._new(os.stat(path), True)
+        at = _at(path, dir_fd)
+        parent, name = self._parent(at)
+        os.mkdir(path, mode, dir_fd=dir_fd)
+        node = self._new(os.stat(at), True)
+        parent.pending.append(("link", name, node))
+
+    def symlink(
+        self, target: str, path: str | os.PathLike[str], *, dir_fd: int | None = None
+    ) -> None:
+        self._step("symlink")
+        at = _at(path, dir_fd)
+        parent, name = self._parent(at)
+        os.symlink(target, path, dir_fd=dir_fd)
+        node = self._new(os.lstat(at), False)  # its content: nothing the model reads
         parent.pending.append(("link", name, node))
 
     # -- after the cut -------------------------------------------------------------
