@@ -25,7 +25,6 @@ import json
 import multiprocessing
 import socket
 import statistics
-import sys
 import threading
 import time
 from pathlib import Path
@@ -214,4 +213,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

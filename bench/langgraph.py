@@ -101,7 +101,10 @@ class _Delta(TypedDict):
 
 def build(saver: BaseCheckpointSaver[Any], delta: bool = False) -> Any:
     graph: StateGraph[Any] = StateGraph(_Delta if delta else _Plain)
-    graph.add_node("model", _model)
+    # _model's parameter is annotated dict, not a state TypedDict, on purpose: LangGraph
+    # reads that annotation at run time and would take a TypedDict as the node's own input
+    # schema (the _Plain channels in the _Delta graph). Its stubs want a state-like type.
+    graph.add_node("model", _model)  # type: ignore[type-var]
     graph.add_node("tools", ToolNode([lookup]))
     graph.add_edge(START, "model")
     graph.add_conditional_edges("model", tools_condition)

@@ -224,7 +224,7 @@ def main() -> None:
     with workdir() as base:
         moto, endpoint = start_moto(base)
         try:
-            result = {
+            result: dict[str, Any] = {
                 "append_throughput": measure_throughput(base, endpoint, args.seconds, args.rounds),
                 "bytes_per_turn": measure_bytes_per_turn(base, endpoint),
                 "restore": measure_restore(base, endpoint, [int(s) for s in args.sizes.split(",")]),

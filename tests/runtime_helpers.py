@@ -180,7 +180,10 @@ def pid_gone(pid: int) -> bool:
 
 
 def read_pid(path: Path) -> int:
-    return int(wait_until(lambda: path.exists() and path.read_text(), f"pid file {path}"))
+    def text() -> str | None:
+        return path.read_text() if path.exists() else None
+
+    return int(wait_until(text, f"pid file {path}"))
 
 
 def kill_daemon(d: Daemon) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import wait_until
@@ -18,8 +19,8 @@ def file_bytes(root: Path, pattern: str) -> tuple[int, int]:
     return sum(p.stat().st_size for p in found), len(found)
 
 
-def parts(du: dict[str, object]) -> dict[str, dict[str, int]]:
-    return {p["name"]: p for p in du["parts"]}  # type: ignore[index,attr-defined,misc]
+def parts(du: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in du["parts"]}
 
 
 def test_du_counts_every_part_of_the_state_dir_and_what_gc_would_free(short_tmp: Path) -> None:

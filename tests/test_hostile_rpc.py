@@ -118,7 +118,7 @@ def test_depth_limit_is_exact_and_what_passes_survives_a_restart(short_tmp: Path
     try:
         # message(1) > params(2) > data(3) > options(4) > k lists: depth 4 + k.
         fits = MAX_DEPTH - 4
-        ok = {"agent": "deep", "kind": "agent.created", "data": {"options": {}}}
+        ok: dict[str, Any] = {"agent": "deep", "kind": "agent.created", "data": {"options": {}}}
         ok["data"]["options"] = {"x": json.loads(nested(fits))}
         with d.connect() as c:
             seq = c.call("wal.append", ok)["seq"]
@@ -129,8 +129,8 @@ def test_depth_limit_is_exact_and_what_passes_survives_a_restart(short_tmp: Path
             c.send_json(line)
             assert_limit(c.recv_json(), "max_depth")  # id null: refused before decoding
             # The case: ~978 levels, acknowledged before, bricking every restart.
-            line = deep_lines(978)["wal.append data"]
-            c.send(line + b"\n")
+            raw = deep_lines(978)["wal.append data"]
+            c.send(raw + b"\n")
             assert_limit(c.recv_json(), "max_depth")
             assert c.call("daemon.status")["head"] == seq
     finally:
@@ -257,8 +257,10 @@ def _long_batch_yields(d: Daemon) -> None:
     # Each member is real work that never waits for anything and writes nothing
     # (the tip's state, ~200 KB, encoded for a notification): only the
     # dispatcher itself can yield between them.
-    read = {"jsonrpc": "2.0", "method": "state.get", "params": {}}
-    batch = [{"jsonrpc": "2.0", "method": "subscribe", "params": {"topics": ["records"]}, "id": 0}]
+    read: dict[str, Any] = {"jsonrpc": "2.0", "method": "state.get", "params": {}}
+    batch: list[dict[str, Any]] = [
+        {"jsonrpc": "2.0", "method": "subscribe", "params": {"topics": ["records"]}, "id": 0}
+    ]
     batch += [read] * 998 + [{"jsonrpc": "2.0", "method": "daemon.status", "id": 1}]
     with d.connect() as attacker, d.connect() as good:
         attacker.send(json.dumps(batch).encode() + b"\n")
@@ -498,7 +500,11 @@ def test_huge_integers_acknowledged_by_an_older_version_do_not_brick_the_state_d
             assert "agent 'old' holds an integer msgpack cannot hold" in d.stderr()
             # Both values replaced: the state is one a snapshot holds again.
             for name in ("old", "neg"):
-                configured = {"agent": name, "kind": "agent.configured", "data": {"options": {}}}
+                configured: dict[str, Any] = {
+                    "agent": name,
+                    "kind": "agent.configured",
+                    "data": {"options": {}},
+                }
                 c.call("wal.append", configured)
             i = 0
             while c.call("retention.get")["snapshots"] == 0:

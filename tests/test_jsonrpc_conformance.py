@@ -454,6 +454,7 @@ async def test_calls_are_logged_by_level_and_quick_calls_answer_like_the_rest() 
                 await dispatcher.handle(read, ctx, out, dispatcher.quick_call(read))
         finally:
             structlog.configure(**saved)
+        assert replies[0] is not None
         assert out.lines == [replies[0]] and json.loads(replies[0])["result"] == {"seq": 3}
         logged = [(e["method"], e["log_level"]) for e in logs if e["event"] == "rpc"]
         expected = [("generations.list", "info"), ("daemon.shutdown", "info")]

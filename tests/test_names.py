@@ -134,10 +134,11 @@ def test_both_doors_agree_on_arbitrary_text(client: Client, name: str) -> None:
 )
 def test_a_lookup_of_a_name_never_born_is_not_found(client: Client, method: str) -> None:
     """Lookups take any name (an older release may have created it): a missing one is -32006."""
-    extra: dict[str, Any] = {
+    extras: dict[str, dict[str, Any]] = {
         "agents.send": {"text": "hi"},
         "act_turn.rewind": {"seq": 0},
-    }.get(method, {})
+    }
+    extra = extras.get(method, {})
     code, data = _code(client, method, {"agent": "a\nb", **extra})
     if method == "events.list":  # a filter: nothing matches
         assert (code, data["events"]) == (0, []), data

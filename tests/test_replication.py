@@ -531,12 +531,13 @@ def test_a_follower_serves_reads_subscriptions_and_refuses_writes(
         assert f.call("state.diff", {"from_seq": 2, "to_seq": head(f)}) == p.call(
             "state.diff", {"from_seq": 2, "to_seq": head(p)}
         )
-        for method, params in [
+        writes: list[tuple[str, dict[str, Any]]] = [
             ("wal.append", {"agent": "ada", "kind": "agent.configured"}),
             ("rewind", {"seq": 1}),
             ("agents.create", {"name": "new"}),
             ("retention.set", {"wal_keep_records": 1}),
-        ]:
+        ]
+        for method, params in writes:
             err = error_of(f, method, params)
             assert err["code"] == -32020, (method, err)
             assert err["data"]["source"] == f"{url}/" and "read-only replica" in err["message"]

@@ -9,6 +9,7 @@ stray claim that continues no generation is refused saying so.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,11 @@ def test_a_follower_at_a_gap_reports_gap_with_the_range(
             info: dict[str, Any] = f.call("daemon.status")["follow"]
             return info if info["state"] == "gap" else None
 
+        def pulled_after(before: object) -> dict[str, Any] | None:
+            """The gap reported by a pull later than the one at `before`."""
+            info = at_gap()
+            return info if info is not None and info["last_pulled_at"] != before else None
+
         info = wait_until(at_gap, "the follower to report the gap")
         assert head(f) == first - 1
         assert info["remote_head"] == tip and info["lag_records"] == tip - (first - 1), info
@@ -125,10 +131,7 @@ def test_a_follower_at_a_gap_reports_gap_with_the_range(
         # Later pulls (interval 0.1 s) find the same: it stays at the gap, and says so.
         pulled = info["last_pulled_at"]
         for _ in range(3):
-            again = wait_until(
-                lambda p=pulled: (i := at_gap()) and i["last_pulled_at"] != p and i,
-                "another pull",
-            )
+            again = wait_until(functools.partial(pulled_after, pulled), "another pull")
             pulled = again["last_pulled_at"]
         assert head(f) == first - 1 and again["lag_records"] == tip - (first - 1), again
     finally:

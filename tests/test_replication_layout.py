@@ -26,7 +26,7 @@ def test_keys_round_trip_and_sort_by_seq() -> None:
 
 
 def _covers(objs: list[WalObject], lo: int, hi: int) -> bool:
-    held = set()
+    held: set[int] = set()
     for o in objs:
         held.update(range(o.first, o.last + 1))
     return all(s in held for s in range(lo, hi + 1))

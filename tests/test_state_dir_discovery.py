@@ -16,7 +16,7 @@ from pathlib import Path
 
 from reynctl.client import find_socket
 from reynd.protocol.paths import find_state_dir, resolve_state_dir, state_socket
-from tests.harness import start_daemon
+from tests.harness import Daemon, start_daemon
 from tests.test_reynctl_cli import _env
 
 
@@ -34,7 +34,7 @@ def reynctl_in(cwd: Path, runtime: Path, *args: str) -> subprocess.CompletedProc
     )
 
 
-def serve_in(project: Path, runtime: Path):  # type: ignore[no-untyped-def]
+def serve_in(project: Path, runtime: Path) -> Daemon:
     """`reynd serve` started in `project` with no --state-dir and no --socket."""
     state = project / ".reyn"
     command = [sys.executable, "-m", "reynd.daemon.cli", "serve", "--log-format", "json"]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from textual.app import App
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.screen import Screen
@@ -572,7 +573,7 @@ def test_command_palette_offers_the_tui_commands(daemon: Daemon) -> None:
     daemon.call("agents.create", {"name": "b"})
 
     async def command(pilot: Pilot[None], query: str, expect: str) -> None:
-        app = pilot.app
+        app: App[Any] = pilot.app  # CommandPalette.is_open takes an App[object]
         await pilot.press("ctrl+p")
         await until(pilot, lambda: CommandPalette.is_open(app), "the palette")
         await pilot.press(*query)

@@ -216,6 +216,11 @@ def check(state: RuntimeState, event: ev.Event) -> None:
             f"no agent {event.agent!r} at the tip: create it first (agent.created)",
             {"agent": event.agent, "field": "agent", "reason": "no such agent at the tip"},
         )
+    _check_against(agent, event)
+
+
+def _check_against(agent: AgentState, event: ev.AgentEvent) -> None:
+    """Refuse an agent's event that its turns, plans or skill runs do not admit."""
     if isinstance(event, ev.TurnStarted):
         if not any(m.message_id == event.message_id for m in agent.inbox):
             raise errors.InvalidEvent(

@@ -151,6 +151,35 @@ class App:
         self.failure: Exception | None = None  # one of our tasks died after start-up
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self._open_storage()
+        await self._assemble()
+        self.committer.start()
+        serving = False  # once started, a task that dies stops the daemon (exit 3)
+        try:
+            try:
+                async with trio.open_nursery() as nursery:
+                    await self._start_tasks(nursery)
+                    task_status.started()
+                    serving = True
+                    await self.committer.failed.wait()
+                    # Let the daemon stop as on SIGTERM: requests in flight get their
+                    # storage_failed answers instead of a dropped connection.
+                    log.critical("storage.failed", error=repr(self.committer.failure))
+                    # `send --wait` callers first: their turns will never end now.
+                    assert self.committer.failure is not None
+                    self.registry.fail_waiters(storage_failed(self.committer.failure))
+                    self._on_fatal()
+                    await trio.sleep_forever()
+            except Exception as exc:
+                if not serving:
+                    raise  # start-up failed: the daemon exits with this error
+                await self._task_died(exc)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._close()
+
+    async def _open_storage(self) -> None:
+        """Open the store (recovery) and this run's audit log."""
         started = time.perf_counter()
         self.store = await trio.to_thread.run_sync(Store.open, self.state_dir, self._options)
         store = self.store
@@ -179,6 +208,10 @@ class App:
                 floor=store.floor,
             )
         )
+
+    async def _assemble(self) -> None:
+        """Reap a previous daemon's executors, then build the parts that serve the store."""
+        store = self.store
         # Holding the lock: every recorded executor process is a previous
         # daemon's. Kill the ones still alive before any agent runs a step.
         groups = ProcessGroups(self.state_dir / "state" / "procs")
@@ -211,70 +244,56 @@ class App:
         elif location is not None:
             self.shipper = Shipper(self._replicate, location, store)
             await self.shipper.open()  # ReplicaRefused: the operator must act
-        self.committer.start()
-        serving = False  # once started, a task that dies stops the daemon (exit 3)
-        try:
-            try:
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(self.coordinator.run)
-                    nursery.start_soon(self._snapshotter)
-                    nursery.start_soon(self.audit.run)
-                    nursery.start_soon(self.scrub.run)
-                    # Substrates first: a restore a crash interrupted must finish
-                    # before any agent runs a turn against the workspace.
-                    for substrate in self.coordinator.substrates:
-                        await substrate.start(store.head)
-                    if self.follower is not None:
-                        # A replica runs no agent and keeps all it pulls.
-                        nursery.start_soon(self.follower.run)
-                    else:
-                        # Steps a clean stop cut run again; the file is gone (durably)
-                        # before they do, so a crash in the re-run leaves them ambiguous.
-                        resume = await trio.to_thread.run_sync(
-                            clean_stop.take, self.state_dir / "state", store.head, store.state
-                        )
-                        await nursery.start(partial(self.registry.run, resume=resume))
-                        nursery.start_soon(gc_loop, self)
-                    nursery.start_soon(self._capture_generations)
-                    nursery.start_soon(self.config.run)
-                    if self.workspace is not None:
-                        nursery.start_soon(self.workspace.run)
-                    if self.shipper is not None:
-                        nursery.start_soon(self.shipper.run)
-                    task_status.started()
-                    serving = True
-                    await self.committer.failed.wait()
-                    # Let the daemon stop as on SIGTERM: requests in flight get their
-                    # storage_failed answers instead of a dropped connection.
-                    log.critical("storage.failed", error=repr(self.committer.failure))
-                    # `send --wait` callers first: their turns will never end now.
-                    assert self.committer.failure is not None
-                    self.registry.fail_waiters(storage_failed(self.committer.failure))
-                    self._on_fatal()
-                    await trio.sleep_forever()
-            except Exception as exc:
-                if not serving:
-                    raise  # start-up failed: the daemon exits with this error
-                await self._task_died(exc)
-        finally:
-            with trio.CancelScope(shield=True):
-                await self.committer.stop()
-                if self.shipper is not None and self.committer.failure is None:
-                    # Every append is durable now: ship the last of them.
-                    await self.shipper.flush(self._replicate.timeout_s)
-                await self.audit.aclose(store.head, store.lineage.branch_of(store.head))
-                if self.committer.failure is None:
-                    if self.failure is None:
-                        # Holding the lock, which close releases. Not after a task
-                        # died: what the runners were doing is not known for sure,
-                        # so the steps they cut stay ambiguous, as after a crash.
-                        await self._save_clean_stop()
-                    # Every append is durable: the extent file records the head.
-                    await trio.to_thread.run_sync(partial(store.close, record_head=True))
-                self.config.close()
-                if self.workspace is not None:
-                    self.workspace.close()
-                log.info("storage.closed", head=store.head)
+
+    async def _start_tasks(self, nursery: trio.Nursery) -> None:
+        """Start the daemon's tasks in `nursery`: substrates before any agent runs."""
+        store = self.store
+        await nursery.start(self.coordinator.run)
+        nursery.start_soon(self._snapshotter)
+        nursery.start_soon(self.audit.run)
+        nursery.start_soon(self.scrub.run)
+        # Substrates first: a restore a crash interrupted must finish
+        # before any agent runs a turn against the workspace.
+        for substrate in self.coordinator.substrates:
+            await substrate.start(store.head)
+        if self.follower is not None:
+            # A replica runs no agent and keeps all it pulls.
+            nursery.start_soon(self.follower.run)
+        else:
+            # Steps a clean stop cut run again; the file is gone (durably)
+            # before they do, so a crash in the re-run leaves them ambiguous.
+            resume = await trio.to_thread.run_sync(
+                clean_stop.take, self.state_dir / "state", store.head, store.state
+            )
+            await nursery.start(partial(self.registry.run, resume=resume))
+            nursery.start_soon(gc_loop, self)
+        nursery.start_soon(self._capture_generations)
+        nursery.start_soon(self.config.run)
+        if self.workspace is not None:
+            nursery.start_soon(self.workspace.run)
+        if self.shipper is not None:
+            nursery.start_soon(self.shipper.run)
+
+    async def _close(self) -> None:
+        """Stop the committer, ship and close the logs, and close the store (shielded)."""
+        store = self.store
+        await self.committer.stop()
+        if self.shipper is not None and self.committer.failure is None:
+            # Every append is durable now: ship the last of them.
+            await self.shipper.flush(self._replicate.timeout_s)
+        await self.audit.aclose(store.head, store.lineage.branch_of(store.head))
+        if self.committer.failure is None:
+            if self.failure is None:
+                # Holding the lock, which close releases. Not after a task
+                # died: what the runners were doing is not known for sure,
+                # so the steps they cut stay ambiguous, as after a crash.
+                await self._save_clean_stop()
+            # Every append is durable: the extent file records the head.
+            await trio.to_thread.run_sync(partial(store.close, record_head=True))
+        self.config.close()
+        if self.workspace is not None:
+            self.workspace.close()
+        log.info("storage.closed", head=store.head)
 
     async def _task_died(self, exc: Exception) -> None:
         """One of our tasks died (the others are cancelled): stop as on SIGTERM, then exit 3.

@@ -142,14 +142,7 @@ class AuditApi:
         return am.EventsRunsResult(runs=out, current=store.run_id, directory=str(store.directory))
 
     async def _list(self, p: am.EventsListParams, ctx: CallContext) -> am.EventsListResult:
-        start: tuple[str, int] | None = None
-        if p.cursor is not None:
-            start = _cursor(p.cursor)
-            if p.run is not None and start[0] != p.run:
-                raise errors.InvalidParams(
-                    f"cursor {p.cursor!r} belongs to run {start[0]}, not {p.run}",
-                    {"field": "cursor", "reason": "cursor of another run"},
-                )
+        start = _list_start(p)
         if p.run is not None:
             self._known_run(p.run)
         loaded = await self._store.load(None if p.run is None else {p.run})
@@ -162,15 +155,7 @@ class AuditApi:
             for line in loaded.runs[run]:
                 if start is not None and run == start[0] and line.i < start[1]:
                     continue
-                if p.agent is not None and line.agent != p.agent:
-                    continue
-                if kinds and line.kind not in kinds:
-                    continue
-                if p.branch is not None and line.branch != p.branch:
-                    continue
-                if p.from_seq is not None and line.seq < p.from_seq:
-                    continue
-                if p.to_seq is not None and line.seq > p.to_seq:
+                if not _matches(p, kinds, line):
                     continue
                 if len(events) == p.limit:
                     next_cursor = f"{run}:{line.i}"
@@ -339,3 +324,29 @@ class AuditApi:
             )
 
         return await self._off_loop(work)
+
+
+def _matches(p: am.EventsListParams, kinds: set[str], line: AuditLine) -> bool:
+    """Does `line` pass events.list's filters (agent, kind, branch, seq range)?"""
+    if p.agent is not None and line.agent != p.agent:
+        return False
+    if kinds and line.kind not in kinds:
+        return False
+    if p.branch is not None and line.branch != p.branch:
+        return False
+    if p.from_seq is not None and line.seq < p.from_seq:
+        return False
+    return p.to_seq is None or line.seq <= p.to_seq
+
+
+def _list_start(p: am.EventsListParams) -> tuple[str, int] | None:
+    """(run, index) where events.list resumes: its cursor's, which must be of `p.run`."""
+    if p.cursor is None:
+        return None
+    start = _cursor(p.cursor)
+    if p.run is not None and start[0] != p.run:
+        raise errors.InvalidParams(
+            f"cursor {p.cursor!r} belongs to run {start[0]}, not {p.run}",
+            {"field": "cursor", "reason": "cursor of another run"},
+        )
+    return start

@@ -356,6 +356,27 @@ class Dispatcher:
             return _NO_REPLY
         return _Err("2.0", _integer_out_of_range().to_wire(), reply_id)
 
+    async def _members(self, line: bytes, out: Output) -> list[msgspec.Raw] | None:
+        """The members of batch `line`; None once the one error reply it gets is written."""
+        if batch_exceeds(line, self._max_batch):
+            err: errors.ReyndError = errors.LimitExceeded(
+                f"Batch too large: more than {self._max_batch} members; "
+                "split it into smaller batches",
+                {"limit_name": "max_batch_members", "limit": self._max_batch},
+            )
+            await out.line(encode_error_line(err))
+            return None
+        try:
+            members = _BATCH_DECODER.decode(line)
+        except msgspec.DecodeError as exc:
+            await out.line(_ENCODER.encode(_parse_error(exc)))
+            return None
+        if not members:
+            err = errors.InvalidRequest("Invalid Request: empty batch", {"reason": "empty batch"})
+            await out.line(encode_error_line(err))
+            return None
+        return members
+
     async def _batch(self, line: bytes, ctx: CallContext, out: Output) -> None:
         """Members run in order (replies keep the order of the requests), one at a time.
 
@@ -366,22 +387,8 @@ class Dispatcher:
         little memory whatever its replies weigh. A batch whose client is
         gone stops.
         """
-        if batch_exceeds(line, self._max_batch):
-            err: errors.ReyndError = errors.LimitExceeded(
-                f"Batch too large: more than {self._max_batch} members; "
-                "split it into smaller batches",
-                {"limit_name": "max_batch_members", "limit": self._max_batch},
-            )
-            await out.line(encode_error_line(err))
-            return
-        try:
-            members = _BATCH_DECODER.decode(line)
-        except msgspec.DecodeError as exc:
-            await out.line(_ENCODER.encode(_parse_error(exc)))
-            return
-        if not members:
-            err = errors.InvalidRequest("Invalid Request: empty batch", {"reason": "empty batch"})
-            await out.line(encode_error_line(err))
+        members = await self._members(line, out)
+        if members is None:
             return
         budget = out.budget
         collected: list[bytes] = []
@@ -523,6 +530,18 @@ class Dispatcher:
         return _NO_REPLY if notification else reply
 
 
+def _by_name(entry: _Method, params: list[Any]) -> dict[str, Any]:
+    """Positional params as the object they stand for (-32602 if there are too many)."""
+    if len(params) > len(entry.fields):
+        raise errors.InvalidParams(
+            f"Invalid params: {entry.definition.name} takes at most "
+            f"{len(entry.fields)} positional params ({', '.join(entry.fields) or 'none'}),"
+            f" got {len(params)}",
+            {"expected": list(entry.fields), "got": len(params)},
+        )
+    return dict(zip(entry.fields, params, strict=False))
+
+
 def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[Any] | None) -> Any:
     """The method's params Struct from raw bytes or a decoded value (-32602 on failure)."""
     params_type = entry.definition.params
@@ -540,14 +559,7 @@ def _decode_params(entry: _Method, params: msgspec.Raw | dict[str, Any] | list[A
         if params is None:
             return msgspec.convert({}, params_type)
         if isinstance(params, list):
-            if len(params) > len(entry.fields):
-                raise errors.InvalidParams(
-                    f"Invalid params: {entry.definition.name} takes at most "
-                    f"{len(entry.fields)} positional params ({', '.join(entry.fields) or 'none'}),"
-                    f" got {len(params)}",
-                    {"expected": list(entry.fields), "got": len(params)},
-                )
-            params = dict(zip(entry.fields, params, strict=False))
+            params = _by_name(entry, params)
         # Strict, as msgspec is by default: an int field takes a JSON integer only (never
         # 1.0, 1e2 or 1e-400, which decode as floats), a str field no number, and so on.
         return msgspec.convert(params, params_type)

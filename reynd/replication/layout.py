@@ -192,6 +192,30 @@ class RestorePlan:
     gap: tuple[int, int] | None = None  # seqs missing below `shipped` (allow_gap: head before it)
 
 
+def _by_generation(wal: Iterable[WalObject]) -> dict[int, list[WalObject]]:
+    """The WAL objects of each generation, in the order given."""
+    by_gen: dict[int, list[WalObject]] = {}
+    for obj in wal:
+        by_gen.setdefault(obj.generation, []).append(obj)
+    return by_gen
+
+
+def _chain(claims: Mapping[int, Claim]) -> list[tuple[int, int, int | None]]:
+    """(generation, lo, hi or None = its end), oldest first: the newest claim's `continues`."""
+    chain: list[tuple[int, int, int | None]] = []
+    gen: int | None = max(claims)
+    upper: int | None = None
+    while gen is not None:
+        claim = claims.get(gen)
+        if claim is None:
+            raise GapError(f"generation {gen} is continued but its claim is missing")
+        chain.append((gen, claim.base_seq, upper))
+        upper = claim.base_seq - 1
+        gen = claim.continues
+    chain.reverse()
+    return chain
+
+
 def plan_restore(
     claims: Mapping[int, Claim],
     wal: Iterable[WalObject],
@@ -217,20 +241,8 @@ def plan_restore(
     """
     if not claims:
         raise GapError("the prefix holds no generation: nothing was ever shipped there")
-    by_gen: dict[int, list[WalObject]] = {}
-    for obj in wal:
-        by_gen.setdefault(obj.generation, []).append(obj)
-    chain: list[tuple[int, int, int | None]] = []  # (generation, lo, hi or None = its end)
-    gen: int | None = max(claims)
-    upper: int | None = None
-    while gen is not None:
-        claim = claims.get(gen)
-        if claim is None:
-            raise GapError(f"generation {gen} is continued but its claim is missing")
-        chain.append((gen, claim.base_seq, upper))
-        upper = claim.base_seq - 1
-        gen = claim.continues
-    chain.reverse()
+    by_gen = _by_generation(wal)
+    chain = _chain(claims)
     # A generation's objects are trusted only within the seqs it owns: a
     # superseded writer may have shipped past its successor's base.
     owns = {g: upto for g, _, upto in chain}

@@ -235,6 +235,27 @@ class ProcessGroups:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
 
+    def _alive(
+        self,
+        records: list[tuple[Path, GroupRecord]],
+        procs: dict[int, ProcStat],
+        verified: set[int],
+    ) -> dict[int, int]:
+        """Each live process of a recorded group -> its group's index in `records`.
+
+        `verified`: the leaders seen alive (their members stay ours), updated.
+        """
+        found: dict[int, int] = {}
+        for i, (_, record) in enumerate(records):
+            pids, check = victims(record, procs, self._boot_id)
+            if check and record.pid not in verified:
+                pids = [pid for pid in pids if _carries(pid, record.token)]
+            elif pids:
+                verified.add(record.pid)
+            for pid in pids:
+                found.setdefault(pid, i)
+        return found
+
     def reap_orphans(self) -> list[int]:
         """Kill (SIGKILL) every recorded group still alive, then remove the records.
 
@@ -248,49 +269,17 @@ class ProcessGroups:
         is gone; it never stops the daemon from starting.
         """
         paths = sorted(p for p in self.directory.iterdir() if p.is_file())
-        records: list[tuple[Path, GroupRecord]] = []
-        for path in paths:
-            record = load(path)
-            if record is None:
-                log.warning("procs.record_unreadable", path=str(path))
-            else:
-                records.append((path, record))
+        records = _load_all(paths)
         killed: list[int] = []
         refused: dict[int, int] = {}  # pid -> its group's index in records
         verified: set[int] = set()  # leaders seen alive: their members stay ours
         for _ in range(_ROUNDS):
-            procs = _processes()
-            found: dict[int, int] = {}  # pid -> its group's index in records
-            for i, (_, record) in enumerate(records):
-                pids, check = victims(record, procs, self._boot_id)
-                if check and record.pid not in verified:
-                    pids = [pid for pid in pids if _carries(pid, record.token)]
-                elif pids:
-                    verified.add(record.pid)
-                for pid in pids:
-                    found.setdefault(pid, i)
+            found = self._alive(records, _processes(), verified)
             # Not one already killed and stuck exiting, nor one we may not signal.
             fresh = sorted(found.keys() - killed - refused.keys())
             if not fresh:
                 break
-            signalled: list[int] = []
-            for pid in fresh:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                except PermissionError:
-                    refused[pid] = found[pid]
-                    path, record = records[found[pid]]
-                    log.warning(
-                        "procs.orphan_not_killed",
-                        pid=pid,
-                        group=record.pid,
-                        record=str(path),
-                        error="permission denied: another user's process; kill it by hand",
-                    )
-                    continue
-                signalled.append(pid)
+            signalled = _kill_all(fresh, found, records, refused)
             killed.extend(signalled)
             still = _wait_exit(signalled, _EXIT_WAIT)
             if still:
@@ -302,3 +291,46 @@ class ProcessGroups:
             if path not in keep:
                 self.remove(path)
         return sorted(killed)
+
+
+def _load_all(paths: list[Path]) -> list[tuple[Path, GroupRecord]]:
+    """The readable records among `paths` (an unreadable one is logged and skipped)."""
+    records: list[tuple[Path, GroupRecord]] = []
+    for path in paths:
+        record = load(path)
+        if record is None:
+            log.warning("procs.record_unreadable", path=str(path))
+        else:
+            records.append((path, record))
+    return records
+
+
+def _kill_all(
+    fresh: list[int],
+    found: dict[int, int],
+    records: list[tuple[Path, GroupRecord]],
+    refused: dict[int, int],
+) -> list[int]:
+    """SIGKILL each pid of `fresh`; the ones signalled. One we may not signal goes to `refused`.
+
+    `found` maps each pid to its group's index in `records`.
+    """
+    signalled: list[int] = []
+    for pid in fresh:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            refused[pid] = found[pid]
+            path, record = records[found[pid]]
+            log.warning(
+                "procs.orphan_not_killed",
+                pid=pid,
+                group=record.pid,
+                record=str(path),
+                error="permission denied: another user's process; kill it by hand",
+            )
+            continue
+        signalled.append(pid)
+    return signalled

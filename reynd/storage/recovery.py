@@ -59,6 +59,21 @@ def decode_body(body: bytes, path: Path, offset: int, seq: int | None) -> Event:
     return event
 
 
+def _check_in_order(
+    event: Event, seq: int, batch: list[tuple[Event, int, int]], path: Path, offset: int
+) -> None:
+    """Raise CorruptionError unless `event` is record `seq`, continuing the open `batch`."""
+    if event.seq != seq:
+        raise CorruptionError(path, offset, seq, f"record carries seq {event.seq}, expected {seq}")
+    if batch and event.more != batch[-1][0].more - 1:
+        raise CorruptionError(
+            path,
+            offset,
+            seq,
+            f"record ends no batch ({batch[-1][0].more} more records were announced)",
+        )
+
+
 def scan_segment(
     seg: Segment,
     *,
@@ -93,17 +108,7 @@ def scan_segment(
                 break
             raise CorruptionError(seg.path, base + pos, seq, str(exc)) from None
         event = decode_body(body, seg.path, base + pos, seq)
-        if event.seq != seq:
-            raise CorruptionError(
-                seg.path, base + pos, seq, f"record carries seq {event.seq}, expected {seq}"
-            )
-        if batch and event.more != batch[-1][0].more - 1:
-            raise CorruptionError(
-                seg.path,
-                base + pos,
-                seq,
-                f"record ends no batch ({batch[-1][0].more} more records were announced)",
-            )
+        _check_in_order(event, seq, batch, seg.path, base + pos)
         batch.append((event, pos, end - pos))
         if event.more == 0:
             for held, at, length in batch:

@@ -177,7 +177,8 @@ def decode_index(data: bytes, first_seq: int) -> list[Chunk]:
     return chunks
 
 
-def _decode_one(data: bytes, pos: int, expected_seq: int) -> tuple[Chunk, int]:
+def _framed_payload(data: bytes, pos: int, expected_seq: int) -> tuple[int, int, memoryview]:
+    """(first seq, count, payload) of the chunk header at `pos`, checked whole and in order."""
     if len(data) - pos < HEADER_SIZE:
         raise IndexUnusable(f"torn chunk header at byte {pos}")
     magic, version, first, count, length, crc, header_crc = _HEADER.unpack_from(data, pos)
@@ -208,6 +209,11 @@ def _decode_one(data: bytes, pos: int, expected_seq: int) -> tuple[Chunk, int]:
             f"chunk at byte {pos} covers seqs {first}..{first + count - 1}, "
             f"expected {expected_seq} onwards"
         )
+    return first, count, payload
+
+
+def _decode_one(data: bytes, pos: int, expected_seq: int) -> tuple[Chunk, int]:
+    first, count, payload = _framed_payload(data, pos, expected_seq)
     try:
         p = _decoder.decode(payload)
     except msgspec.DecodeError as exc:
@@ -247,7 +253,7 @@ def _decode_one(data: bytes, pos: int, expected_seq: int) -> tuple[Chunk, int]:
         _from_le("Q", p.file_seqs, "workspace.files seqs"),
     )
     _check(chunk, count, pos)
-    return chunk, start + length
+    return chunk, pos + HEADER_SIZE + len(payload)
 
 
 def _widen(ids: bytes) -> array[int]:

@@ -233,6 +233,12 @@ def _check_indexes(
 
 def _disagreement(chunk: Chunk, seg: Segment, ts: array[float], rebuild: Rebuild) -> str | None:
     """How `chunk` differs from what the scan rebuilt for its records, or None."""
+    wrong = _frames_disagreement(chunk, seg, ts)
+    return wrong if wrong is not None else _summary_disagreement(chunk, rebuild)
+
+
+def _frames_disagreement(chunk: Chunk, seg: Segment, ts: array[float]) -> str | None:
+    """How `chunk` describes its records' frames (offsets, end, time, checksum) wrong, or None."""
     i0 = chunk.first - seg.first_seq
     i1 = i0 + len(chunk.offsets)
     if i1 > len(seg.offsets):
@@ -250,6 +256,11 @@ def _disagreement(chunk: Chunk, seg: Segment, ts: array[float], rebuild: Rebuild
         return exc.reason
     if crc != chunk.last_crc:
         return "the last record's checksum"
+    return None
+
+
+def _summary_disagreement(chunk: Chunk, rebuild: Rebuild) -> str | None:
+    """How `chunk` summarizes its records (resets, files, generations) wrong, or None."""
     if list(chunk.resets) != rebuild.lineage.resets_between(chunk.first, chunk.last):
         return "reset records"
     if list(chunk.file_ops) != rebuild.file_ops.between(chunk.first, chunk.last):

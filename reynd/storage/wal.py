@@ -145,21 +145,13 @@ class Wal:
             index.remove_orphans({int(p.stem) for p in paths if p.stem.isdigit()})
         expected: int | None = None
         for i, path in enumerate(paths):
-            try:
-                first = int(path.stem)
-            except ValueError:
-                raise CorruptionError(path, 0, None, "segment name is not a seq") from None
-            if expected is not None and first != expected:
-                raise CorruptionError(
-                    path, 0, expected, f"segment starts at seq {first}, expected {expected}"
-                )
-            seg = Segment(first, path)
+            seg = _segment_at(path, expected)
             if index is not None and on_chunk is not None and not read_only:
                 wal._take_index(seg, index, on_chunk)
             last = i == len(paths) - 1
             scan_segment(seg, last=last, on_record=on_record, report=report, cut=not read_only)
             if not seg.offsets and not last:
-                raise CorruptionError(path, 0, first, "empty segment before the last one")
+                raise CorruptionError(path, 0, seg.first_seq, "empty segment before the last one")
             wal._add_segment(seg)
             expected = seg.last_seq + 1
             report.records += len(seg.offsets)
@@ -504,3 +496,16 @@ class Wal:
         for fd in self._read_fds.values():
             fsops.close(fd)
         self._read_fds.clear()
+
+
+def _segment_at(path: Path, expected: int | None) -> Segment:
+    """The segment file `path`, named for its first seq: `expected` (any, for the first one)."""
+    try:
+        first = int(path.stem)
+    except ValueError:
+        raise CorruptionError(path, 0, None, "segment name is not a seq") from None
+    if expected is not None and first != expected:
+        raise CorruptionError(
+            path, 0, expected, f"segment starts at seq {first}, expected {expected}"
+        )
+    return Segment(first, path)

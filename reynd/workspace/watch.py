@@ -180,6 +180,10 @@ class Watcher:
             if base == "":  # the workspace itself moved or went: look at everything
                 dirty.full = True
             return  # another directory: its parent's event says it
+        self._entry_event(base, mask, raw, dirty)
+
+    def _entry_event(self, base: str, mask: int, raw: bytes, dirty: Dirty) -> None:
+        """An event on the entry named `raw` of the watched directory `base`."""
         name = os.fsdecode(raw)
         try:
             name.encode()

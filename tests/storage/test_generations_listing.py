@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
 from helpers import CLOCK
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,7 +27,9 @@ def _turn(store: Store, agent: str, n: int) -> None:
 
 @settings(max_examples=25)
 @given(seed=st.integers(0, 10_000))
-def test_active_listing_equals_a_filter_of_the_whole_catalog(tmp_path_factory, seed: int) -> None:
+def test_active_listing_equals_a_filter_of_the_whole_catalog(
+    tmp_path_factory: pytest.TempPathFactory, seed: int
+) -> None:
     rng = random.Random(seed)
     root: Path = tmp_path_factory.mktemp("gen") / "reyn"
     with Store.open(root, StorageOptions(), clock=CLOCK) as store:

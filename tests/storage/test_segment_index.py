@@ -35,6 +35,7 @@ from helpers import (
     AGENTS,
     CLOCK,
     LogModel,
+    Op,
     append_ops,
     assert_same_as_full_scan,
     build_log,
@@ -106,7 +107,7 @@ class IndexMachine(RuleBasedStateMachine):
     @rule(agent=st.sampled_from(AGENTS), with_step=st.booleans())
     def workspace_files(self, agent: str, with_step: bool) -> None:
         """A workspace.files record, alone or in the batch of the agent's next step."""
-        ops = [("files", agent, f"f{self.model.head}")]
+        ops: list[Op] = [("files", agent, f"f{self.model.head}")]
         if with_step:
             ops += self.model.next_ops(self.rng, agent)
         append_ops(self.store, self.model, ops)
