@@ -253,18 +253,8 @@ def _walk_at(
         except FileNotFoundError:
             continue
         if st.S_ISDIR(s.st_mode):
-            if ignore(rel, True) or rel.count("/") >= MAX_DEPTH:
-                continue
-            try:
-                sub = os.open(e.name, DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in _GONE:
-                    continue  # gone, or swapped for a symlink or file since the stat
-                raise
-            try:
-                yield from _walk_at(sub, rel + "/", ignore)
-            finally:
-                os.close(sub)
+            if not ignore(rel, True) and rel.count("/") < MAX_DEPTH:
+                yield from _walk_below(fd, e.name, rel, ignore)
         elif st.S_ISREG(s.st_mode):
             if not ignore(rel, False):
                 yield rel, s, None
@@ -274,6 +264,22 @@ def _walk_at(
             except OSError:
                 continue  # gone, or no longer a link
         # sockets, fifos, devices: not workspace content
+
+
+def _walk_below(
+    fd: int, name: str, rel: str, ignore: Ignore
+) -> Iterator[tuple[str, os.stat_result, str | None]]:
+    """_walk_at of the directory `name` of `fd`, opened O_NOFOLLOW; nothing if it went."""
+    try:
+        sub = os.open(name, DIR_FLAGS, dir_fd=fd)
+    except OSError as exc:
+        if exc.errno in _GONE:
+            return  # gone, or swapped for a symlink or file since the stat
+        raise
+    try:
+        yield from _walk_at(sub, rel + "/", ignore)
+    finally:
+        os.close(sub)
 
 
 class Hasher:
