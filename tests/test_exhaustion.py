@@ -9,6 +9,7 @@ real clients hold its connection slots.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import resource
 import subprocess
@@ -349,3 +350,31 @@ def test_idle_connections_are_closed_but_subscribers_and_waiting_calls_are_kept(
         subscriber.close()
         waiting.close()
         d.stop()
+
+
+def test_a_clean_stop_on_a_full_disk_exits_0_and_the_next_start_serves(
+    small_disk: Path, short_tmp: Path
+) -> None:
+    """A SIGTERM while the state dir's disk is full: the clean stop's record of the head
+    in state/wal/extent is an extra, not a write anything acknowledged needs; failing it
+    must not turn the stop into exit 3 (on d6f530e, before the extent file, it exited 0)."""
+    d = start_daemon(short_tmp, state_dir=small_disk)
+    with d.connect() as c:
+        seq = c.call("wal.append", {"agent": "a", "kind": "agent.created"})["seq"]
+    filler = small_disk / "filler"
+    with filler.open("wb") as f:  # the disk fills for real, to its last block
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+    code = d.stop(expect=None)
+    assert code == 0, d.stderr()[-3000:]
+    assert "extent.head_not_recorded" in d.stderr(), d.stderr()[-3000:]
+    filler.unlink()
+    d2 = restart(d, short_tmp)
+    try:
+        assert d2.call("daemon.status")["head"] == seq
+    finally:
+        d2.stop()

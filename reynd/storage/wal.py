@@ -24,7 +24,7 @@ from typing import NamedTuple
 from reynd.protocol.events import Event
 from reynd.storage import crashpoints, fsops
 from reynd.storage.errors import CorruptionError, WalFailed
-from reynd.storage.extent import LogExtent, save_extent
+from reynd.storage.extent import NAME, LogExtent, save_extent
 from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, open_private, write_all
 from reynd.storage.indexfiles import IndexFiles
@@ -315,7 +315,13 @@ class Wal:
             return  # what reached the disk is not known
         if self._wfd >= 0:
             fsops.fdatasync(self._wfd)
-        self._update_extent(issued=self.head)
+        try:
+            self._update_extent(issued=self.head)
+        except OSError as exc:
+            # Nothing acknowledged needs it (a full disk at SIGTERM must not make the
+            # stop fail): a later loss of the newest segment just names fewer seqs.
+            log.warning("extent.head_not_recorded: %s (head %d): %s", self.dir, self.head, exc)
+            (self.dir / f".tmp-{NAME}").unlink(missing_ok=True)  # its space back
 
     def _update_extent(
         self,
