@@ -425,3 +425,28 @@ def test_a_start_on_a_full_disk_serves_without_writing_the_extent(
     d3 = restart(d, short_tmp)  # with room again, the start writes it
     d3.stop()
     assert (small_disk / "state" / "wal" / "extent").is_file()
+
+
+def test_retention_set_on_a_full_disk_says_so_and_the_daemon_serves(
+    small_disk: Path, short_tmp: Path
+) -> None:
+    """A config.db write (retention.set) the full disk refuses: -32022 naming the full disk
+    and what to do, not -32603 "internal error" with "cannot rollback - no transaction is
+    active" in the log (SQLite had rolled the transaction back itself, and the explicit
+    ROLLBACK hid the ENOSPC)."""
+    d = start_daemon(short_tmp, state_dir=small_disk)
+    try:
+        d.call("retention.set", {"snapshot_keep": 3})
+        filler = _fill(small_disk)
+        with d.connect() as c:
+            reply = c.request("retention.set", {"snapshot_keep": 4, "wal_keep_records": 1004})
+        err = reply["error"]
+        assert err["code"] == STORAGE_UNAVAILABLE, err
+        assert "full" in err["message"] and "free disk space" in err["message"], err
+        assert err["data"]["store"] == "config" and err["data"]["errno"] == "ENOSPC", err
+        assert "cannot rollback" not in d.stderr()
+        filler.unlink()
+        policy = d.call("retention.set", {"snapshot_keep": 4})["policy"]
+        assert policy["snapshot_keep"] == 4, policy
+    finally:
+        d.stop()
