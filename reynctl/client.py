@@ -9,7 +9,9 @@ With `reconnect=True`, a call made after the connection dropped dials again
 first (with backoff, up to `reconnect_timeout` seconds), and a call the drop
 interrupted is sent again when its method only reads (jsonrpc.RETRIED); a
 write it interrupted raises ConnectionClosed (it may or may not have been
-applied). `notifications()` never reconnects: subscribe again.
+applied). A write whose line could not be sent at all (the daemon had closed
+the connection, e.g. after `idle_timeout_s`) never ran: it is sent again.
+`notifications()` never reconnects: subscribe again.
 """
 
 from __future__ import annotations
@@ -201,6 +203,7 @@ class Client:
         refused params, a result of the wrong shape): no extra round trip when
         all is well.
         """
+        unsent = 0  # sends refused by a hung-up daemon, this call
         while True:
             if self._broken is not None:
                 if not self.reconnect:
@@ -212,7 +215,12 @@ class Client:
             except (ConnectionClosed, ShuttingDown) as exc:
                 # A daemon stopping refuses what it is sent: for a read, as a drop.
                 self._broken = _dropped(self.path, exc)
-                if self.reconnect and method in RETRIED:
+                # A line whose send failed never ended (its newline is its last byte):
+                # the daemon ran none of it (an idle connection it closed), so any
+                # method goes again on the new connection.
+                again = isinstance(exc, _Unsent) and unsent < _UNSENT_RETRIES
+                unsent += again
+                if self.reconnect and (method in RETRIED or again):
                     continue
                 raise
             except (MethodNotFound, InvalidParams, ProtocolViolation):
@@ -275,7 +283,7 @@ class Client:
             # A daemon that refuses us (peer check, connection cap) writes its
             # reason and hangs up, maybe before we wrote: read the reason first.
             self._raise_parting_error()
-            raise ConnectionClosed(self.path) from None
+            raise _Unsent(self.path) from None
         except TimeoutError:
             raise DaemonTimeout(self.path, method, self.timeout or 0) from None
         answer: Response | ErrorResponse | None = None
@@ -446,6 +454,13 @@ class Client:
     def discover(self) -> dict[str, Any]:
         """rpc.discover: the OpenRPC document."""
         return self.call("rpc.discover", m.RpcDiscoverParams(), dict).value
+
+
+_UNSENT_RETRIES = 3  # a daemon that hangs up on every new connection is not waited on forever
+
+
+class _Unsent(ConnectionClosed):
+    """The daemon had hung up before the request's line was sent whole: nothing ran."""
 
 
 def _dropped(path: Path, exc: ConnectionClosed | ShuttingDown) -> ConnectionClosed:

@@ -9,8 +9,10 @@ real clients hold its connection slots.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import resource
+import sqlite3
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -348,4 +350,103 @@ def test_idle_connections_are_closed_but_subscribers_and_waiting_calls_are_kept(
         d.call("agents.cancel", {"agent": "sleepy"})
         subscriber.close()
         waiting.close()
+        d.stop()
+
+
+def _created_and_mirrored(d: Daemon) -> int:
+    """Create agent `a`; return its seq once config.db mirrors it (its write done: the
+    disk can then fill without catching that transaction)."""
+    with d.connect() as c:
+        seq: int = c.call("wal.append", {"agent": "a", "kind": "agent.created"})["seq"]
+    db = d.state_dir / "state" / "config" / "config.db"
+
+    def mirrored() -> bool:
+        conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
+        try:
+            return bool(conn.execute("SELECT 1 FROM agents WHERE name = 'a'").fetchone())
+        finally:
+            conn.close()
+
+    wait_until(mirrored, "config.db mirrors agent a")
+    return seq
+
+
+def _fill(disk: Path) -> Path:
+    """Write a file on `disk` until the disk refuses it (ENOSPC); the file."""
+    filler = disk / "filler"
+    with filler.open("wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+    return filler
+
+
+def test_a_clean_stop_on_a_full_disk_exits_0_and_the_next_start_serves(
+    small_disk: Path, short_tmp: Path
+) -> None:
+    """A SIGTERM while the state dir's disk is full: the clean stop's record of the head
+    in state/wal/extent is an extra, not a write anything acknowledged needs; failing it
+    must not turn the stop into exit 3 (on d6f530e, before the extent file, it exited 0)."""
+    d = start_daemon(short_tmp, state_dir=small_disk)
+    seq = _created_and_mirrored(d)
+    filler = _fill(small_disk)  # for real, to its last block
+    code = d.stop(expect=None)
+    assert code == 0, d.stderr()[-3000:]
+    assert "extent.not_recorded" in d.stderr(), d.stderr()[-3000:]
+    filler.unlink()
+    d2 = restart(d, short_tmp)
+    try:
+        assert d2.call("daemon.status")["head"] == seq
+    finally:
+        d2.stop()
+
+
+def test_a_start_on_a_full_disk_serves_without_writing_the_extent(
+    small_disk: Path, short_tmp: Path
+) -> None:
+    """A start that would rewrite state/wal/extent (a state dir from before it, or one
+    whose GC dropped segments since it was written) on a full disk: the file is brought
+    up to date later; the start serves, as it did on d6f530e (it exited 3 on ENOSPC)."""
+    d = start_daemon(short_tmp, state_dir=small_disk)
+    seq = _created_and_mirrored(d)
+    d.stop()
+    (small_disk / "state" / "wal" / "extent").unlink()  # as a state dir of reynd 0.1 has none
+    filler = _fill(small_disk)
+    d2 = restart(d, short_tmp)
+    try:
+        assert d2.call("daemon.status")["head"] == seq
+        assert "extent.not_recorded" in d2.stderr(), d2.stderr()[-3000:]
+    finally:
+        d2.stop(expect=None)
+    filler.unlink()
+    d3 = restart(d, short_tmp)  # with room again, the start writes it
+    d3.stop()
+    assert (small_disk / "state" / "wal" / "extent").is_file()
+
+
+def test_retention_set_on_a_full_disk_says_so_and_the_daemon_serves(
+    small_disk: Path, short_tmp: Path
+) -> None:
+    """A config.db write (retention.set) the full disk refuses: -32022 naming the full disk
+    and what to do, not -32603 "internal error" with "cannot rollback - no transaction is
+    active" in the log (SQLite had rolled the transaction back itself, and the explicit
+    ROLLBACK hid the ENOSPC)."""
+    d = start_daemon(short_tmp, state_dir=small_disk)
+    try:
+        d.call("retention.set", {"snapshot_keep": 3})
+        filler = _fill(small_disk)
+        with d.connect() as c:
+            reply = c.request("retention.set", {"snapshot_keep": 4, "wal_keep_records": 1004})
+        err = reply["error"]
+        assert err["code"] == STORAGE_UNAVAILABLE, err
+        assert "full" in err["message"] and "free disk space" in err["message"], err
+        assert err["data"]["store"] == "config" and err["data"]["errno"] == "ENOSPC", err
+        assert "cannot rollback" not in d.stderr()
+        filler.unlink()
+        policy = d.call("retention.set", {"snapshot_keep": 4})["policy"]
+        assert policy["snapshot_keep"] == 4, policy
+    finally:
         d.stop()

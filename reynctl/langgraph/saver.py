@@ -110,7 +110,9 @@ class ReyndSaver(BaseCheckpointSaver[str]):
 
     def _conn(self) -> Client:
         if self._client is None:
-            self._client = connect(self._socket, timeout=self._timeout)
+            # reconnect: the daemon closes a connection idle past idle_timeout_s (an
+            # app waiting on a human): the next call dials again instead of failing.
+            self._client = connect(self._socket, timeout=self._timeout, reconnect=True)
         return self._client
 
     def close(self) -> None:

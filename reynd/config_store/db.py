@@ -182,6 +182,13 @@ def _check_schema(conn: sqlite3.Connection, found: FileCheck) -> None:
         found.notes.append(f"schema version {version}, newer than this reynd's {SCHEMA_VERSION}")
 
 
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already (a full disk, an I/O
+    error: it rolls back by itself, and a ROLLBACK then would hide the real error)."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
 def _create_tables(conn: sqlite3.Connection) -> None:
     existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     missing = [sql for name, sql in _BASE_TABLES if name not in existing]
@@ -193,7 +200,7 @@ def _create_tables(conn: sqlite3.Connection) -> None:
             conn.execute(sql)
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        _rollback(conn)
         raise
 
 
@@ -221,7 +228,7 @@ def _migrate_columns(conn: sqlite3.Connection) -> list[str]:
         conn.execute(f"PRAGMA user_version = {max(version, SCHEMA_VERSION)}")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        _rollback(conn)
         raise
     return [f"{table}.{column}" for table, column, _ in missing]
 
@@ -275,7 +282,7 @@ def write_settings(conn: sqlite3.Connection, changes: Mapping[str, Any]) -> None
         )
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        _rollback(conn)
         raise
 
 
@@ -314,6 +321,6 @@ def sync_agents(
         )
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        _rollback(conn)
         raise
     return True

@@ -17,6 +17,9 @@ never holds a change made after its boundary.
 
 from __future__ import annotations
 
+import errno
+import os
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -141,7 +144,10 @@ class ConfigStore:
                 self.core.seal(pending)
                 self.core.write_settings(settings)
 
-            await trio.to_thread.run_sync(write)
+            try:
+                await trio.to_thread.run_sync(write)
+            except (OSError, sqlite3.OperationalError) as exc:
+                raise _not_written(exc) from exc
             await self._load_settings()
             return self._policy
 
@@ -219,3 +225,20 @@ class ConfigStore:
                 continue
             fields[name] = value
         return msgspec.convert({**base, **fields}, RetentionPolicy)
+
+
+def _not_written(exc: OSError | sqlite3.OperationalError) -> errors.StorageUnavailable:
+    """The error for a configuration write the disk refused (nothing of it took effect)."""
+    if isinstance(exc, OSError):
+        code = exc.errno or errno.EIO
+        full = code in (errno.ENOSPC, errno.EDQUOT)
+        reason = os.strerror(code)
+    else:  # SQLite rolled the transaction back itself; it names no errno
+        full = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+        code = errno.ENOSPC if full else errno.EIO
+        reason = str(exc)
+    fix = "free disk space" if full else "check the disk (the daemon's log has the error)"
+    return errors.StorageUnavailable(
+        f"the configuration could not be written ({reason}); nothing changed: {fix}, then retry",
+        {"store": "config", "errno": errno.errorcode.get(code, str(code)), "reason": str(exc)},
+    )

@@ -237,6 +237,7 @@ class Store:
     ) -> None:
         """Refuse a log short of its proven extent, or record the loss the operator accepts."""
         on_disk = extent is not None
+        required = False  # the file must record this open's decision (an accepted loss)
         extent = extent or LogExtent()
         if accept is not None and (loss is not None or accept.through > self.wal.head):
             head = self.wal.head
@@ -249,11 +250,11 @@ class Store:
                 issued=max(extent.issued, last),  # durable before the first lost record is
                 lost=[*extent.lost, (first, last, accept.reason)],
             )
-            on_disk = False
+            on_disk, required = False, True
             self.accepted = loss
         elif loss is not None:
             raise ExtentLost(loss, self.root)
-        self.wal.track_extent(extent, on_disk=on_disk)
+        self.wal.track_extent(extent, on_disk=on_disk, required=required)
 
     def _restrict_root(self) -> None:
         # Made by an older reynd, or by hand, under the umask: 0700 here is

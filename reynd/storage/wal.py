@@ -12,6 +12,7 @@ owner's thread and see only records that are already durable.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -24,7 +25,7 @@ from typing import NamedTuple
 from reynd.protocol.events import Event
 from reynd.storage import crashpoints, fsops
 from reynd.storage.errors import CorruptionError, WalFailed
-from reynd.storage.extent import LogExtent, save_extent
+from reynd.storage.extent import NAME, LogExtent, save_extent
 from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, open_private, write_all
 from reynd.storage.indexfiles import IndexFiles
@@ -278,11 +279,13 @@ class Wal:
 
     # -- the extent file (extent.py) -------------------------------------------------
 
-    def track_extent(self, extent: LogExtent, *, on_disk: bool) -> None:
+    def track_extent(self, extent: LogExtent, *, on_disk: bool, required: bool = False) -> None:
         """Keep `extent` up to date from now on, starting with the segments there are (owner).
 
         Called once the open's checks passed; `on_disk`: `extent` is what the
-        file holds (else it is written whatever changed: a migration). Only the
+        file holds (else it is written whatever changed: a migration). `required`:
+        the file must hold `extent` (an accepted loss), else a disk that refuses the
+        write only postpones it (to the next segment). Only the
         sealed segments' end is recorded as durable here: the last segment's
         records may still sit in the page cache after a crash of the process.
         """
@@ -299,7 +302,10 @@ class Wal:
                     fsops.close(fd)
         # A new, empty log has nothing to record yet: its first segment writes the file.
         force = not on_disk and bool(self._firsts or extent.issued or extent.lost)
-        self._update_extent(firsts=list(self._firsts), issued=sealed, force=force)
+        if required:
+            self._update_extent(firsts=list(self._firsts), issued=sealed, force=force)
+        else:
+            self._extent_if_room(firsts=list(self._firsts), issued=sealed, force=force)
 
     def record_head(self) -> None:
         """Record the head as durable (a clean stop: no append in flight, all synced)."""
@@ -307,7 +313,23 @@ class Wal:
             return  # what reached the disk is not known
         if self._wfd >= 0:
             fsops.fdatasync(self._wfd)
-        self._update_extent(issued=self.head)
+        self._extent_if_room(issued=self.head)
+
+    def _extent_if_room(
+        self, *, issued: int = 0, firsts: list[int] | None = None, force: bool = False
+    ) -> None:
+        """`_update_extent`, unless the disk refuses it (ENOSPC, EIO...): then logged.
+
+        For the writes nothing acknowledged needs (a clean stop's head, a start's
+        refresh): the file on disk stays valid, only older, and a full disk must
+        not fail a stop or a start for it. A later loss names fewer seqs, at worst.
+        """
+        try:
+            self._update_extent(issued=issued, firsts=firsts, force=force)
+        except OSError as exc:
+            log.warning("extent.not_recorded: %s (head %d): %s", self.dir / NAME, self.head, exc)
+            with contextlib.suppress(OSError):
+                (self.dir / f".tmp-{NAME}").unlink(missing_ok=True)  # its space back
 
     def _update_extent(
         self,
