@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgspec
 
-from reynd.workspace.blobs import ObjectStore, hash_file
+from reynd.workspace.blobs import ObjectStore, hash_file, is_digest
 from reynd.workspace.config import ALWAYS_IGNORED
 from reynd.workspace.model import (
     MANIFEST_VERSION,
@@ -79,7 +79,8 @@ def _read_dir(objects: ObjectStore, digest: str) -> dict[str, Item]:
     if m.v != MANIFEST_VERSION:
         raise ValueError(f"manifest {digest}: version {m.v} is not {MANIFEST_VERSION}")
     for name, item in m.entries.items():
-        if not clean_name(name) or item.kind not in ("f", "l", "d"):
+        bad_ref = item.kind in ("f", "d") and not is_digest(item.ref)
+        if not clean_name(name) or item.kind not in ("f", "l", "d") or bad_ref:
             raise ValueError(f"manifest {digest}: bad entry {name!r}")
     return m.entries
 
