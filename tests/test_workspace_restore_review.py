@@ -30,7 +30,7 @@ from tests.conftest import workspace_config
 from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import records, restart
 from tests.test_workspace import Agent, write
-from tests.test_workspace_restore import UNRESTORABLE, checkout
+from tests.test_workspace_restore import UNRESTORABLE, checkout, snapshot
 
 
 def _manifests_with(state_dir: Path, name: str, ref: str) -> list[Path]:
@@ -299,3 +299,50 @@ def test_a_tree_path_with_dot_dot_or_a_bad_ref_never_leads_the_restore_outside(
     assert (ws / "sub/x.txt").read_text() == "escaped"
     assert {p for p, _ in done.skipped} == {"../escape.txt", "sub/../../escape2.txt"}, done
     assert [p for p, _ in done.failed] == ["stolen"], done
+
+
+def test_legitimate_shapes_pass_the_preflight_both_ways(short_tmp: Path, ws: Path) -> None:
+    """File <-> directory, a directory deleted whole, links, mode only, a directory left
+    holding only ignored content, an untouched read-only mount: none is refused."""
+    ro = ws / "ro"
+    write(ws, "ro/keep", "k")
+    mounted = (
+        subprocess.run(["mount", "--bind", str(ro), str(ro)], check=False).returncode == 0
+        and subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=False).returncode == 0
+    )
+    d = start_daemon(short_tmp, config=workspace_config(ws))
+    try:
+        agent = Agent(d)
+        write(ws, "a", "file a")
+        write(ws, "d/x", "x")
+        write(ws, "d/y/z", "z")
+        write(ws, "k/m", "m")
+        write(ws, "mo", "mode", 0o644)
+        write(ws, "e/f", "f")
+        write(ws, "e/n.log", "ignored")
+        (ws / "l").symlink_to("a")
+        g1 = agent.turn()
+        s1 = {p: v for p, v in snapshot(ws).items() if p != "e/n.log"}
+        (ws / "a").unlink()
+        write(ws, "a/b", "b")
+        for p in ("d/y/z", "d/x", "k/m", "e/f"):
+            (ws / p).unlink()
+        for p in ("d/y", "d", "k"):
+            (ws / p).rmdir()
+        write(ws, "k", "file k")
+        (ws / "mo").chmod(0o755)
+        (ws / "l").unlink()
+        (ws / "l").symlink_to("d/x")
+        g2 = agent.turn()
+        s2 = snapshot(ws)
+        for target, want in ((g1, s1), (g2, s2), (g1, s1)):
+            reply = checkout(d, target)
+            assert "result" in reply, reply
+            now = snapshot(ws)
+            now.pop("e/n.log", None)
+            assert now == {p: v for p, v in want.items() if p != "e/n.log"}
+            assert (ws / "e" / "n.log").read_text() == "ignored"
+    finally:
+        d.stop()
+        if mounted:
+            subprocess.run(["umount", str(ro)], check=False)
