@@ -29,7 +29,7 @@ from reynd.workspace.tree import Ignore, scan
 from tests.conftest import workspace_config
 from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import records, restart
-from tests.test_workspace import Agent, write
+from tests.test_workspace import Agent, gc_daemon, write
 from tests.test_workspace_restore import UNRESTORABLE, checkout, snapshot
 
 
@@ -346,3 +346,22 @@ def test_legitimate_shapes_pass_the_preflight_both_ways(short_tmp: Path, ws: Pat
         d.stop()
         if mounted:
             subprocess.run(["umount", str(ro)], check=False)
+
+
+def test_a_stray_file_in_the_blob_store_is_left_alone_by_gc(short_tmp: Path, ws: Path) -> None:
+    """Objects are named by digest only now: a file in the store that is not one is not
+    reynd's, and a collection neither trips on it nor deletes it."""
+    d = gc_daemon(short_tmp, ws)
+    try:
+        agent = Agent(d)
+        for n in range(30):
+            write(ws, "big.txt", f"version {n}\n" * 100)
+            agent.turn()
+        stray = d.state_dir / "state" / "blobs" / "ab" / "notes.txt"
+        stray.parent.mkdir(exist_ok=True)
+        stray.write_text("someone's")
+        gc = d.call("retention.gc")
+        assert gc["floor"] > 0, gc
+        assert stray.read_text() == "someone's"
+    finally:
+        d.stop()

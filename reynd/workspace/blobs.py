@@ -147,7 +147,7 @@ class ObjectStore:
         for d in self.root.iterdir():
             if len(d.name) == 2 and d.is_dir():
                 for f in d.iterdir():
-                    if not f.name.startswith(".tmp-"):
+                    if is_digest(d.name + f.name):  # not a tmp file, nor anything not ours
                         yield d.name + f.name
 
     def _tmp(self) -> Path:
