@@ -29,7 +29,7 @@ from reynd.workspace.tree import Ignore, scan
 from tests.conftest import workspace_config
 from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import records, restart
-from tests.test_workspace import Agent, gc_daemon, write
+from tests.test_workspace import Agent, gc_daemon, wait_tree_file, write
 from tests.test_workspace_restore import UNRESTORABLE, checkout, snapshot
 
 
@@ -59,7 +59,8 @@ def test_a_hostile_manifest_ref_never_reads_a_file_outside_the_blob_store(
         write(ws, "a.txt", "a1")
         g1 = agent.turn()
         write(ws, "a.txt", "a2")
-        agent.turn()
+        g2 = agent.turn()
+        wait_tree_file(d, g2)  # the start loads the tip's tree, not the damaged one
     finally:
         d.stop()
     digest = hashlib.sha256(b"a1").hexdigest()
