@@ -22,9 +22,17 @@ from pathlib import Path
 from reynd.storage import fsops
 from reynd.storage.fsutil import atomic_write, fsync_dir, make_dirs, open_private, write_all
 
-__all__ = ["CHUNK", "ObjectStore", "TreeIndex", "hash_file"]
+__all__ = ["CHUNK", "ObjectStore", "TreeIndex", "hash_file", "is_digest"]
 
 CHUNK = 1 << 20
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def is_digest(s: str) -> bool:
+    """True for a sha256 in lowercase hex, as every object is named."""
+    return len(s) == 64 and _HEX.issuperset(s)
 
 
 def hash_file(fd: int) -> tuple[str, int]:
@@ -49,10 +57,17 @@ class ObjectStore:
             tmp.unlink(missing_ok=True)
 
     def path(self, digest: str) -> Path:
+        """Where object `digest` lives; ValueError unless it is a sha256 in hex.
+
+        A digest comes from a manifest or a record: a damaged one must never
+        name a file outside the store (an absolute "xx/etc/..." or "../..").
+        """
+        if not is_digest(digest):
+            raise ValueError(f"not an object digest: {digest[:80]!r}")
         return self.root / digest[:2] / digest[2:]
 
     def has(self, digest: str) -> bool:
-        return self.path(digest).is_file()
+        return is_digest(digest) and self.path(digest).is_file()
 
     def read(self, digest: str) -> bytes:
         return self.path(digest).read_bytes()
@@ -132,7 +147,7 @@ class ObjectStore:
         for d in self.root.iterdir():
             if len(d.name) == 2 and d.is_dir():
                 for f in d.iterdir():
-                    if not f.name.startswith(".tmp-"):
+                    if is_digest(d.name + f.name):  # not a tmp file, nor anything not ours
                         yield d.name + f.name
 
     def _tmp(self) -> Path:

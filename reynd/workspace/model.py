@@ -22,6 +22,7 @@ from reynd.protocol.events import FileOp
 
 __all__ = [
     "EMPTY",
+    "KEPT_MODE",
     "MANIFEST_VERSION",
     "Changes",
     "Dir",
@@ -43,6 +44,11 @@ __all__ = [
 ]
 
 MANIFEST_VERSION = 1
+# The mode bits a file keeps across a restore: permissions and sticky, never setuid or
+# setgid. Owners are not kept (a restore writes new files as the daemon's user), so a
+# user's setuid file restored by a root daemon would be a root setuid file (git keeps
+# less still: 644 or 755).
+KEPT_MODE = 0o1777
 
 
 class Item(msgspec.Struct, array_like=True, frozen=True):

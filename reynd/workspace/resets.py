@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import msgspec
 import trio
 
 from reynd.protocol import errors
@@ -56,10 +57,14 @@ class Resets(WorkspaceCore):
                     _dirty_message(dirty, head),
                     {"paths": dirty, "workspace": str(self.root), "head": head, "target": target},
                 )
-            goal = await trio.to_thread.run_sync(self.history.execute, plan)
-            problems = await trio.to_thread.run_sync(
-                preflight, self.root, self._ignore, now, flat(goal), self.blobs
-            )
+            try:
+                goal = await trio.to_thread.run_sync(self.history.execute, plan)
+            except (ValueError, msgspec.DecodeError) as exc:  # a damaged manifest
+                problems = [(".", f"the stored tree as of seq {target} is damaged: {exc}")]
+            else:
+                problems = await trio.to_thread.run_sync(
+                    preflight, self.root, self._ignore, now, flat(goal), self.blobs
+                )
             if problems:
                 log.warning("workspace.unrestorable", target=target, paths=len(problems))
                 raise errors.WorkspaceUnrestorable(

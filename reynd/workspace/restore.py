@@ -31,7 +31,7 @@ from types import TracebackType
 from reynd.storage import crashpoints, fsops
 from reynd.storage.fsutil import write_all
 from reynd.workspace.blobs import CHUNK, ObjectStore
-from reynd.workspace.model import Item, Tree
+from reynd.workspace.model import KEPT_MODE, Item, Tree, clean_name
 from reynd.workspace.tree import DIR_FLAGS, TMP_PREFIX, Ignore, Scan
 
 __all__ = ["Dirs", "Plan", "Restored", "Unsafe", "plan_restore", "preflight", "restore_tree"]
@@ -295,6 +295,13 @@ def _guarded(
 
 
 def _split(rel: str) -> tuple[str, str]:
+    """(parent, name) of a path; Unsafe unless each component is a plain name.
+
+    A tree comes from manifests and WAL records: a damaged one must not lead
+    the restore to `..` (which O_NOFOLLOW does not stop) or to an absolute path.
+    """
+    if not all(map(clean_name, rel.split("/"))):
+        raise Unsafe(f"{rel[:200]!r} is not a path inside the workspace: never followed")
     parent, _, name = rel.rpartition("/")
     return parent, name
 
@@ -331,8 +338,8 @@ def _remove(dirs: Dirs, rel: str) -> bool:
 
 def _rmdir(dirs: Dirs, rel: str) -> None:
     """Remove directory `rel` if it is empty now; anything else leaves it alone."""
-    parent, name = _split(rel)
     try:
+        parent, name = _split(rel)
         fd = dirs.at(parent)
         if fd is None:
             return
@@ -386,7 +393,7 @@ def _link_tmp(target: str, fd: int) -> str:
 def _write_tmp(objects: ObjectStore, item: Item, dir_fd: int) -> str:
     try:
         src = os.open(objects.path(item.ref), os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:  # a failure, not a change in the workspace
+    except (FileNotFoundError, ValueError):  # a failure, not a change in the workspace
         raise OSError(errno.EIO, f"its stored content (blob {item.ref}) is missing") from None
     try:
         while True:
@@ -399,7 +406,7 @@ def _write_tmp(objects: ObjectStore, item: Item, dir_fd: int) -> str:
         try:
             while chunk := os.read(src, CHUNK):
                 write_all(fd, chunk)
-            os.fchmod(fd, item.mode)
+            os.fchmod(fd, item.mode & KEPT_MODE)  # an older record may hold setuid
             fsops.fsync(fd)
         except BaseException:
             fsops.close(fd)
@@ -514,9 +521,15 @@ class _Preflight:
         dev = os.fstat(fd).st_dev
         if dev not in self.free:
             self.free[dev] = os.fstatvfs(fd)
-        need = self.need.setdefault(dev, [0, 0])
-        need[0] += -(-item.size // 4096) * 4096 if item.kind == "f" else 0
-        need[1] += 1
+        old = _lstat(name, fd) if complete else None
+        size = -(-item.size // 4096) * 4096 if item.kind == "f" else 0
+        need = self.need.setdefault(dev, [0, 0, 0])
+        # Files are replaced one at a time: the rename frees the old file's blocks
+        # (unless another link holds them) before the next tmp file is written, so
+        # the peak is the growth of each file plus the largest file once.
+        need[0] += max(0, size - _freed(old))
+        need[1] += 0 if old is not None and not st.S_ISDIR(old.st_mode) else 1
+        need[2] = max(need[2], size)
 
     def _where(self, rel: str) -> tuple[str, bool] | None:
         """Where the directories on the way to `rel` stand; None when one is blocked."""
@@ -631,18 +644,26 @@ class _Preflight:
         return None
 
     def space(self) -> None:
-        for dev, (size, inodes) in self.need.items():
+        for dev, (growth, inodes, largest) in self.need.items():
             vfs = self.free[dev]
             free = vfs.f_bavail * vfs.f_frsize
+            size = growth + largest
             need = size + size // 100 + SPACE_MARGIN
             if free < need:
                 self.problems.append(
-                    (".", f"the restore writes {size} bytes; {free} are free, {need} needed")
+                    (".", f"the restore needs {size} bytes more; {free} are free, {need} needed")
                 )
             if vfs.f_files and vfs.f_favail < inodes + 16:
                 self.problems.append(
                     (".", f"the restore creates {inodes} files; {vfs.f_favail} inodes are free")
                 )
+
+
+def _freed(old: os.stat_result | None) -> int:
+    """The bytes replacing file `old` gives back (none while another link holds it)."""
+    if old is None or not st.S_ISREG(old.st_mode) or old.st_nlink != 1:
+        return 0
+    return int(old.st_blocks) * 512
 
 
 def _name_max(fd: int) -> int:

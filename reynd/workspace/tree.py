@@ -16,9 +16,10 @@ from pathlib import Path
 
 import msgspec
 
-from reynd.workspace.blobs import ObjectStore, hash_file
+from reynd.workspace.blobs import ObjectStore, hash_file, is_digest
 from reynd.workspace.config import ALWAYS_IGNORED
 from reynd.workspace.model import (
+    KEPT_MODE,
     MANIFEST_VERSION,
     Dir,
     Item,
@@ -42,6 +43,7 @@ __all__ = [
     "look",
     "open_dir",
     "open_file",
+    "open_file_at",
     "reachable",
     "scan",
     "store_dir",
@@ -79,7 +81,8 @@ def _read_dir(objects: ObjectStore, digest: str) -> dict[str, Item]:
     if m.v != MANIFEST_VERSION:
         raise ValueError(f"manifest {digest}: version {m.v} is not {MANIFEST_VERSION}")
     for name, item in m.entries.items():
-        if not clean_name(name) or item.kind not in ("f", "l", "d"):
+        bad_ref = item.kind in ("f", "d") and not is_digest(item.ref)
+        if not clean_name(name) or item.kind not in ("f", "l", "d") or bad_ref:
             raise ValueError(f"manifest {digest}: bad entry {name!r}")
     return m.entries
 
@@ -208,13 +211,19 @@ def open_file(root: Path, rel: str) -> int | None:
     if dir_fd is None:
         return None
     try:
+        return open_file_at(dir_fd, name)
+    finally:
+        os.close(dir_fd)
+
+
+def open_file_at(dir_fd: int, name: str) -> int | None:
+    """A read descriptor of the regular file `name` in open directory `dir_fd`, O_NOFOLLOW."""
+    try:
         fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in _GONE:
             return None
         raise
-    finally:
-        os.close(dir_fd)
     if not st.S_ISREG(os.fstat(fd).st_mode):  # became a fifo, a device... under us
         os.close(fd)
         return None
@@ -228,19 +237,34 @@ def walk(
 
     `under`: only what lies below that directory (relative to root; nothing
     when it is not a real directory now). Symlinks are never followed: each
-    directory is read through a descriptor opened O_NOFOLLOW from its parent's.
+    directory is opened from the root one component at a time, O_NOFOLLOW
+    (`open_dir`), and read through that descriptor. One directory is open at
+    a time, whatever the depth: a deep tree cannot run the daemon out of
+    descriptors.
     """
-    fd = open_dir(root, under)
-    if fd is None:
-        return
-    try:
-        yield from _walk_at(fd, f"{under}/" if under else "", ignore)
-    finally:
-        os.close(fd)
+    for rel, s, link, _ in _walk_fds(root, ignore, under):
+        yield rel, s, link
+
+
+def _walk_fds(
+    root: Path, ignore: Ignore, under: str = ""
+) -> Iterator[tuple[str, os.stat_result, str | None, int]]:
+    """As `walk`, with the descriptor of the directory each entry was read from."""
+    stack = [under]
+    while stack:
+        d = stack.pop()
+        fd = open_dir(root, d)
+        if fd is None:
+            continue  # gone, or swapped for a symlink or file since it was listed
+        try:
+            for rel, s, link in _walk_at(fd, f"{d}/" if d else "", ignore, stack):
+                yield rel, s, link, fd
+        finally:
+            os.close(fd)
 
 
 def _walk_at(
-    fd: int, prefix: str, ignore: Ignore
+    fd: int, prefix: str, ignore: Ignore, stack: list[str]
 ) -> Iterator[tuple[str, os.stat_result, str | None]]:
     with os.scandir(fd) as it:
         entries = list(it)
@@ -254,7 +278,7 @@ def _walk_at(
             continue
         if st.S_ISDIR(s.st_mode):
             if not ignore(rel, True) and rel.count("/") < MAX_DEPTH:
-                yield from _walk_below(fd, e.name, rel, ignore)
+                stack.append(rel)
         elif st.S_ISREG(s.st_mode):
             if not ignore(rel, False):
                 yield rel, s, None
@@ -264,22 +288,6 @@ def _walk_at(
             except OSError:
                 continue  # gone, or no longer a link
         # sockets, fifos, devices: not workspace content
-
-
-def _walk_below(
-    fd: int, name: str, rel: str, ignore: Ignore
-) -> Iterator[tuple[str, os.stat_result, str | None]]:
-    """_walk_at of the directory `name` of `fd`, opened O_NOFOLLOW; nothing if it went."""
-    try:
-        sub = os.open(name, DIR_FLAGS, dir_fd=fd)
-    except OSError as exc:
-        if exc.errno in _GONE:
-            return  # gone, or swapped for a symlink or file since the stat
-        raise
-    try:
-        yield from _walk_at(sub, rel + "/", ignore)
-    finally:
-        os.close(sub)
 
 
 class Hasher:
@@ -302,11 +310,21 @@ class Hasher:
         self.added = 0
 
     def item(
-        self, rel: str, s: os.stat_result, link: str | None, trust_cache: bool = True
+        self,
+        rel: str,
+        s: os.stat_result,
+        link: str | None,
+        trust_cache: bool = True,
+        dir_fd: int | None = None,
     ) -> Item | None:
+        """The Item for `rel` (None: gone, or not a regular file now).
+
+        `dir_fd`: the open directory `rel` was listed in (the file is opened
+        relative to it); else the path is opened from the root, as open_dir.
+        """
         if link is not None:
             return Item("l", 0, link, 0)
-        mode = st.S_IMODE(s.st_mode)
+        mode = st.S_IMODE(s.st_mode) & KEPT_MODE
         hit = self.cache.get(rel)
         if (
             trust_cache
@@ -315,7 +333,10 @@ class Hasher:
             and (self.objects is None or hit.stored)
         ):
             return Item("f", mode, hit.digest, s.st_size)
-        fd = open_file(self.root, rel)  # never through a symlink
+        if dir_fd is not None:
+            fd = open_file_at(dir_fd, rel.rpartition("/")[2])
+        else:
+            fd = open_file(self.root, rel)  # never through a symlink
         if fd is None:
             return None  # gone, or not a regular file now
         try:
@@ -345,11 +366,11 @@ def scan(
     """The whole workspace tree now. With `objects`, every file's content is stored as a blob."""
     hasher = Hasher(root, cache, objects)
     out = Scan({})
-    for rel, s, link in walk(root, ignore):
+    for rel, s, link, dir_fd in _walk_fds(root, ignore):
         if rel.rsplit("/", 1)[-1].startswith(TMP_PREFIX):
             out.leftovers.append(rel)
             continue
-        item = hasher.item(rel, s, link)
+        item = hasher.item(rel, s, link, dir_fd=dir_fd)
         if item is not None:
             out.tree[rel] = item
     for gone in cache.keys() - out.tree.keys():
