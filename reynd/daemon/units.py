@@ -141,7 +141,7 @@ def hidden_paths(unit_text: str, paths: Sequence[Path]) -> list[str]:
     return found
 
 
-def _needed_paths() -> list[Path]:
+def needed_paths() -> list[Path]:
     """What the service must see to start: the interpreter or script, and the package."""
     script = Path(sys.executable).parent / "reynd"
     ran = script if script.is_file() and os.access(script, os.X_OK) else Path(sys.executable)
@@ -169,6 +169,6 @@ def install_units(scope: Scope, target: Path, *, force: bool = False) -> list[Wr
         tmp.write_text(text)
         tmp.chmod(0o644)
         os.replace(tmp, path)
-        warnings = tuple(hidden_paths(text, _needed_paths())) if name.endswith(".service") else ()
+        warnings = tuple(hidden_paths(text, needed_paths())) if name.endswith(".service") else ()
         out.append(Written(path, replaced, warnings))
     return out
