@@ -24,7 +24,8 @@ import pytest
 
 from reynd.workspace.blobs import ObjectStore
 from reynd.workspace.model import Item
-from reynd.workspace.restore import preflight, restore_tree
+from reynd.workspace.preflight import preflight
+from reynd.workspace.restore import restore_tree
 from reynd.workspace.tree import Ignore, scan
 from tests.conftest import workspace_config
 from tests.harness import Daemon, start_daemon

@@ -32,7 +32,8 @@ from reynd.storage import crashpoints
 from reynd.workspace import journal
 from reynd.workspace.core import Pending, Prepared, WorkspaceCore, file_records, log
 from reynd.workspace.model import Dir, Tree, apply, flat
-from reynd.workspace.restore import Restored, preflight, restore_tree
+from reynd.workspace.preflight import preflight
+from reynd.workspace.restore import Restored, restore_tree
 from reynd.workspace.tree import Scan, changed_paths, scan, store_dir
 
 __all__ = ["SHOWN_PATHS", "Resets"]

@@ -1,6 +1,6 @@
 """Workspace trees on disk: scanning (with a stat cache), stored manifests.
 
-Restoring a tree onto the workspace is in restore.py.
+Restoring a tree onto the workspace is in restore.py, its preflight in preflight.py.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ __all__ = [
     "walk",
 ]
 
-# A restore's tmp file (restore.py: the prefix and 16 hex digits; before issue 22,
+# A restore's tmp file (dirs.tmp_name: the prefix and 16 hex digits; before issue 22,
 # the prefix and the name of the file it became); a crash may leave either.
 TMP_PREFIX = ".reynd-tmp-"
 # A cached hash is trusted only for files whose mtime lies this far before the

@@ -14,7 +14,8 @@ from simdisk import Fault, SimDisk
 from reynd.storage import fsops
 from reynd.workspace.blobs import ObjectStore
 from reynd.workspace.model import Item
-from reynd.workspace.restore import preflight, restore_tree
+from reynd.workspace.preflight import preflight
+from reynd.workspace.restore import restore_tree
 from reynd.workspace.tree import Ignore, scan
 
 
