@@ -1,7 +1,11 @@
-"""The config generation store: runtime configuration in SQLite, a generation per boundary."""
+"""The config generation store: runtime configuration in SQLite, a generation per boundary.
+
+The daemon's side of it (`ConfigStore`, trio) is imported from `reynd.config_store.substrate`,
+never from here: `reynd repair --verify` and `reynd backup` read config.db through this
+package without an event loop.
+"""
 
 from reynd.config_store.core import ConfigCore
 from reynd.config_store.generations import ConfigDamaged
-from reynd.config_store.substrate import ConfigStore
 
-__all__ = ["ConfigCore", "ConfigDamaged", "ConfigStore"]
+__all__ = ["ConfigCore", "ConfigDamaged"]

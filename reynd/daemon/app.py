@@ -18,7 +18,7 @@ import trio
 from reynd import __version__
 from reynd.audit.options import AuditOptions
 from reynd.audit.store import EventStore
-from reynd.config_store import ConfigStore
+from reynd.config_store.substrate import ConfigStore
 from reynd.core.diff import diff_values
 from reynd.core.reconstruct import ReplayPlan
 from reynd.core.retention import AgeClock, RetentionPolicy, Sighting

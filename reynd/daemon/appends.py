@@ -128,9 +128,6 @@ def batch_events(p: m.WalAppendBatchParams) -> list[Event]:
             "split them into several batches",
             {"limit_name": "max_append_events", "limit": MAX_APPEND_EVENTS},
         )
-    if not p.events:
-        reason = "a batch needs at least one event"
-        raise errors.InvalidParams(reason, {"field": "events", "reason": reason})
     out: list[Event] = []
     for k, item in enumerate(p.events):
         with _member(k):

@@ -24,7 +24,14 @@ from typing import Literal
 
 import reynd
 
-__all__ = ["UnitsExist", "hidden_paths", "install_units", "reynd_command", "unit_dir"]
+__all__ = [
+    "UnitsExist",
+    "hidden_paths",
+    "install_units",
+    "needed_paths",
+    "reynd_command",
+    "unit_dir",
+]
 
 Scope = Literal["user", "system"]
 _NAMES = ("reynd.service", "reynd.socket")

@@ -75,7 +75,6 @@ class BackupError(StorageError):
 @dataclass(slots=True)
 class BackupReport:
     seq: int = 0  # every record up to this seq is in the copy
-    floor: int = 1
     files: int = 0
     bytes: int = 0
     attempts: int = 0

@@ -15,6 +15,7 @@ files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -138,6 +139,12 @@ def atomic_write(path: Path, data: bytes) -> None:
     directory: renaming before the fsync is the classic zero-length file.
     """
     tmp = path.with_name(f".tmp-{path.name}")
-    write_durable(tmp, data)
-    fsops.replace(tmp, path)
+    try:
+        write_durable(tmp, data)
+        fsops.replace(tmp, path)
+    except BaseException:
+        # A full disk must not keep the half-written tmp file: its space is wanted back.
+        with contextlib.suppress(OSError):
+            fsops.unlink(tmp)
+        raise
     fsync_dir(path.parent)

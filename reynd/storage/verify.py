@@ -113,8 +113,8 @@ def _check_side_files(state_dir: Path, report: VerifyReport) -> None:
         except msgspec.DecodeError as exc:
             report.problems.append(
                 f"{identity}: does not decode ({exc}); a start with [replicate] fails on it: "
-                "restore it from a copy `reynd backup` made (it holds this directory's store "
-                "id), or, if this directory never replicated, move it away"
+                "if this directory never replicated, move it away; otherwise the store id it "
+                "held is gone, and the next start on a new one ships to another prefix"
             )
     stop = state_dir / CLEAN_STOP
     if stop.exists():

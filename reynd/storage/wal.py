@@ -12,7 +12,6 @@ owner's thread and see only records that are already durable.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -328,8 +327,6 @@ class Wal:
             self._update_extent(issued=issued, firsts=firsts, force=force)
         except OSError as exc:
             log.warning("extent.not_recorded: %s (head %d): %s", self.dir / NAME, self.head, exc)
-            with contextlib.suppress(OSError):
-                (self.dir / f".tmp-{NAME}").unlink(missing_ok=True)  # its space back
 
     def _update_extent(
         self,

@@ -71,7 +71,8 @@ class _Preflight:
         self.probed: dict[str, bool] = {}  # dir -> it takes changes (reported once if not)
         # dir -> (deepest directory there now, True when that is the dir itself); None: blocked
         self.where: dict[str, tuple[str, bool] | None] = {"": ("", True)}
-        self.need: dict[int, list[int]] = {}  # st_dev -> [bytes, inodes] the writes need
+        # st_dev -> [bytes the writes grow by, inodes, largest file]
+        self.need: dict[int, list[int]] = {}
         self.free: dict[int, os.statvfs_result] = {}
 
     def guarded(self, rel: str, step: Callable[..., None], *args: object) -> None:
