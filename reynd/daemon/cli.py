@@ -233,17 +233,23 @@ def _verify(state: Path) -> None:
     click.echo(f"ok: {summary} verified")
 
 
+def _confirm(yes: bool, question: str) -> None:
+    """A repair gives records up: asked on a terminal, else only with --yes."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        click.echo("reynd: repair gives up records; pass --yes to confirm", err=True)
+        sys.exit(EXIT_USAGE)
+    click.confirm(question, abort=True)
+
+
 def _accept_lost(state: Path, yes: bool) -> None:
     from reynd.replication.identity import forget_progress
     from reynd.storage.errors import StorageError
     from reynd.storage.lock import StateLocked
     from reynd.storage.repair import accept_lost_segments
 
-    if not yes:
-        if not sys.stdin.isatty():
-            click.echo("reynd: repair gives up records; pass --yes to confirm", err=True)
-            sys.exit(EXIT_USAGE)
-        click.confirm("Give up the records of the missing segment files for good?", abort=True)
+    _confirm(yes, "Give up the records of the missing segment files for good?")
     try:
         report = accept_lost_segments(state)
         if report is not None:
@@ -281,13 +287,7 @@ def _truncate(state: Path, truncate_at: str, yes: bool) -> None:
     segment, sep, offset_text = truncate_at.rpartition(":")
     if not sep or not segment or not offset_text.isdigit():
         raise click.BadParameter("expected SEGMENT:OFFSET", param_hint="--truncate-at")
-    if not yes:
-        if not sys.stdin.isatty():
-            click.echo("reynd: repair gives up records; pass --yes to confirm", err=True)
-            sys.exit(EXIT_USAGE)
-        click.confirm(
-            f"Cut {segment} at byte {offset_text} and give up every later record?", abort=True
-        )
+    _confirm(yes, f"Cut {segment} at byte {offset_text} and give up every later record?")
     try:
         report = cut(state, segment, int(offset_text))
         # Cut seqs are `lost` records now: a replica holding the originals must

@@ -21,7 +21,6 @@ files hold (`find_loss`). Pure logic here, file reading in `gather`.
 
 from __future__ import annotations
 
-import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ import msgspec
 from reynd.storage.errors import CorruptionError, StorageError, UnsupportedVersion
 from reynd.storage.framing import FrameInvalid, encode_frame, next_frame
 from reynd.storage.fsutil import atomic_write
+from reynd.storage.segindex import HEADER
 from reynd.storage.segments import SUFFIX, segment_path
 
 __all__ = [
@@ -50,7 +50,6 @@ __all__ = [
 
 EXTENT_VERSION: Final = 1
 NAME: Final = "extent"
-_INDEX_HEADER: Final = struct.Struct("<8sIQQQII")  # segindex.py's frozen chunk header
 
 
 class LogExtent(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -219,9 +218,9 @@ def _index_reach(path: Path) -> int:
     except OSError:
         return 0
     pos = last = 0
-    size = _INDEX_HEADER.size
+    size = HEADER.size
     while len(data) - pos >= size:
-        _, _, first, count, length, _, header_crc = _INDEX_HEADER.unpack_from(data, pos)
+        _, _, first, count, length, _, header_crc = HEADER.unpack_from(data, pos)
         if zlib.crc32(data[pos : pos + size - 4]) != header_crc or count < 1:
             break
         last = first + count - 1  # a chunk describes only records already durable

@@ -50,8 +50,8 @@ __all__ = [
 
 INDEX_VERSION: Final = 2  # 2: workspace.files seqs (`file_seqs`)
 MAGIC: Final = b"REYNSIDX"
-_HEADER: Final = struct.Struct("<8sIQQQII")  # 44 bytes, the last 4 its own crc32
-HEADER_SIZE: Final = _HEADER.size
+HEADER: Final = struct.Struct("<8sIQQQII")  # 44 bytes, the last 4 its own crc32
+HEADER_SIZE: Final = HEADER.size
 _LITTLE: Final = sys.byteorder == "little"
 _SMALL: Final = 256  # up to this many agents in a chunk, their ids take one byte
 _KIND_CODES: Final = bytes(range(len(KINDS)))
@@ -141,7 +141,7 @@ def encode_chunk(chunk: Chunk) -> bytes:
             file_seqs=_le(chunk.file_ops),
         )
     )
-    head = _HEADER.pack(
+    head = HEADER.pack(
         MAGIC, INDEX_VERSION, chunk.first, len(chunk.offsets), len(payload), zlib.crc32(payload), 0
     )
     return head[:-4] + struct.pack("<I", zlib.crc32(head[:-4])) + payload
@@ -181,7 +181,7 @@ def _framed_payload(data: bytes, pos: int, expected_seq: int) -> tuple[int, int,
     """(first seq, count, payload) of the chunk header at `pos`, checked whole and in order."""
     if len(data) - pos < HEADER_SIZE:
         raise IndexUnusable(f"torn chunk header at byte {pos}")
-    magic, version, first, count, length, crc, header_crc = _HEADER.unpack_from(data, pos)
+    magic, version, first, count, length, crc, header_crc = HEADER.unpack_from(data, pos)
     view = memoryview(data)
     if magic != MAGIC:
         raise IndexUnusable(f"no chunk at byte {pos} (bad magic)")

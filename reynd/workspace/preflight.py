@@ -19,7 +19,7 @@ from reynd.workspace.blobs import ObjectStore
 from reynd.workspace.dirs import Dirs, Unsafe, is_special, lstat_at, os_reason, split_path, tmp_name
 from reynd.workspace.model import Item, Tree
 from reynd.workspace.restore import CREATE_FLAGS, plan_restore
-from reynd.workspace.tree import DIR_FLAGS, Ignore, Scan
+from reynd.workspace.tree import DIR_FLAGS, FILE_FLAGS, Ignore, Scan
 
 __all__ = ["NAME_MAX", "SPACE_MARGIN", "preflight"]
 
@@ -210,7 +210,7 @@ class _Preflight:
         if not st.S_ISREG(s.st_mode):
             return True  # a symlink carries no inode flags
         try:
-            f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+            f = os.open(name, FILE_FLAGS, dir_fd=fd)
         except OSError:
             return True  # unreadable to us: the directory's probe still speaks for it
         try:

@@ -32,6 +32,7 @@ from reynd.workspace.model import (
 
 __all__ = [
     "DIR_FLAGS",
+    "FILE_FLAGS",
     "MAX_DEPTH",
     "TMP_PREFIX",
     "CacheEntry",
@@ -175,7 +176,7 @@ def _usable(name: str) -> bool:
 
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)  # not there, or not a real directory
 
 
@@ -219,7 +220,7 @@ def open_file(root: Path, rel: str) -> int | None:
 def open_file_at(dir_fd: int, name: str) -> int | None:
     """A read descriptor of the regular file `name` in open directory `dir_fd`, O_NOFOLLOW."""
     try:
-        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in _GONE:
             return None
