@@ -205,6 +205,30 @@ class Daemon:
         return code
 
 
+@contextlib.contextmanager
+def small_tmpfs(path: Path, size: str, mode: str | None = None) -> Iterator[Path]:
+    """`path` (made here) on a tmpfs of its own of `size` ("4m"): a disk that fills for real.
+
+    Mounting needs root (CI runs as root): elsewhere the test is skipped, saying so.
+    """
+    import pytest
+
+    path.mkdir()
+    options = f"size={size}" + (f",mode={mode}" if mode else "")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (root only): {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
 def daemon_command(state_dir: Path, socket_path: Path | None, *args: str) -> list[str]:
     cmd = [sys.executable, "-m", "reynd.daemon.cli", "serve", "--state-dir", str(state_dir)]
     if socket_path is not None:

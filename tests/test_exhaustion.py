@@ -13,7 +13,6 @@ import errno
 import os
 import resource
 import sqlite3
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 
 from reynd.storage.crashpoints import CRASH_ENV
 from tests.conftest import workspace_config
-from tests.harness import IO_TIMEOUT, Client, Daemon, start_daemon
+from tests.harness import IO_TIMEOUT, Client, Daemon, small_tmpfs, start_daemon
 from tests.runtime_helpers import (
     create_builtin,
     create_program,
@@ -44,20 +43,8 @@ SNAPSHOT_EVERY_WRITE = "[storage]\nsnapshot_min_bytes = 0\n"
 @pytest.fixture
 def small_disk(short_tmp: Path) -> Iterator[Path]:
     """`short_tmp/state` on a 4 MiB tmpfs of its own (a disk that fills for real)."""
-    state = short_tmp / "state"
-    state.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(state)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs (root only): {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(short_tmp / "state", "4m", mode="0700") as state:
         yield state
-    finally:
-        subprocess.run(["umount", "-l", str(state)], check=False)
 
 
 def test_a_full_blob_store_fails_the_turn_answers_the_caller_and_keeps_serving(

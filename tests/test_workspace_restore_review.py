@@ -28,7 +28,7 @@ from reynd.workspace.preflight import preflight
 from reynd.workspace.restore import restore_tree
 from reynd.workspace.tree import Ignore, scan
 from tests.conftest import workspace_config
-from tests.harness import Daemon, start_daemon
+from tests.harness import Daemon, small_tmpfs, start_daemon
 from tests.runtime_helpers import records, restart
 from tests.test_workspace import Agent, gc_daemon, wait_tree_file, write
 from tests.test_workspace_restore import UNRESTORABLE, checkout, snapshot
@@ -91,19 +91,8 @@ def test_a_hostile_manifest_ref_never_reads_a_file_outside_the_blob_store(
 @pytest.fixture
 def small_ws(short_tmp: Path) -> Iterator[Path]:
     """A workspace on its own 8 MiB tmpfs (root only)."""
-    path = short_tmp / "ws"
-    path.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(path)],
-        check=False,
-        capture_output=True,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr!r}")
-    try:
+    with small_tmpfs(short_tmp / "ws", "8m") as path:
         yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def test_a_mode_only_checkout_on_a_nearly_full_disk_is_not_refused(
