@@ -136,11 +136,10 @@ class Follower:
         if plan.gap is None:
             self.state, self.last_error = "following", None
             return
+        missing = layout.gap_text(plan.gap, plan.generation, plan.shipped)
         error = (
-            f"{self.location}: seqs {plan.gap[0]}..{plan.gap[1]} are missing from generation "
-            f"{plan.generation}: no WAL object holds them, and the last shipped seq is "
-            f"{plan.shipped}; this copy stops at seq {plan.gap[0] - 1} until they are back "
-            "(or the primary ships a new generation)"
+            f"{self.location}: {missing}; this copy stops at seq {plan.gap[0] - 1} until "
+            "they are back (or the primary ships a new generation)"
         )
         if self.state != "gap" or self.last_error != error:
             log.error("follow.gap", url=str(self.location), error=error)

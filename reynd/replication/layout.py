@@ -40,6 +40,7 @@ __all__ = [
     "WalObject",
     "claim_key",
     "cover",
+    "gap_text",
     "parse_claim_key",
     "parse_retained_key",
     "parse_snapshot_key",
@@ -178,6 +179,14 @@ class Piece:
     hi: int
 
 
+def gap_text(gap: tuple[int, int], generation: int, shipped: int) -> str:
+    """What a replica missing seqs lacks, in words (restore and follow say what it means next)."""
+    return (
+        f"seqs {gap[0]}..{gap[1]} are missing from generation {generation}: no WAL object "
+        f"holds them, and the last shipped seq is {shipped}"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RestorePlan:
     """What a restore downloads, oldest first; records above `head` are left out."""
@@ -268,9 +277,8 @@ def plan_restore(
         gap = (end + 1, after - 1)
     if gap is not None and not allow_gap and (to_seq is None or end < to_seq <= last):
         raise GapError(
-            f"seqs {gap[0]}..{gap[1]} are missing from generation {newest}: no WAL object "
-            f"holds them, and the last shipped seq is {last} (objects were removed from "
-            f"the prefix); `--to-seq {gap[0] - 1}` restores the history before them"
+            f"{gap_text(gap, newest, last)} (objects were removed from the prefix); "
+            f"`--to-seq {gap[0] - 1}` restores the history before them"
         )
     head = end if to_seq is None else to_seq
     if not floor <= head <= end:
