@@ -50,7 +50,14 @@ from pathlib import Path
 
 from reynd.storage.errors import StorageError
 from reynd.storage.extent import LogExtent, load_extent, present_segments, save_extent
-from reynd.storage.fsutil import create_empty, fsync_dir, make_dir, open_private, write_all
+from reynd.storage.fsutil import (
+    create_empty,
+    fsync_dir,
+    make_dir,
+    open_private,
+    write_all,
+    write_durable,
+)
 from reynd.storage.recovery import RecoveryReport, scan_segment
 from reynd.storage.segments import SUFFIX, Segment
 from reynd.storage.verify import VerifyReport, verify
@@ -229,12 +236,7 @@ def _read_fd(fd: int, limit: int | None = None) -> Iterator[bytes]:
 
 
 def _write(path: Path, data: bytes, report: BackupReport) -> None:
-    fd = open_private(path, os.O_WRONLY | os.O_EXCL | os.O_CLOEXEC)
-    try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_durable(path, data, exclusive=True)
     report.files += 1
     report.bytes += len(data)
 

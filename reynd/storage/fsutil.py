@@ -122,9 +122,12 @@ def restrict_dir(path: Path) -> int | None:
     return mode
 
 
-def write_durable(path: Path, data: bytes) -> None:
-    """Create (or truncate) `path` with `data`, fsynced; the caller syncs the directory."""
-    fd = open_private(path, os.O_WRONLY | os.O_TRUNC)
+def write_durable(path: Path, data: bytes, *, exclusive: bool = False) -> None:
+    """Create (or truncate) `path` with `data`, fsynced; the caller syncs the directory.
+
+    `exclusive`: the file must not exist yet (FileExistsError otherwise).
+    """
+    fd = open_private(path, os.O_WRONLY | os.O_CLOEXEC | (os.O_EXCL if exclusive else os.O_TRUNC))
     try:
         write_all(fd, data)
         fsops.fsync(fd)

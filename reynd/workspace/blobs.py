@@ -20,7 +20,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from reynd.storage import fsops
-from reynd.storage.fsutil import atomic_write, fsync_dir, make_dirs, open_private, write_all
+from reynd.storage.fsutil import (
+    atomic_write,
+    fsync_dir,
+    make_dirs,
+    open_private,
+    write_all,
+    write_durable,
+)
 
 __all__ = ["CHUNK", "ObjectStore", "TreeIndex", "hash_file", "is_digest"]
 
@@ -82,12 +89,7 @@ class ObjectStore:
             return digest, 0
         tmp = self._tmp()
         try:
-            fd = open_private(tmp, os.O_WRONLY | os.O_EXCL)
-            try:
-                write_all(fd, data)
-                fsops.fsync(fd)
-            finally:
-                fsops.close(fd)
+            write_durable(tmp, data, exclusive=True)
             return digest, self._publish(tmp, digest, len(data))
         except BaseException:
             tmp.unlink(missing_ok=True)  # a full disk gets its space back at once
