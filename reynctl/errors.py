@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reynd.protocol import errors as _daemon
 from reynd.protocol.errors import *  # noqa: F403  (every daemon error: one list, theirs)
@@ -30,7 +31,8 @@ __all__ = [
     "UntrustedDaemon",
     "connect_failed",
 ]
-__all__ += _daemon.__all__  # the daemon's errors, one class per code, as they define them
+if not TYPE_CHECKING:  # mypy takes them from the star import; the list is derived at run time
+    __all__ += _daemon.__all__  # the daemon's errors, one class per code, as they define them
 
 START_HINT = "start it with `reynd serve` or `systemctl --user start reynd`"
 

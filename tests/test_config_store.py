@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reynd.config_store import ConfigCore, ConfigDamaged
+from reynd.config_store import ConfigCore, ConfigFileDamaged
 from reynd.config_store.db import _migrate_columns, _open, agent_row
 from reynd.core.lineage import Lineage
 
@@ -149,13 +149,13 @@ def test_a_damaged_generation_is_named_and_the_live_database_is_left_alone(tmp_p
         at = data.rindex(needle) + len(needle) - 1
         data[at] ^= 0x0F
         path.write_bytes(bytes(data))
-        with pytest.raises(ConfigDamaged) as caught:
+        with pytest.raises(ConfigFileDamaged) as caught:
             core.restore_to_seq(3, lineage(3))
         assert str(path) in str(caught.value)
         assert core.settings() == {"retention.snapshot_keep": 9}
 
     path.write_bytes(b"\0" * len(good))  # not a database at all
-    with pytest.raises(ConfigDamaged, match="not a readable SQLite database"):
+    with pytest.raises(ConfigFileDamaged, match="not a readable SQLite database"):
         core.restore_to_seq(3, lineage(3))
     # Moved away by the operator: the previous generation (none here: empty) is used.
     path.unlink()
@@ -177,5 +177,5 @@ def test_a_torn_index_tail_is_cut_and_damage_before_the_end_is_refused(tmp_path:
     lines = intact.split(b"\n")
     lines[1] = lines[1][:-1] + b"0"  # the middle line no longer matches its CRC
     index.write_bytes(b"\n".join(lines))
-    with pytest.raises(ConfigDamaged, match="bad entry at byte"):
+    with pytest.raises(ConfigFileDamaged, match="bad entry at byte"):
         open_core(tmp_path)

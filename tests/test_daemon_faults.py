@@ -228,8 +228,8 @@ def test_crash_spec_syntax() -> None:
 def test_error_points_fire_once_or_from_the_nth_hit_on(monkeypatch: pytest.MonkeyPatch) -> None:
     from reynd.storage import crashpoints
 
-    monkeypatch.setattr(crashpoints, "_armed", _parse("a:2:eio,b:2+:enospc"))
-    fired: dict[str, list[int]] = {"a": [], "b": []}
+    monkeypatch.setattr(crashpoints, "_armed", _parse("wal.sync:2:eio,wal.write:2+:enospc"))
+    fired: dict[str, list[int]] = {"wal.sync": [], "wal.write": []}
     for i in range(1, 5):
         for name, hits in fired.items():
             try:
@@ -237,7 +237,7 @@ def test_error_points_fire_once_or_from_the_nth_hit_on(monkeypatch: pytest.Monke
             except OSError as exc:
                 hits.append(i)
                 assert "injected at" in str(exc)
-    assert fired == {"a": [2], "b": [2, 3, 4]}
+    assert fired == {"wal.sync": [2], "wal.write": [2, 3, 4]}
 
 
 # -- a task of the daemon dies ---------------------------------------------------------------------

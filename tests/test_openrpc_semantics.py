@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,8 @@ import regress
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from reynd.protocol.agent_methods import ExecutorName
 from reynd.protocol.appendable import KINDS, STRICT_EVENT
-from reynd.protocol.executor import EXECUTOR_OPTIONS
+from reynd.protocol.executor import EXECUTOR_NAMES, EXECUTOR_OPTIONS, ExecutorName
 from reynd.protocol.openrpc import openrpc_document
 from tests.harness import start_daemon
 
@@ -79,8 +77,8 @@ def test_executor_options_are_in_the_document(method: str) -> None:
         schema, null = schema["anyOf"]
         assert null == {"type": "null"}
     by_executor = schema["x-options-by-executor"]
-    assert set(by_executor) == set(EXECUTOR_OPTIONS) == set(typing.get_args(ExecutorName))
-    cases: list[tuple[str, dict[str, Any]]] = [
+    assert list(by_executor) == list(EXECUTOR_OPTIONS) == list(EXECUTOR_NAMES)
+    cases: list[tuple[ExecutorName, dict[str, Any]]] = [
         ("builtin", {}),
         ("builtin", {"delay": 0.5}),
         ("builtin", {"delay": -1}),

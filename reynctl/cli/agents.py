@@ -27,12 +27,12 @@ from reynctl.cli.options import (
 from reynctl.cli.timeline import move
 from reynctl.errors import DaemonTimeout
 from reynctl.jsonrpc import ServerMessage, decode_notification
-from reynctl.render.timeline import RUN_BY_THE_DAEMON
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
+from reynd.protocol.executor import DEFAULT_EXECUTOR, EXECUTOR_NAMES
 from reynd.protocol.state import AgentState
 
-EXECUTORS = click.Choice(["builtin", "command", "openai"])
+EXECUTORS = click.Choice(EXECUTOR_NAMES)
 
 
 def _wait_timeout(help_text: str) -> Callable[[F], F]:
@@ -98,7 +98,7 @@ def agents_list(opts: Options, session: str | None) -> None:
 @click.option(
     "--executor",
     type=EXECUTORS,
-    default="builtin",
+    default=DEFAULT_EXECUTOR,
     show_default=True,
     help="What runs each act-step: the deterministic demo executor, a program, or an "
     "OpenAI-compatible endpoint.",
@@ -176,7 +176,7 @@ def agents_wait(opts: Options, names: tuple[str, ...], wait_timeout: float) -> N
             busy = [
                 info.name
                 for info in reply.value.agents
-                if (info.name in names if names else info.executor in RUN_BY_THE_DAEMON)
+                if (info.name in names if names else info.executor in EXECUTOR_NAMES)
                 and not _settled(info, state.agents.get(info.name))
             ]
             remaining = deadline - time.monotonic()

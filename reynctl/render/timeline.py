@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from datetime import tzinfo
-from typing import get_args
 
 from reynctl.render.formats import format_time, printable, truncate
 from reynctl.render.table import Cell, Style, table
 from reynd.protocol import methods as m
-from reynd.protocol.agent_methods import ExecutorName
+from reynd.protocol.executor import EXECUTOR_NAMES
 
-__all__ = ["RUN_BY_THE_DAEMON", "branch_tree", "generations_table", "rewind_text", "runs_again"]
-
-# The executors the daemon runs itself; an agent an external runtime drives is not restarted.
-RUN_BY_THE_DAEMON = frozenset(get_args(ExecutorName))
+__all__ = ["branch_tree", "generations_table", "rewind_text", "runs_again"]
 
 
 def generations_table(res: m.GenerationsResult, style: Style, tz: tzinfo | None = None) -> str:
@@ -60,8 +56,8 @@ def runs_again(state: m.StateResult, columns: int, skip: str | None = None) -> l
     """
     lines = []
     for name, agent in sorted(state.agents.items()):
-        if agent.executor not in RUN_BY_THE_DAEMON:
-            continue
+        if agent.executor not in EXECUTOR_NAMES:
+            continue  # an outside runtime drives it: the daemon does not restart it
         who = printable(name)
         for chain in agent.pending_chains if name != skip else ():
             lines.append(

@@ -6,6 +6,6 @@ package without an event loop.
 """
 
 from reynd.config_store.core import ConfigCore
-from reynd.config_store.generations import ConfigDamaged
+from reynd.config_store.generations import ConfigFileDamaged
 
-__all__ = ["ConfigCore", "ConfigDamaged"]
+__all__ = ["ConfigCore", "ConfigFileDamaged"]

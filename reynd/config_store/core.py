@@ -20,7 +20,7 @@ from typing import Any
 
 from reynd.config_store import db
 from reynd.config_store.generations import (
-    ConfigDamaged,
+    ConfigFileDamaged,
     GenerationFiles,
     GenerationIndex,
     open_fresh,
@@ -29,7 +29,7 @@ from reynd.core.lineage import Lineage
 from reynd.storage import fsops
 from reynd.storage.fsutil import fsync_dir, make_dirs
 
-__all__ = ["ConfigCore", "ConfigDamaged"]
+__all__ = ["ConfigCore", "ConfigFileDamaged"]
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class ConfigCore:
             self.index.close()
             if hasattr(self, "conn"):
                 self.conn.close()
-            raise ConfigDamaged(
+            raise ConfigFileDamaged(
                 self.db_path,
                 f"cannot open it ({exc})",
                 "Restore it from a copy `reynd backup` made, or move it away: it is recreated "
@@ -143,7 +143,7 @@ class ConfigCore:
         """Swap the live database for the generation of `target`, reopen, migrate.
 
         Returns the generation's hash (None: the empty configuration). Raises
-        ConfigDamaged naming the file when it fails its checks; the live
+        ConfigFileDamaged naming the file when it fails its checks; the live
         database is then left as it was.
         """
         digest = self.pick(target, lineage)

@@ -36,15 +36,20 @@ from reynd.storage import fsops
 from reynd.storage.errors import StorageError
 from reynd.storage.fsutil import create_empty, fsync_dir, open_private, write_all
 
-__all__ = ["ConfigDamaged", "GenerationFiles", "GenerationIndex", "ResetState"]
+__all__ = ["ConfigFileDamaged", "GenerationFiles", "GenerationIndex", "ResetState"]
 
 ResetState = Literal["todo", "sealed", "done"]
 
 _CHUNK = 1 << 20
 
 
-class ConfigDamaged(StorageError):
-    """A file of the config generation store failed its checks; names it and what to do."""
+class ConfigFileDamaged(StorageError):
+    """A file of the config generation store failed its checks; names it and what to do.
+
+    A storage fault (the daemon refuses to start on it). Its wire form is
+    `reynd.protocol.errors.ConfigDamaged`: what a client gets when a rewind or
+    checkout was recorded but this kept the configuration from being restored.
+    """
 
     def __init__(self, path: Path, reason: str, hint: str = "") -> None:
         self.path = path
@@ -98,7 +103,7 @@ class GenerationIndex:
             if not ok:
                 if last or all(not rest for rest in lines[i + 1 :]):
                     return offset
-                raise ConfigDamaged(
+                raise ConfigFileDamaged(
                     self.path,
                     f"bad entry at byte {offset} with intact entries after it",
                     "Move the state/config directory away to start the config store afresh "
@@ -228,7 +233,7 @@ class GenerationFiles:
     def checkout(self, digest: str, dest: Path) -> None:
         """Copy generation `digest` to `dest` (durably) and check that it is what its name says.
 
-        ConfigDamaged (naming the file) when it is not a database, fails
+        ConfigFileDamaged (naming the file) when it is not a database, fails
         SQLite's integrity check, or its content does not hash to its name;
         `dest` is then removed.
         """
@@ -253,8 +258,8 @@ class GenerationFiles:
             raise _damaged(source, f"its content hashes to {actual[:12]}…, not to its name")
 
 
-def _damaged(path: Path, reason: str) -> ConfigDamaged:
-    return ConfigDamaged(
+def _damaged(path: Path, reason: str) -> ConfigFileDamaged:
+    return ConfigFileDamaged(
         path,
         reason,
         "Restore the file from a backup, or move it away: the restore then uses the "

@@ -30,7 +30,7 @@ import trio
 
 from reynd.config_store import db
 from reynd.config_store.core import ConfigCore
-from reynd.config_store.generations import ConfigDamaged
+from reynd.config_store.generations import ConfigFileDamaged
 from reynd.core.retention import RetentionPolicy
 from reynd.protocol import errors
 from reynd.protocol.events import AgentConfigured, AgentCreated, Event
@@ -73,7 +73,7 @@ class ConfigStore:
             if resets and self.core.index.reset_state(resets[-1][0]) != "done":
                 reset, target = resets[-1]
                 log.warning("config.restore_after_crash", reset_seq=reset, target=target)
-                # ConfigDamaged (a StorageError) stops the daemon with its message.
+                # ConfigFileDamaged (a StorageError) stops the daemon with its message.
                 await self._reset(target, reset, raw=True)
             else:
                 pending = self._pending(self._store.head)
@@ -165,7 +165,7 @@ class ConfigStore:
             done = await trio.to_thread.run_sync(
                 self.core.reset, reset_seq, target, lineage, pending
             )
-        except ConfigDamaged as exc:
+        except ConfigFileDamaged as exc:
             if raw:
                 raise
             # The message says it all; a traceback would only hide it.

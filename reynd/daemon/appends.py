@@ -10,20 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Final, TypeVar, get_args
+from typing import Any, TypeVar
 
 import msgspec
 
 from reynd.core.reduce import apply, check
 from reynd.protocol import appendable, errors
 from reynd.protocol import methods as m
-from reynd.protocol.agent_methods import ExecutorName
 from reynd.protocol.events import AgentConfigured, AgentCreated, AgentEvent, AnyEvent, Event
+from reynd.protocol.executor import AGENT_EXECUTORS, EXTERNAL
 from reynd.protocol.limits import MAX_APPEND_EVENTS
 from reynd.protocol.state import AgentState, Chain, Plan, RuntimeState, SkillRun
 from reynd.protocol.validation import validation_details
 from reynd.runtime.executors import validate_options
-from reynd.runtime.registry import EXTERNAL
 
 __all__ = ["batch_events", "check_applies", "check_batch", "event_of", "param_path"]
 
@@ -31,7 +30,6 @@ T = TypeVar("T")
 
 _OWN_PARAMS = ("kind", "agent")
 _ASSIGNED = ("seq", "ts", "more")
-EXECUTORS: Final = (*get_args(ExecutorName), EXTERNAL)
 
 
 def event_of(p: m.WalAppendParams) -> Event:
@@ -97,11 +95,11 @@ def check_applies(state: RuntimeState, event: Event) -> None:
 def _check_executor(state: RuntimeState, event: AgentCreated | AgentConfigured) -> None:
     before = state.agents.get(event.agent)
     executor = event.executor or (before.executor if before else EXTERNAL)
-    if executor not in EXECUTORS:
+    if executor not in AGENT_EXECUTORS:
         reason = f"unknown executor {executor!r}"
         raise errors.InvalidParams(
-            f"{reason}: use one of {', '.join(EXECUTORS)}",
-            {"field": "data.executor", "reason": reason, "valid": list(EXECUTORS)},
+            f"{reason}: use one of {', '.join(AGENT_EXECUTORS)}",
+            {"field": "data.executor", "reason": reason, "valid": list(AGENT_EXECUTORS)},
         )
     if executor == EXTERNAL:
         return  # its options are the outside runtime's business

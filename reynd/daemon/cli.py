@@ -329,7 +329,6 @@ def backup_command(dest: Path, state_dir: str | None) -> None:
     """
     import sqlite3
 
-    from reynd.config_store.generations import ConfigDamaged
     from reynd.storage.backup import BackupError, backup
     from reynd.storage.errors import StorageError
 
@@ -342,7 +341,7 @@ def backup_command(dest: Path, state_dir: str | None) -> None:
     except FileNotFoundError as exc:
         click.echo(f"reynd: backup failed: {exc}", err=True)
         sys.exit(EXIT_USAGE)
-    except (ConfigDamaged, StorageError, OSError, sqlite3.Error) as exc:
+    except (StorageError, OSError, sqlite3.Error) as exc:  # a damaged config file is one
         click.echo(f"reynd: backup failed: {exc}", err=True)
         sys.exit(3)
     v = report.verified

@@ -19,6 +19,8 @@ import msgspec
 
 from reynd.audit.options import AuditOptions
 from reynd.core.retention import RetentionPolicy
+from reynd.protocol import limits
+from reynd.protocol.limits import MiB
 from reynd.protocol.validation import validation_details
 from reynd.replication.config import ReplicateConfig
 from reynd.storage.options import StorageOptions
@@ -34,7 +36,6 @@ __all__ = [
 ]
 
 CONFIG_ENV = "REYN_CONFIG"
-MiB = 1024 * 1024
 
 
 class ConfigError(Exception):
@@ -49,35 +50,46 @@ class ConfigUnreadable(ConfigError):
 
 
 class DaemonConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """Top-level keys of reynd.toml; `[storage]` belongs to the storage core."""
+    """Top-level keys of reynd.toml; `[storage]` belongs to the storage core.
+
+    The limits' defaults are reynd.protocol.limits'; the bounds a file may set are here.
+    """
 
     # Socket path; --socket and $REYN_SOCKET take precedence.
     socket: str | None = None
     # Longest accepted line (one JSON-RPC message), newline excluded.
-    max_message_bytes: Annotated[int, msgspec.Meta(ge=1024, le=256 * MiB)] = MiB
-    max_connections: Annotated[int, msgspec.Meta(ge=1, le=65536)] = 256
+    max_message_bytes: Annotated[int, msgspec.Meta(ge=1024, le=256 * MiB)] = (
+        limits.MAX_MESSAGE_BYTES
+    )
+    max_connections: Annotated[int, msgspec.Meta(ge=1, le=65536)] = limits.MAX_CONNECTIONS
     # Requests of one connection that may run at the same time.
-    max_requests_per_connection: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 64
+    max_requests_per_connection: Annotated[int, msgspec.Meta(ge=1, le=4096)] = (
+        limits.MAX_REQUESTS_PER_CONNECTION
+    )
     # Members of one JSON-RPC batch (a larger batch gets one limit_exceeded error).
-    max_batch_members: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1000
+    max_batch_members: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = limits.MAX_BATCH_MEMBERS
     # Live subscriptions of one connection (one subscription may take every topic).
-    max_subscriptions_per_connection: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 64
+    max_subscriptions_per_connection: Annotated[int, msgspec.Meta(ge=1, le=4096)] = (
+        limits.MAX_SUBSCRIPTIONS_PER_CONNECTION
+    )
     # Replies of one connection made but not yet read by the client; past it the
     # daemon reads and starts nothing more of that connection until it reads.
-    max_unsent_bytes_per_connection: Annotated[int, msgspec.Meta(ge=64 * 1024, le=256 * MiB)] = MiB
+    max_unsent_bytes_per_connection: Annotated[int, msgspec.Meta(ge=64 * 1024, le=256 * MiB)] = (
+        limits.MAX_UNSENT_BYTES_PER_CONNECTION
+    )
     # Group name or gid whose members may connect besides the daemon's own uid.
     allowed_group: str | int | None = None
     # Notifications queued per subscriber before it is dropped as lagged.
-    subscriber_queue: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 1024
+    subscriber_queue: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = limits.SUBSCRIBER_QUEUE
     # Microseconds a connection's reader keeps polling for the client's next line
     # after a drained read before it sleeps in epoll (server._Receiver); 0: never.
-    busy_poll_us: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 100
+    busy_poll_us: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = limits.BUSY_POLL_US
     # Seconds a request line may take to arrive, from its first byte to its newline;
     # past it the client gets one limit_exceeded error and is disconnected. 0: no limit.
-    line_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 10.0
+    line_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = limits.LINE_TIMEOUT_S
     # Seconds a connection with no call in flight and no subscription may go without
     # a request before it is closed. 0: never.
-    idle_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=86400)] = 300.0
+    idle_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=86400)] = limits.IDLE_TIMEOUT_S
     # Seconds in-flight requests get to finish at shutdown before they are cancelled.
     shutdown_grace_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 5.0
     storage: StorageOptions = msgspec.field(default_factory=StorageOptions)

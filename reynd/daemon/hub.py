@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 import trio
 
+from reynd.protocol.limits import SUBSCRIBER_QUEUE
 from reynd.protocol.methods import Lagged
 
 __all__ = ["Hub", "Subscription"]
@@ -99,7 +100,7 @@ class Hub:
     subscribers cost, however many subscribe to other topics.
     """
 
-    def __init__(self, queue_size: int = 1024) -> None:
+    def __init__(self, queue_size: int = SUBSCRIBER_QUEUE) -> None:
         if queue_size < 1:
             raise ValueError("queue_size must be at least 1")
         self.queue_size = queue_size

@@ -31,6 +31,7 @@ from reynd.protocol import errors
 from reynd.protocol.limits import (
     INT_MAX,
     INT_MIN,
+    MAX_BATCH_MEMBERS,
     MAX_DEPTH,
     batch_exceeds,
     integer_exceeds,
@@ -201,7 +202,7 @@ class Dispatcher:
         self,
         handlers: Mapping[str, Handler],
         *,
-        max_batch_members: int = 1000,
+        max_batch_members: int = MAX_BATCH_MEMBERS,
         quick: Mapping[str, Callable[[Any], bool]] | None = None,
     ) -> None:
         """`quick`: methods whose handler answers without waiting for anything, when their

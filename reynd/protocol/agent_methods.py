@@ -8,7 +8,7 @@ import msgspec
 
 from reynd.protocol import errors
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
-from reynd.protocol.executor import OPTIONS_SCHEMA
+from reynd.protocol.executor import DEFAULT_EXECUTOR, OPTIONS_SCHEMA, ExecutorName
 from reynd.protocol.names import AgentName, AgentRef, Ident
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "AgentsSendParams",
     "AgentsSendResult",
     "AmbiguousStep",
-    "ExecutorName",
     "InterventionInfo",
     "InterventionsAnswerParams",
     "InterventionsAnswerResult",
@@ -36,7 +35,6 @@ __all__ = [
     "InterventionsListResult",
 ]
 
-ExecutorName = Literal["builtin", "command", "openai"]
 # Checked against the executor's options type (reynd.protocol.executor) by the daemon.
 ExecutorOptions = Annotated[dict[str, Any], msgspec.Meta(extra_json_schema=OPTIONS_SCHEMA)]
 AgentStatus = Literal["idle", "running", "waiting", "ambiguous", "failed"]
@@ -79,7 +77,7 @@ class AgentInfo(Result, kw_only=True):
 
 class AgentsCreateParams(Params, kw_only=True):
     name: AgentName
-    executor: ExecutorName = "builtin"
+    executor: ExecutorName = DEFAULT_EXECUTOR
     options: ExecutorOptions = {}
     session: Ident = "default"
 

@@ -1,53 +1,49 @@
-"""One rooted error hierarchy; each class carries its stable JSON-RPC code.
+"""One rooted error hierarchy; each class declares its stable JSON-RPC code and name.
 
 The daemon raises these; the transport turns them into JSON-RPC error objects;
 the client turns error objects back into the same classes (`from_wire`). Codes
 are part of the contract and documented in docs/protocol.md: never renumber.
+
+A class is the only place its code and name are written: defining it
+registers it (`ERRORS`, `error_class`), and a second class with the same code
+or name is refused at import. The module has no literal `__all__`: mypy then
+takes every public class of it through `reynctl.errors`' star import, and the
+runtime `__all__` below is derived from the registry. A class's docstring
+(first line) is its description in the OpenRPC document: most have none.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-__all__ = [
-    "AgentExists",
-    "BelowFloor",
-    "ConfigDamaged",
-    "ConnectionLimit",
-    "EventNotFound",
-    "InternalError",
-    "InvalidEvent",
-    "InvalidParams",
-    "InvalidRequest",
-    "LimitExceeded",
-    "MessageTooLarge",
-    "MethodNotFound",
-    "NotActive",
-    "NothingToDo",
-    "ParseError",
-    "PermissionDenied",
-    "ReadOnlyReplica",
-    "ReyndError",
-    "SeqOutOfRange",
-    "ShuttingDown",
-    "StaleBranch",
-    "StorageCorrupt",
-    "StorageFailed",
-    "StorageUnavailable",
-    "UnknownAgent",
-    "UnknownIntervention",
-    "UnknownRun",
-    "WorkspaceDirty",
-    "WorkspaceUnrestorable",
-    "error_class",
-]
+_BY_CODE: dict[int, type[ReyndError]] = {}
 
 
 class ReyndError(Exception):
-    """Base of every error the daemon reports: a code, a message, structured data."""
+    """Base of every error the daemon reports: a code, a message, structured data.
+
+    A subclass states its code and name as class arguments,
+    `class NotActive(ReyndError, code=-32001, name="not_active")`, and is
+    registered by them. ReyndError itself stands for a code this version does
+    not know (`from_wire`).
+    """
 
     code: ClassVar[int] = -32603
     name: ClassVar[str] = "internal_error"
+
+    def __init_subclass__(cls, *, code: int, name: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for other in _BY_CODE.values():
+            if code == other.code or name == other.name:
+                raise TypeError(
+                    f"{cls.__name__} (code {code}, name {name!r}) repeats "
+                    f"{other.__name__} (code {other.code}, name {other.name!r})"
+                )
+        cls.code = code
+        cls.name = name
+        _BY_CODE[code] = cls
 
     def __init__(self, message: str, data: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -75,139 +71,100 @@ class ReyndError(Exception):
 
 
 # JSON-RPC 2.0 reserved codes.
-class ParseError(ReyndError):
-    code = -32700
-    name = "parse_error"
+class ParseError(ReyndError, code=-32700, name="parse_error"):
+    pass
 
 
-class InvalidRequest(ReyndError):
-    code = -32600
-    name = "invalid_request"
+class InvalidRequest(ReyndError, code=-32600, name="invalid_request"):
+    pass
 
 
-class MethodNotFound(ReyndError):
-    code = -32601
-    name = "method_not_found"
+class MethodNotFound(ReyndError, code=-32601, name="method_not_found"):
+    pass
 
 
-class InvalidParams(ReyndError):
-    code = -32602
-    name = "invalid_params"
+class InvalidParams(ReyndError, code=-32602, name="invalid_params"):
+    pass
 
 
-class InternalError(ReyndError):
-    code = -32603
-    name = "internal_error"
+class InternalError(ReyndError, code=-32603, name="internal_error"):
+    pass
 
 
 # Application errors, -32000 to -32099.
-class NotActive(ReyndError):
+class NotActive(ReyndError, code=-32001, name="not_active"):
     """rewind(N) where N is not on the active lineage: use checkout."""
 
-    code = -32001
-    name = "not_active"
+
+class SeqOutOfRange(ReyndError, code=-32002, name="seq_out_of_range"):
+    pass
 
 
-class SeqOutOfRange(ReyndError):
-    code = -32002
-    name = "seq_out_of_range"
-
-
-class BelowFloor(ReyndError):
+class BelowFloor(ReyndError, code=-32003, name="below_floor"):
     """The seq lies below the retention floor: its history was collected."""
 
-    code = -32003
-    name = "below_floor"
+
+class NothingToDo(ReyndError, code=-32004, name="nothing_to_do"):
+    pass
 
 
-class NothingToDo(ReyndError):
-    code = -32004
-    name = "nothing_to_do"
-
-
-class StaleBranch(ReyndError):
+class StaleBranch(ReyndError, code=-32005, name="stale_branch"):
     """A fenced write based on a seq that a rewind has since abandoned."""
 
-    code = -32005
-    name = "stale_branch"
+
+class UnknownAgent(ReyndError, code=-32006, name="unknown_agent"):
+    pass
 
 
-class UnknownAgent(ReyndError):
-    code = -32006
-    name = "unknown_agent"
+class AgentExists(ReyndError, code=-32007, name="agent_exists"):
+    pass
 
 
-class AgentExists(ReyndError):
-    code = -32007
-    name = "agent_exists"
+class MessageTooLarge(ReyndError, code=-32008, name="message_too_large"):
+    pass
 
 
-class MessageTooLarge(ReyndError):
-    code = -32008
-    name = "message_too_large"
+class ConnectionLimit(ReyndError, code=-32009, name="connection_limit"):
+    pass
 
 
-class ConnectionLimit(ReyndError):
-    code = -32009
-    name = "connection_limit"
+class ShuttingDown(ReyndError, code=-32010, name="shutting_down"):
+    pass
 
 
-class ShuttingDown(ReyndError):
-    code = -32010
-    name = "shutting_down"
-
-
-class StorageFailed(ReyndError):
+class StorageFailed(ReyndError, code=-32011, name="storage_failed"):
     """A write or fsync failed: the daemon stops accepting writes and exits."""
 
-    code = -32011
-    name = "storage_failed"
 
-
-class InvalidEvent(ReyndError):
+class InvalidEvent(ReyndError, code=-32012, name="invalid_event"):
     """The event is well-formed but does not apply to the current state."""
 
-    code = -32012
-    name = "invalid_event"
+
+class PermissionDenied(ReyndError, code=-32013, name="permission_denied"):
+    pass
 
 
-class PermissionDenied(ReyndError):
-    code = -32013
-    name = "permission_denied"
+class UnknownIntervention(ReyndError, code=-32014, name="unknown_intervention"):
+    pass
 
 
-class UnknownIntervention(ReyndError):
-    code = -32014
-    name = "unknown_intervention"
+class WorkspaceDirty(ReyndError, code=-32015, name="workspace_dirty"):
+    pass
 
 
-class WorkspaceDirty(ReyndError):
-    code = -32015
-    name = "workspace_dirty"
-
-
-class UnknownRun(ReyndError):
+class UnknownRun(ReyndError, code=-32016, name="unknown_run"):
     """No such daemon run in the audit log (see events.runs)."""
 
-    code = -32016
-    name = "unknown_run"
 
-
-class EventNotFound(ReyndError):
+class EventNotFound(ReyndError, code=-32017, name="event_not_found"):
     """The audit log holds no event at that index or seq (never recorded, or collected)."""
 
-    code = -32017
-    name = "event_not_found"
 
-
-class ConfigDamaged(ReyndError):
+class ConfigDamaged(ReyndError, code=-32018, name="config_damaged"):
     """A config generation file failed its checks: the runtime configuration was not restored."""
 
-    code = -32018
-    name = "config_damaged"
 
-
-class LimitExceeded(ReyndError):
+class LimitExceeded(ReyndError, code=-32019, name="limit_exceeded"):
     """A limit was passed (nesting depth, batch members, subscriptions, integer range).
 
     `data.limit_name` names the limit (`max_depth`, `max_batch_members`,
@@ -217,25 +174,16 @@ class LimitExceeded(ReyndError):
     `data.min` the smallest).
     """
 
-    code = -32019
-    name = "limit_exceeded"
 
-
-class ReadOnlyReplica(ReyndError):
+class ReadOnlyReplica(ReyndError, code=-32020, name="read_only_replica"):
     """This daemon follows a replica (`reynd serve --follow`): it serves reads only."""
 
-    code = -32020
-    name = "read_only_replica"
 
-
-class StorageCorrupt(ReyndError):
+class StorageCorrupt(ReyndError, code=-32021, name="storage_corrupt"):
     """A record this call needed is damaged on disk: the daemon stops (exit 3), see its log."""
 
-    code = -32021
-    name = "storage_corrupt"
 
-
-class StorageUnavailable(ReyndError):
+class StorageUnavailable(ReyndError, code=-32022, name="storage_unavailable"):
     """The daemon could not store what the call needed (disk full, out of file
     descriptors, an I/O error) before anything of it was written to the WAL.
 
@@ -245,11 +193,8 @@ class StorageUnavailable(ReyndError):
     Free the resource and retry.
     """
 
-    code = -32022
-    name = "storage_unavailable"
 
-
-class WorkspaceUnrestorable(ReyndError):
+class WorkspaceUnrestorable(ReyndError, code=-32023, name="workspace_unrestorable"):
     """The workspace cannot be restored as of the target: `data.paths` and `data.reasons` say why.
 
     `data.stage` "preflight": found before the reset record, nothing changed.
@@ -258,45 +203,16 @@ class WorkspaceUnrestorable(ReyndError):
     start or a later reset finishes it.
     """
 
-    code = -32023
-    name = "workspace_unrestorable"
 
-
-_BY_CODE: dict[int, type[ReyndError]] = {
-    cls.code: cls
-    for cls in (
-        ParseError,
-        InvalidRequest,
-        MethodNotFound,
-        InvalidParams,
-        InternalError,
-        NotActive,
-        SeqOutOfRange,
-        BelowFloor,
-        NothingToDo,
-        StaleBranch,
-        UnknownAgent,
-        AgentExists,
-        MessageTooLarge,
-        ConnectionLimit,
-        ShuttingDown,
-        StorageFailed,
-        InvalidEvent,
-        PermissionDenied,
-        UnknownIntervention,
-        WorkspaceDirty,
-        UnknownRun,
-        EventNotFound,
-        ConfigDamaged,
-        LimitExceeded,
-        ReadOnlyReplica,
-        StorageCorrupt,
-        StorageUnavailable,
-        WorkspaceUnrestorable,
-    )
-}
+ERRORS: Final[Mapping[int, type[ReyndError]]] = MappingProxyType(_BY_CODE)
+"""Every error class by its code, in the order they are defined (the registry)."""
 
 
 def error_class(code: int) -> type[ReyndError]:
     """The class for a stable code (ReyndError for codes this version does not know)."""
     return _BY_CODE.get(code, ReyndError)
+
+
+if not TYPE_CHECKING:  # mypy reads a star import's names from a literal __all__ only
+    __all__ = ["ERRORS", "ReyndError", "error_class"]
+    __all__ += [c.__name__ for c in ERRORS.values()]

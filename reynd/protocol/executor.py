@@ -1,5 +1,8 @@
-"""The executors' contract: their options, and what one act-step asks and answers.
+"""The executors' contract: their names, their options, and what one act-step asks and answers.
 
+`ExecutorName` is the one list of the executors the daemon runs: the params
+types, the daemon's checks, the runtime's dispatch (on the options type the
+name maps to) and reynctl's choices all derive from it and EXECUTOR_OPTIONS.
 The options are what `agents.create`/`agents.configure` take per executor
 (the OpenRPC document shows them from these types). StepRequest/StepResult
 are also the wire contract of the `command` executor: the daemon writes one
@@ -9,7 +12,8 @@ from its stdout.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final
+from collections.abc import Mapping
+from typing import Annotated, Any, Final, Literal, TypeGuard, get_args
 
 import msgspec
 
@@ -17,14 +21,35 @@ from reynd.protocol.events import Message
 from reynd.protocol.schema import inline_schema
 
 __all__ = [
+    "AGENT_EXECUTORS",
+    "DEFAULT_EXECUTOR",
+    "EXECUTOR_NAMES",
     "EXECUTOR_OPTIONS",
+    "EXTERNAL",
     "OPTIONS_SCHEMA",
+    "AnyOptions",
     "BuiltinOptions",
     "CommandOptions",
+    "ExecutorName",
     "OpenAIOptions",
     "StepRequest",
     "StepResult",
+    "is_executor",
 ]
+
+ExecutorName = Literal["builtin", "command", "openai"]
+"""An executor the daemon runs itself (`agents.create`, `agents.configure`)."""
+EXECUTOR_NAMES: Final[tuple[ExecutorName, ...]] = get_args(ExecutorName)
+DEFAULT_EXECUTOR: Final[ExecutorName] = "builtin"  # an agent created without one
+EXTERNAL: Final = "external"
+"""The executor of an agent an outside runtime drives (`wal.append`): the daemon never runs it."""
+AGENT_EXECUTORS: Final = (*EXECUTOR_NAMES, EXTERNAL)
+"""What an agent's `agent.created` or `agent.configured` record may name."""
+
+
+def is_executor(name: str) -> TypeGuard[ExecutorName]:
+    """True when the daemon runs an executor of this name itself."""
+    return name in EXECUTOR_NAMES
 
 
 class BuiltinOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -70,7 +95,10 @@ class OpenAIOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             raise ValueError(f"base_url {self.base_url!r} must be an http:// or https:// URL")
 
 
-EXECUTOR_OPTIONS: Final[dict[str, type[msgspec.Struct]]] = {
+AnyOptions = BuiltinOptions | CommandOptions | OpenAIOptions
+
+# Each name with its options type, in EXECUTOR_NAMES' order (a test holds them equal).
+EXECUTOR_OPTIONS: Final[Mapping[ExecutorName, type[AnyOptions]]] = {
     "builtin": BuiltinOptions,
     "command": CommandOptions,
     "openai": OpenAIOptions,

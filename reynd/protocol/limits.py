@@ -11,6 +11,10 @@ no bound, but msgpack (snapshots), SQLite and most clients do, and Python
 refuses to parse one of more than 4300 digits. Counts in records (tokens,
 step numbers) are held lower, to MAX_COUNT, which every JSON parser holds
 exactly, and the sums the reducer keeps of them saturate there.
+
+The defaults of the limits reynd.toml may change are declared here too, once:
+the daemon's config, its transport and the clients that size their requests
+take them from here (docs/protocol.md#limits lists them).
 """
 
 from __future__ import annotations
@@ -21,11 +25,23 @@ from operator import sub
 from typing import Final
 
 __all__ = [
+    "BUSY_POLL_US",
+    "IDLE_TIMEOUT_S",
     "INT_MAX",
     "INT_MIN",
+    "LINE_TIMEOUT_S",
     "MAX_APPEND_EVENTS",
+    "MAX_BATCH_MEMBERS",
+    "MAX_CONNECTIONS",
     "MAX_COUNT",
     "MAX_DEPTH",
+    "MAX_MESSAGE_BYTES",
+    "MAX_READ_RECORDS",
+    "MAX_REQUESTS_PER_CONNECTION",
+    "MAX_SUBSCRIPTIONS_PER_CONNECTION",
+    "MAX_UNSENT_BYTES_PER_CONNECTION",
+    "MiB",
+    "SUBSCRIBER_QUEUE",
     "batch_exceeds",
     "integer_exceeds",
     "nesting_exceeds",
@@ -42,6 +58,21 @@ MAX_COUNT: Final = 2**53 - 1
 # Events in one wal.append_batch: all of them are validated, and held in
 # memory, before anything is written; a bigger batch is several.
 MAX_APPEND_EVENTS: Final = 1000
+# Records one wal.read returns at most (its `limit`).
+MAX_READ_RECORDS: Final = 10_000
+
+# Defaults of the limits reynd.toml sets (its keys, lower-cased; DaemonConfig).
+MiB: Final = 1024 * 1024
+MAX_MESSAGE_BYTES: Final = MiB  # longest request line, newline excluded
+MAX_CONNECTIONS: Final = 256
+MAX_REQUESTS_PER_CONNECTION: Final = 64  # running at once
+MAX_BATCH_MEMBERS: Final = 1000  # members of one JSON-RPC batch
+MAX_SUBSCRIPTIONS_PER_CONNECTION: Final = 64
+MAX_UNSENT_BYTES_PER_CONNECTION: Final = MiB  # replies made, not yet read by the client
+SUBSCRIBER_QUEUE: Final = 1024  # notifications queued per subscriber before it lags
+BUSY_POLL_US: Final = 100  # a reader polls this long for the next line before it sleeps
+LINE_TIMEOUT_S: Final = 10.0  # from a line's first byte to its newline; 0: no limit
+IDLE_TIMEOUT_S: Final = 300.0  # no call in flight, no subscription; 0: never
 
 # Brackets become parentheses and quotes stay (commas too, for counting members);
 # everything else is deleted.

@@ -15,6 +15,7 @@ import msgspec
 
 from reynd.protocol import errors
 from reynd.protocol.base import MethodDef, Params, Result
+from reynd.protocol.limits import MAX_READ_RECORDS
 from reynd.protocol.names import AgentRef
 
 __all__ = ["DEFS", "WalReadParams", "WalReadResult"]
@@ -31,7 +32,7 @@ class WalReadParams(Params, kw_only=True):
 
     agent: AgentRef
     since: NonNegative = 0
-    limit: Annotated[int, msgspec.Meta(ge=1, le=10000)] = 1000
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_READ_RECORDS)] = 1000
 
 
 class WalReadResult(Result, kw_only=True):

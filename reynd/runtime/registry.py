@@ -28,6 +28,7 @@ from reynd.protocol.agent_methods import (
     AmbiguousStep,
     InterventionInfo,
 )
+from reynd.protocol.executor import EXTERNAL
 from reynd.protocol.state import AgentState
 from reynd.runtime.agent import AgentRunner, Append, Resolution, turn_id_for
 from reynd.runtime.clean_stop import CutStep, open_steps
@@ -35,9 +36,8 @@ from reynd.runtime.executors import Executor, make_executor, validate_options
 from reynd.runtime.procs import ProcessGroups
 from reynd.storage.store import Store
 
-__all__ = ["EXTERNAL", "AgentRegistry"]
+__all__ = ["AgentRegistry"]
 
-EXTERNAL = "external"  # the executor of agents that an outside runtime drives
 
 log = structlog.get_logger("reynd.registry")
 

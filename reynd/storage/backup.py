@@ -100,7 +100,7 @@ def backup(
 
     Raises BackupError when `dest` holds anything or the copy cannot be made
     consistent in a few attempts, FileNotFoundError when `source` is no state
-    directory; OSError, CorruptionError and ConfigDamaged pass through.
+    directory; OSError, CorruptionError and ConfigFileDamaged pass through.
     """
     started = time.monotonic()
     src_state = source / "state"

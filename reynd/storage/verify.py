@@ -29,7 +29,7 @@ from pathlib import Path
 import msgspec
 
 from reynd.config_store.db import check_file
-from reynd.config_store.generations import ConfigDamaged, GenerationFiles, GenerationIndex
+from reynd.config_store.generations import ConfigFileDamaged, GenerationFiles, GenerationIndex
 from reynd.protocol.events import Event
 from reynd.replication.identity import IDENTITY, Identity
 from reynd.runtime.clean_stop import NAME as CLEAN_STOP
@@ -156,7 +156,7 @@ def _check_config(config_dir: Path, report: VerifyReport) -> None:
     data = index_path.read_bytes()
     try:
         good = index._load(data)
-    except ConfigDamaged as exc:
+    except ConfigFileDamaged as exc:
         report.problems.append(str(exc))
         return
     if good < len(data):

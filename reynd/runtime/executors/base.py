@@ -7,7 +7,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from reynd.protocol import errors
-from reynd.protocol.executor import EXECUTOR_OPTIONS, StepRequest, StepResult
+from reynd.protocol.executor import (
+    EXECUTOR_NAMES,
+    EXECUTOR_OPTIONS,
+    AnyOptions,
+    BuiltinOptions,
+    CommandOptions,
+    StepRequest,
+    StepResult,
+    is_executor,
+)
 from reynd.protocol.validation import validation_details
 
 if TYPE_CHECKING:
@@ -28,16 +37,15 @@ class Executor(Protocol):
     async def step(self, request: StepRequest) -> StepResult: ...
 
 
-def _options_type(name: str) -> type[msgspec.Struct]:
-    try:
-        return EXECUTOR_OPTIONS[name]
-    except KeyError:
+def _options_type(name: str) -> type[AnyOptions]:
+    if not is_executor(name):
         raise errors.InvalidParams(
-            f"unknown executor {name!r}: use {', '.join(EXECUTOR_OPTIONS)}", {"executor": name}
-        ) from None
+            f"unknown executor {name!r}: use {', '.join(EXECUTOR_NAMES)}", {"executor": name}
+        )
+    return EXECUTOR_OPTIONS[name]
 
 
-def validate_options(name: str, options: dict[str, Any], field: str = "options") -> msgspec.Struct:
+def validate_options(name: str, options: dict[str, Any], field: str = "options") -> AnyOptions:
     """Decode an agent's executor options, or raise InvalidParams naming the field.
 
     `field`: where the options sit in the request (`data.field` is `options.delay`, say).
@@ -59,16 +67,19 @@ def make_executor(
     """Build the executor an agent is configured with.
 
     `groups` records the processes a `command` executor spawns (crash-time cleanup).
+    Dispatched on the options type the name maps to (EXECUTOR_OPTIONS): mypy
+    checks that every type of AnyOptions gets its executor. Imported here: the
+    command and openai executors import this module (StepFailed).
     """
     opts = validate_options(name, options)
-    if name == "builtin":
+    if isinstance(opts, BuiltinOptions):
         from reynd.runtime.executors.builtin import BuiltinExecutor
 
-        return BuiltinExecutor(opts)  # type: ignore[arg-type]
-    if name == "command":
+        return BuiltinExecutor(opts)
+    if isinstance(opts, CommandOptions):
         from reynd.runtime.executors.command import CommandExecutor
 
-        return CommandExecutor(opts, groups)  # type: ignore[arg-type]
+        return CommandExecutor(opts, groups)
     from reynd.runtime.executors.openai import OpenAIExecutor
 
-    return OpenAIExecutor(opts)  # type: ignore[arg-type]
+    return OpenAIExecutor(opts)
