@@ -43,7 +43,6 @@ from reynctl.langgraph.view import TURN, Saved, ThreadView, pack, unpack
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.names import CONTROL_CHARS, IDENT_MAX
-from reynd.protocol.read_methods import WalReadParams, WalReadResult
 
 __all__ = ["ReyndSaver"]
 
@@ -136,15 +135,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         view = self._views.setdefault(name, ThreadView())
         while True:
             since = self._synced.get(name, 0)
-            page = (
-                self._conn()
-                .call(
-                    "wal.read",
-                    WalReadParams(agent=name, since=since, limit=READ_PAGE),
-                    WalReadResult,
-                )
-                .value
-            )
+            page = self._conn().read(agent=name, since=since, limit=READ_PAGE)
             if page.common < since:
                 view.rebuild(page.common)
                 self._forget(name)
@@ -172,7 +163,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
 
     def _threads(self) -> list[str]:
         """Every thread reynd holds, by thread id."""
-        agents = self._conn().agents(SESSION).agents
+        agents = self._conn().agents(session=SESSION).agents
         return sorted(str(a.options["thread_id"]) for a in agents if "thread_id" in a.options)
 
     # -- writing -------------------------------------------------------------------------
@@ -183,13 +174,9 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         view = self._views[name]
         synced = self._synced.get(name, 0)
         for chunk in _batches(events):
-            params = m.WalAppendBatchParams(
-                agent=name,
-                events=[m.BatchEvent(kind=kind, data=data) for kind, data in chunk],
-                based_on=synced,
-            )
+            batch = [m.BatchEvent(kind=kind, data=data) for kind, data in chunk]
             try:
-                seqs = self._conn().append_batch(params).seqs
+                seqs = self._conn().append_batch(agent=name, events=batch, based_on=synced).seqs
             except errors.ReyndError:
                 self._dirty.add(name)
                 raise
