@@ -43,6 +43,7 @@ from reynctl.errors import (
     ProtocolViolation,
     connect_failed,
 )
+from reynctl.helpers import AsyncMethods, Reply
 from reynctl.jsonrpc import (
     RECONNECT_BACKOFF,
     RETRIED,
@@ -130,12 +131,14 @@ class Subscription:
         await self.aclose()
 
 
-class AsyncClient:
+class AsyncClient(AsyncMethods):
     """One connection to the daemon (asyncio or trio). Open with `connect` or `open_client`.
 
     Calls may overlap; the daemon answers them in any order. `timeout` bounds
     each call (seconds; None waits forever). Errors: the daemon's as their
     `ReyndError` class (`.code`, `.message`, `.data`), the rest as `ClientError`.
+    The typed helpers (`await status()`, `await state(seq=...)`, ...) are the
+    blocking client's, declared once in reynctl.helpers.
     """
 
     def __init__(
@@ -209,7 +212,7 @@ class AsyncClient:
 
     # -- calls ---------------------------------------------------------------------
 
-    async def call(self, method: str, params: Any, result_type: type[T]) -> T:
+    async def call(self, method: str, params: Any, result_type: type[T]) -> Reply[T]:
         """Call `method`; raises the daemon's `ReyndError` or a `ClientError`.
 
         After a dropped connection, a method that only reads is sent again
@@ -227,7 +230,7 @@ class AsyncClient:
                 if retry and self.reconnect and self._closed is None:
                     continue
                 raise
-            return decode_result(raw, result_type)
+            return Reply(method, raw, decode_result(raw, result_type))
 
     async def _roundtrip(self, gen: int, method: str, params: Any) -> bytes:
         rid, data = self._session.request(method, params)
@@ -374,7 +377,7 @@ class AsyncClient:
         """Subscribe to `topics` (default: all); iterate the result for notifications."""
         params = m.SubscribeParams() if topics is None else m.SubscribeParams(topics=list(topics))
         result = await self.call("subscribe", params, m.SubscribeResult)
-        sub = Subscription(self, params.topics, result)
+        sub = Subscription(self, params.topics, result.value)
         self._subs[sub.id] = sub
         return sub
 
@@ -401,40 +404,6 @@ class AsyncClient:
             while self._pushed:
                 yield self._pushed.popleft()
             await self._wait(lambda: bool(self._pushed), gen)
-
-    # -- typed helpers ------------------------------------------------------------------
-
-    async def status(self) -> m.StatusResult:
-        """daemon.status: head, branch, version."""
-        return await self.call("daemon.status", m.StatusParams(), m.StatusResult)
-
-    async def state(self, seq: int | None = None, agent: str | None = None) -> m.StateResult:
-        """state.get: the state as of `seq` (default: the tip)."""
-        return await self.call("state.get", m.StateParams(seq=seq, agent=agent), m.StateResult)
-
-    async def generations(self, params: m.GenerationsParams) -> m.GenerationsResult:
-        """generations.list."""
-        return await self.call("generations.list", params, m.GenerationsResult)
-
-    async def branches(self) -> m.BranchesResult:
-        """branches.list."""
-        return await self.call("branches.list", m.BranchesParams(), m.BranchesResult)
-
-    async def append(self, params: m.WalAppendParams) -> m.WalAppendResult:
-        """wal.append: one event (never retried after a reconnect)."""
-        return await self.call("wal.append", params, m.WalAppendResult)
-
-    async def append_batch(self, params: m.WalAppendBatchParams) -> m.WalAppendBatchResult:
-        """wal.append_batch: several events for one agent, all or nothing, one fsync."""
-        return await self.call("wal.append_batch", params, m.WalAppendBatchResult)
-
-    async def rewind(self, seq: int) -> m.RewindResult:
-        """rewind: move the tip back to an active seq."""
-        return await self.call("rewind", m.RewindParams(seq=seq), m.RewindResult)
-
-    async def checkout(self, seq: int) -> m.RewindResult:
-        """checkout: undo, or switch to an abandoned branch."""
-        return await self.call("checkout", m.CheckoutParams(seq=seq), m.RewindResult)
 
 
 async def _open_stream(

@@ -22,10 +22,9 @@ import time
 import tomllib
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -38,6 +37,7 @@ from reynctl.errors import (
     ProtocolViolation,
     connect_failed,
 )
+from reynctl.helpers import Reply, SyncMethods
 from reynctl.jsonrpc import (
     RECONNECT_BACKOFF,
     RETRIED,
@@ -48,7 +48,6 @@ from reynctl.jsonrpc import (
     decode_result,
 )
 from reynctl.trust import check_daemon, daemon_uid_from_env
-from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 from reynd.protocol.errors import InvalidParams, MethodNotFound, ShuttingDown
 from reynd.protocol.paths import SOCKET_ENV, SYSTEM_SOCKET, find_state_dir, resolve_socket
@@ -105,28 +104,20 @@ def find_socket(
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class Reply(Generic[T]):
-    """A method's result, decoded (`value`) and exactly as sent (`raw`, for --json)."""
-
-    method: str
-    raw: bytes
-    value: T
-
-
 class _ProtocolOnly(msgspec.Struct):
     # Decoded leniently from daemon.status, whatever else its result holds.
     protocol: int = 1
     version: str = "?"
 
 
-class Client:
+class Client(SyncMethods):
     """A connection to the daemon. Use as a context manager, or call `close()`.
 
     `timeout` bounds each call (seconds; None waits forever). The daemon must
     run as our uid, root, or `daemon_uid` (else UntrustedDaemon, before
-    anything is sent: see reynctl.trust). Every method of the protocol has a
-    typed helper below; `call` reaches any method by name.
+    anything is sent: see reynctl.trust). The typed helpers (`status()`,
+    `state(seq=...)`, ...) are declared once for both clients in
+    reynctl.helpers; `call` reaches any method by name.
     """
 
     def __init__(
@@ -348,43 +339,10 @@ class Client:
                     raise ProtocolViolation(f"an answer to id {event.id} nobody waits for")
                 self._queued.append(event)
 
-    # -- typed helpers, one per method --------------------------------------
-
-    def status(self) -> m.StatusResult:
-        """daemon.status."""
-        return self.call("daemon.status", m.StatusParams(), m.StatusResult).value
-
-    def shutdown(self) -> m.OkResult:
-        """daemon.shutdown."""
-        return self.call("daemon.shutdown", m.ShutdownParams(), m.OkResult).value
-
-    def generations(self, params: m.GenerationsParams) -> m.GenerationsResult:
-        """generations.list."""
-        return self.call("generations.list", params, m.GenerationsResult).value
-
-    def rewind(self, seq: int) -> m.RewindResult:
-        """rewind."""
-        return self.call("rewind", m.RewindParams(seq=seq), m.RewindResult).value
-
-    def checkout(self, seq: int) -> m.RewindResult:
-        """checkout."""
-        return self.call("checkout", m.CheckoutParams(seq=seq), m.RewindResult).value
-
-    def branches(self) -> m.BranchesResult:
-        """branches.list."""
-        return self.call("branches.list", m.BranchesParams(), m.BranchesResult).value
-
-    def state(self, seq: int | None = None, agent: str | None = None) -> m.StateResult:
-        """state.get."""
-        return self.call("state.get", m.StateParams(seq=seq, agent=agent), m.StateResult).value
-
-    def diff(self, from_seq: int, to_seq: int, agent: str | None = None) -> m.DiffResult:
-        """state.diff."""
-        params = m.DiffParams(from_seq=from_seq, to_seq=to_seq, agent=agent)
-        return self.call("state.diff", params, m.DiffResult).value
+    # -- subscriptions (the helpers of the other methods: reynctl.helpers) ----------------
 
     def subscribe(self, topics: list[m.Topic] | None = None) -> m.SubscribeResult:
-        """subscribe; then read `notifications()`."""
+        """subscribe (default: every topic); then read `notifications()`."""
         params = m.SubscribeParams() if topics is None else m.SubscribeParams(topics=topics)
         return self.call("subscribe", params, m.SubscribeResult).value
 
@@ -392,68 +350,6 @@ class Client:
         """unsubscribe."""
         params = m.UnsubscribeParams(subscription=subscription)
         return self.call("unsubscribe", params, m.OkResult).value
-
-    def append(self, params: m.WalAppendParams) -> m.WalAppendResult:
-        """wal.append."""
-        return self.call("wal.append", params, m.WalAppendResult).value
-
-    def append_batch(self, params: m.WalAppendBatchParams) -> m.WalAppendBatchResult:
-        """wal.append_batch: several events for one agent, all or nothing, one fsync."""
-        return self.call("wal.append_batch", params, m.WalAppendBatchResult).value
-
-    # -- the agent runtime ------------------------------------------------------------
-
-    def agents(self, session: str | None = None) -> a.AgentsListResult:
-        """agents.list."""
-        params = a.AgentsListParams(session=session)
-        return self.call("agents.list", params, a.AgentsListResult).value
-
-    def agent(self, name: str) -> a.AgentInfo:
-        """agents.get."""
-        return self.call("agents.get", a.AgentsGetParams(agent=name), a.AgentInfo).value
-
-    def create_agent(self, params: a.AgentsCreateParams) -> a.AgentInfo:
-        """agents.create."""
-        return self.call("agents.create", params, a.AgentInfo).value
-
-    def configure_agent(self, params: a.AgentsConfigureParams) -> a.AgentInfo:
-        """agents.configure."""
-        return self.call("agents.configure", params, a.AgentInfo).value
-
-    def send(self, params: a.AgentsSendParams) -> a.AgentsSendResult:
-        """agents.send (with `wait`, set this client's timeout above `params.timeout`)."""
-        return self.call("agents.send", params, a.AgentsSendResult).value
-
-    def cancel(self, agent: str) -> a.AgentsCancelResult:
-        """agents.cancel."""
-        params = a.AgentsCancelParams(agent=agent)
-        return self.call("agents.cancel", params, a.AgentsCancelResult).value
-
-    def resolve(self, agent: str, action: Literal["retry", "skip", "abort"]) -> a.AgentInfo:
-        """agents.resolve."""
-        params = a.AgentsResolveParams(agent=agent, action=action)
-        return self.call("agents.resolve", params, a.AgentInfo).value
-
-    def interventions(self, agent: str | None = None) -> a.InterventionsListResult:
-        """interventions.list."""
-        params = a.InterventionsListParams(agent=agent)
-        return self.call("interventions.list", params, a.InterventionsListResult).value
-
-    def answer(self, agent: str, intervention_id: str, text: str) -> a.InterventionsAnswerResult:
-        """interventions.answer."""
-        params = a.InterventionsAnswerParams(
-            agent=agent, intervention_id=intervention_id, answer=text
-        )
-        return self.call("interventions.answer", params, a.InterventionsAnswerResult).value
-
-    def act_turn_rewind(self, agent: str, seq: int) -> a.ActTurnRewindResult:
-        """act_turn.rewind."""
-        params = a.ActTurnRewindParams(agent=agent, seq=seq)
-        return self.call("act_turn.rewind", params, a.ActTurnRewindResult).value
-
-    def discover(self) -> dict[str, Any]:
-        """rpc.discover: the OpenRPC document."""
-        return self.call("rpc.discover", m.RpcDiscoverParams(), dict).value
 
 
 _UNSENT_RETRIES = 3  # a daemon that hangs up on every new connection is not waited on forever

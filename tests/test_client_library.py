@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -43,16 +42,12 @@ def events(*texts: str) -> list[m.BatchEvent]:
     ]
 
 
-def batch(agent: str, evs: list[m.BatchEvent], based_on: int | None = None) -> Any:
-    return m.WalAppendBatchParams(agent=agent, events=evs, based_on=based_on)
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_calls_and_daemon_errors_as_typed_exceptions(daemon: Daemon, backend: str) -> None:
     async def body() -> None:
         async with aio.connect(daemon.socket) as c:
             created = await c.append_batch(
-                batch("ext", [m.BatchEvent(kind="agent.created"), *events("a", "b")])
+                agent="ext", events=[m.BatchEvent(kind="agent.created"), *events("a", "b")]
             )
             assert len(created.seqs) == 3
             assert (await c.status()).head == created.seqs[-1]
@@ -63,15 +58,15 @@ def test_calls_and_daemon_errors_as_typed_exceptions(daemon: Daemon, backend: st
                 for _ in range(5):
                     tg.start_soon(c.status)
             with pytest.raises(errors.UnknownAgent) as unknown:
-                await c.append_batch(batch("nobody", events("x")))
+                await c.append_batch(agent="nobody", events=events("x"))
             assert unknown.value.code == -32006
             assert "nobody" in unknown.value.message
             with pytest.raises(errors.InvalidParams) as bad:
-                await c.append_batch(batch("ext", [*events("c"), m.BatchEvent(kind="nope")]))
+                await c.append_batch(agent="ext", events=[*events("c"), m.BatchEvent(kind="nope")])
             assert bad.value.code == -32602 and bad.value.data["field"] == "events[1].kind"
-            await c.rewind(created.seqs[0])
+            await c.rewind(seq=created.seqs[0])
             with pytest.raises(errors.StaleBranch) as stale:
-                await c.append_batch(batch("ext", events("d"), based_on=created.seqs[-1]))
+                await c.append_batch(agent="ext", events=events("d"), based_on=created.seqs[-1])
             assert stale.value.code == -32005 and stale.value.data["based_on"] == created.seqs[-1]
 
     run(backend, body)
@@ -83,7 +78,7 @@ def test_a_subscription_is_an_async_iterator(daemon: Daemon, backend: str) -> No
         async with aio.connect(daemon.socket) as c:
             sub = await c.subscribe(["records"])
             got = await c.append_batch(
-                batch("ext", [m.BatchEvent(kind="agent.created"), *events("a", "b")])
+                agent="ext", events=[m.BatchEvent(kind="agent.created"), *events("a", "b")]
             )
             seen: list[int] = []
             async with sub:
@@ -104,7 +99,7 @@ def test_reconnect_after_the_daemon_restarts(short_tmp: Path, backend: str) -> N
     async def body() -> None:
         nonlocal d
         async with aio.connect(d.socket, reconnect_timeout=20) as c:
-            await c.append_batch(batch("ext", [m.BatchEvent(kind="agent.created")]))
+            await c.append_batch(agent="ext", events=[m.BatchEvent(kind="agent.created")])
             sub = await c.subscribe(["records"])
             head = (await c.status()).head
             await anyio.to_thread.run_sync(d.stop)
@@ -115,7 +110,7 @@ def test_reconnect_after_the_daemon_restarts(short_tmp: Path, backend: str) -> N
             # The subscriber learns that it may have missed something, then goes on.
             first = await sub.__anext__()
             assert first == aio.Resync("reconnected", head)
-            got = await c.append_batch(batch("ext", events("after")))
+            got = await c.append_batch(agent="ext", events=events("after"))
             n = await sub.__anext__()
             assert isinstance(n, m.Notification) and n.seq == got.seqs[0]
 
@@ -134,9 +129,9 @@ def test_a_write_in_flight_when_the_daemon_dies_is_not_retried(
 
     async def body() -> None:
         async with aio.connect(d.socket, reconnect_timeout=0.5) as c:
-            await c.append_batch(batch("ext", [m.BatchEvent(kind="agent.created")]))
+            await c.append_batch(agent="ext", events=[m.BatchEvent(kind="agent.created")])
             with pytest.raises(ConnectionClosed):
-                await c.append_batch(batch("ext", events("maybe")))
+                await c.append_batch(agent="ext", events=events("maybe"))
             assert c.reconnects == 0
             # Nobody restarts it: the next read gives up after reconnect_timeout.
             with pytest.raises(ConnectionClosed, match="no daemon came back"):
@@ -176,9 +171,9 @@ def test_blocking_client_reads_ride_over_a_restart_writes_do_not(short_tmp: Path
     d = start_daemon(short_tmp, env={CRASH_ENV: "wal.after_sync:2"})
     try:
         with client.connect(d.socket, reconnect=True, reconnect_timeout=20) as c:
-            c.append_batch(batch("ext", [m.BatchEvent(kind="agent.created")]))
+            c.append_batch(agent="ext", events=[m.BatchEvent(kind="agent.created")])
             with pytest.raises(ConnectionClosed):
-                c.append_batch(batch("ext", events("maybe")))
+                c.append_batch(agent="ext", events=events("maybe"))
             assert c.reconnects == 0
             d.wait()
             d = restart(d, short_tmp)

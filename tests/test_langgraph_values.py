@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from reynctl.langgraph.checkpoints import apply_diff, diff
-from reynctl.langgraph.values import MAX_DEPTH, Previous, decode, encode
+from reynctl.langgraph.values import MAX_DEPTH, Previous, base_for, decode, encode
 from reynctl.langgraph.view import Blob, pack, unpack
 
 SERDE = JsonPlusSerializer()
@@ -48,8 +48,7 @@ def _store(writes: list[list[int]]) -> tuple[dict[tuple[str, str, Any], Blob], i
     prev: Previous | None = None
     deltas = 0
     for version, value in enumerate(writes):
-        has_base = prev is not None and ("", "m", prev.version) in blobs
-        enc = encode(SERDE, version, value, prev, has_base)
+        enc = encode(SERDE, version, value, base_for(value, ("", "m"), blobs, [prev]))
         r = enc.record
         blobs[("", "m", version)] = Blob(
             r["t"], r["b"], r.get("base"), r.get("depth", 0), r.get("acc", 0), r.get("whole", 0)
@@ -86,7 +85,21 @@ def test_appends_are_deltas_and_whole_values_come_back_as_they_add_up() -> None:
     # A list that is not an extension (an item replaced) is written whole.
     replaced = [-1, *value[1:]]
     prev = Previous(99, value, 0, 0, 10_000)
-    assert "base" not in encode(SERDE, 100, replaced, prev, has_base=True).record
+    blobs[("", "m", 99)] = Blob("json", "", None, 0, 0, 10_000)
+    assert base_for(replaced, ("", "m"), blobs, [prev]) is None
+    assert base_for([*value, 1], ("", "m"), blobs, [prev]) is prev
+
+
+def test_a_delta_extends_the_longest_stored_base_it_begins_with() -> None:
+    items = [object() for _ in range(6)]
+    blobs = {("", "m", v): Blob("json", "", None, 0, 0, 10_000) for v in (1, 2)}
+    short, long = Previous(1, items[:2], 0, 0, 10_000), Previous(2, items[:4], 0, 0, 10_000)
+    gone = Previous(3, items[:5], 0, 0, 10_000)  # not stored on the lineage (a rewind took it)
+    other = Previous(2, [object()], 0, 0, 10_000)  # stored, but other items
+    assert base_for(items, ("", "m"), blobs, [short, None, long, gone, other]) is long
+    assert base_for(items, ("", "m"), blobs, [gone, other]) is None
+    assert base_for(items, ("", "x"), blobs, [long]) is None  # another channel's version
+    assert base_for("text", ("", "m"), blobs, [long]) is None
 
 
 def test_packed_bytes_round_trip() -> None:

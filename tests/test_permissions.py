@@ -34,7 +34,6 @@ import pytest
 from reynctl.aio import open_client
 from reynctl.client import Client
 from reynctl.errors import UntrustedDaemon
-from reynd.protocol import methods as m
 from reynd.protocol.paths import default_socket, private_socket_dirs, state_socket
 from tests.harness import Daemon, daemon_command, start_daemon
 from tests.runtime_helpers import create_builtin, send
@@ -464,7 +463,7 @@ def test_both_clients_check_the_daemon_uid(foreign_socket: Path) -> None:
     async def attach(daemon_uid: int | None) -> Any:
         client = await open_client(foreign_socket, daemon_uid=daemon_uid)
         try:
-            return await client.call("rpc.discover", m.RpcDiscoverParams(), dict)
+            return await client.discover()
         finally:
             await client.close()
 

@@ -71,7 +71,7 @@ def seed(sock: Path, turns: int = 3) -> list[int]:
     with Client(sock) as c:
 
         def add(kind: str, **data: Any) -> int:
-            return c.append(m.WalAppendParams(agent="ada", kind=kind, data=data)).seq
+            return c.append(agent="ada", kind=kind, data=data).seq
 
         add("agent.created")
         for n in range(1, turns + 1):
@@ -391,11 +391,9 @@ def test_watch_streams_state_then_changes_tagged_with_seqs(daemon: Daemon):
         assert first["state"]["seq"] == ends[0] and "ada" in first["state"]["agents"]
         with Client(daemon.socket) as c:
             seq = c.append(
-                m.WalAppendParams(
-                    agent="ada", kind="message.received", data={"message_id": "m9", "text": "hi"}
-                )
+                agent="ada", kind="message.received", data={"message_id": "m9", "text": "hi"}
             ).seq
-            reset = c.rewind(ends[0]).reset_seq
+            reset = c.rewind(seq=ends[0]).reset_seq
         got = [lines.next() for _ in range(3)]
         assert [(n["topic"], n["seq"]) for n in got] == [
             ("records", seq),

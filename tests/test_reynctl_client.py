@@ -242,7 +242,7 @@ def test_daemon_error_is_raised_as_its_class(fake):
         ]
     )
     with Client(path) as c, pytest.raises(errors.NotActive) as info:
-        c.rewind(5)
+        c.rewind(seq=5)
     assert "use checkout" in info.value.message
 
 

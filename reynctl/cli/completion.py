@@ -11,7 +11,6 @@ from reynctl.cli.group import cli
 from reynctl.cli.options import examples
 from reynctl.client import Client, find_socket
 from reynctl.errors import ClientError
-from reynd.protocol import methods as m
 from reynd.protocol.errors import ReyndError
 
 
@@ -25,7 +24,7 @@ def _complete_seq(ctx: click.Context, _p: click.Parameter, incomplete: str) -> l
     root = ctx.find_root().params
     try:
         with _client(root) as c:
-            gens = c.generations(m.GenerationsParams(all_branches=True, limit=100))
+            gens = c.generations(all_branches=True, limit=100)
     except (ClientError, ReyndError, OSError):
         return []
     return [

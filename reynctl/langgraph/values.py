@@ -23,6 +23,7 @@ differs by identity only if it was replaced, so do not mutate state in place.
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -30,7 +31,16 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from reynctl.langgraph.view import Blob, pack, unpack
 
-__all__ = ["MAX_DEPTH", "Encoded", "Previous", "decode", "empty", "encode", "previous_of"]
+__all__ = [
+    "MAX_DEPTH",
+    "Encoded",
+    "Previous",
+    "base_for",
+    "decode",
+    "empty",
+    "encode",
+    "previous_of",
+]
 
 MAX_DEPTH: Final = 1 << 20  # a bound for safety: the size rule decides
 EMPTY: Final = "empty"
@@ -38,7 +48,7 @@ EMPTY: Final = "empty"
 
 @dataclass(slots=True)
 class Previous:
-    """The last version of a channel this saver wrote or read: the base for the next delta."""
+    """A version of a channel this saver holds decoded (it wrote it, or a read handed it out)."""
 
     version: Any
     items: list[Any]  # a copy: the caller's list may grow in place afterwards
@@ -55,28 +65,47 @@ class Encoded:
     previous: Previous | None
 
 
-def encode(
-    serde: SerializerProtocol, version: Any, value: Any, prev: Previous | None, has_base: bool
-) -> Encoded:
-    """The stored form of `value` at `version`; `prev` is the channel's previous version.
+def base_for(
+    value: Any,
+    key: tuple[str, str],
+    blobs: dict[tuple[str, str, Any], Blob],
+    candidates: Iterable[Previous | None],
+) -> Previous | None:
+    """The version of channel `key` = (ns, channel) that `value` may be stored as a delta of.
 
-    `has_base`: `prev.version` is still stored on the thread's lineage (a
-    rewind or a delete may have taken it away).
+    One of `candidates` (the saver's last write of the channel, the version a
+    read handed out) that is still stored on the thread's lineage (a rewind or
+    a delete may have taken it away), whose items are the first items of
+    `value` (by identity); the longest, the earliest of equals.
     """
-    if (
-        isinstance(value, list)
-        and prev is not None
-        and has_base
-        and prev.depth < MAX_DEPTH
-        and len(value) >= len(prev.items)
-        and all(map(operator.is_, prev.items, value))
-    ):
-        type_, data = serde.dumps_typed(value[len(prev.items) :])
-        if prev.acc + len(data) < prev.whole:
-            record = {"v": version, "t": type_, "b": pack(data), "base": prev.version}
-            record.update(depth=prev.depth + 1, acc=prev.acc + len(data), whole=prev.whole)
-            nxt = Previous(version, list(value), prev.depth + 1, prev.acc + len(data), prev.whole)
-            return Encoded(record, nxt)
+    if not isinstance(value, list):
+        return None
+    ns, ch = key
+    fits = [
+        p
+        for p in candidates
+        if p is not None
+        and (ns, ch, p.version) in blobs
+        and p.depth < MAX_DEPTH
+        and len(value) >= len(p.items)
+        and all(map(operator.is_, p.items, value))
+    ]
+    return max(fits, key=lambda p: len(p.items), default=None)
+
+
+def encode(serde: SerializerProtocol, version: Any, value: Any, base: Previous | None) -> Encoded:
+    """The stored form of `value` at `version`; `base` is the version it extends (`base_for`).
+
+    A delta of `base` while the deltas since its whole value add up to less
+    than that value; whole otherwise.
+    """
+    if base is not None:
+        type_, data = serde.dumps_typed(value[len(base.items) :])
+        depth, acc = base.depth + 1, base.acc + len(data)
+        if acc < base.whole:
+            record = {"v": version, "t": type_, "b": pack(data), "base": base.version}
+            record.update(depth=depth, acc=acc, whole=base.whole)
+            return Encoded(record, Previous(version, list(value), depth, acc, base.whole))
     type_, data = serde.dumps_typed(value)
     record = {"v": version, "t": type_, "b": pack(data)}
     if isinstance(value, list):

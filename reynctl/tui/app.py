@@ -210,10 +210,10 @@ class ReyndTui(App[None]):
     async def resync(self, client: AsyncClient) -> None:
         """Read everything again: status, the timeline and the agents."""
         self.resyncs += 1
-        status = await client.call("daemon.status", m.StatusParams(), m.StatusResult)
+        status = await client.status()
         self.last = status.head
         await self._load_timeline(client)
-        agents = await client.call("agents.list", a.AgentsListParams(), a.AgentsListResult)
+        agents = await client.agents()
         self.agents = {info.name: info for info in agents.agents}
         if self.agent is None and self.agents:
             self.agent = sorted(self.agents)[0]
@@ -226,7 +226,7 @@ class ReyndTui(App[None]):
         if name is None:
             return
         try:
-            st = await client.call("state.get", m.StateParams(agent=name), m.StateResult)
+            st = await client.state(agent=name)
         except ReyndError as exc:  # e.g. not an agent (any more): say so, stay connected
             lines = [f"cannot read {name}'s history: {exc.message}"]
         else:
@@ -239,12 +239,11 @@ class ReyndTui(App[None]):
             self._main().query_one(ChatPane).replace(lines)
 
     async def _load_timeline(self, client: AsyncClient) -> None:
-        branches = await client.call("branches.list", m.BranchesParams(), m.BranchesResult)
+        branches = await client.branches()
         gens: list[m.Generation] = []
         cursor: int | None = None
         while len(gens) < MAX_GENERATIONS:
-            params = m.GenerationsParams(all_branches=True, limit=1000, cursor=cursor)
-            page = await client.call("generations.list", params, m.GenerationsResult)
+            page = await client.generations(all_branches=True, limit=1000, cursor=cursor)
             gens += page.generations
             cursor = page.next_cursor
             if cursor is None:
@@ -310,7 +309,7 @@ class ReyndTui(App[None]):
 
     async def _after_rewind(self, client: AsyncClient, n: m.Notification) -> None:
         """Every agent moved: read them again; the chat marks where its past was cut."""
-        agents = await client.call("agents.list", a.AgentsListParams(), a.AgentsListResult)
+        agents = await client.agents()
         self.agents = {info.name: info for info in agents.agents}
         self.show_agent()
         name = self.agent
@@ -318,7 +317,7 @@ class ReyndTui(App[None]):
             return
         # As of the reset record, which is the state as of the target: not what ran since.
         try:
-            st = await client.call("state.get", m.StateParams(seq=n.seq, agent=name), m.StateResult)
+            st = await client.state(seq=n.seq, agent=name)
         except ReyndError:  # not an agent as of the target
             state = None
         else:
@@ -328,7 +327,7 @@ class ReyndTui(App[None]):
 
     async def _refresh_agent(self, client: AsyncClient, name: str) -> None:
         try:
-            info = await client.call("agents.get", a.AgentsGetParams(agent=name), a.AgentInfo)
+            info = await client.agent(agent=name)
         except ReyndError:
             self.agents.pop(name, None)
         else:
@@ -475,11 +474,7 @@ class ReyndTui(App[None]):
             return False
         try:
             if target.action == "act_turn":
-                ar = await client.call(
-                    "act_turn.rewind",
-                    a.ActTurnRewindParams(agent=target.agent, seq=target.seq),
-                    a.ActTurnRewindResult,
-                )
+                ar = await client.act_turn_rewind(agent=target.agent, seq=target.seq)
                 self._own_resets.add(ar.reset_seq)
                 banner = (
                     f"act-turn rewind: {target.agent}'s turn {ar.turn_id} back to seq {ar.target}"
@@ -487,7 +482,7 @@ class ReyndTui(App[None]):
                     f"(reset record {ar.reset_seq}, branch {ar.branch})"
                 )
             else:
-                rr = await client.call("checkout", m.CheckoutParams(seq=target.seq), m.RewindResult)
+                rr = await client.checkout(seq=target.seq)
                 self._own_resets.add(rr.reset_seq)
                 word = "fork switch" if rr.mode == "fork_switch" else "undo"
                 banner = f"{word}: {render.rewind_text(rr, PLAIN)}"

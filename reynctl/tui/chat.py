@@ -150,9 +150,7 @@ class ChatPane(Vertical):
             self.write("no agent to talk to: create one with `reynctl agents create NAME`")
             return
         try:
-            res = await client.call(
-                "agents.send", a.AgentsSendParams(agent=tui.agent, text=text), a.AgentsSendResult
-            )
+            res = await client.send(agent=tui.agent, text=text)
         except (ReyndError, ClientError) as exc:
             self.write(f"not sent: {exc.message}")
             return
@@ -166,9 +164,7 @@ class ChatPane(Vertical):
             self.write("nothing to cancel")
             return
         try:
-            res = await client.call(
-                "agents.cancel", a.AgentsCancelParams(agent=tui.agent), a.AgentsCancelResult
-            )
+            res = await client.cancel(agent=tui.agent)
         except (ReyndError, ClientError) as exc:
             self.write(f"cancel failed: {exc.message}")
             return
@@ -179,7 +175,7 @@ class ChatPane(Vertical):
 
 
 async def _state(client: AsyncClient, seq: int, agent: str) -> m.StateResult:
-    return await client.call("state.get", m.StateParams(seq=seq, agent=agent), m.StateResult)
+    return await client.state(seq=seq, agent=agent)
 
 
 async def narrate(client: AsyncClient, n: m.Notification, say: Callable[[str], None]) -> None:

@@ -18,7 +18,6 @@ from reynctl.tui.base import TuiScreen, spawn
 from reynctl.tui.confirm import Target
 from reynctl.tui.graph import Node
 from reynctl.tui.timeline import StepRow, _step_summary, option_width, timeline_options
-from reynd.protocol import methods as m
 from reynd.protocol.errors import ReyndError
 
 __all__ = ["PickerScreen"]
@@ -160,10 +159,8 @@ class PickerScreen(TuiScreen):
         if client is None:
             return Text("not connected", style="red")
         try:
-            st = await client.call("state.get", m.StateParams(seq=seq), m.StateResult)
-            diff = await client.call(
-                "state.diff", m.DiffParams(from_seq=seq, to_seq=self.tui.head), m.DiffResult
-            )
+            st = await client.state(seq=seq)
+            diff = await client.diff(from_seq=seq, to_seq=self.tui.head)
         except ReyndError as exc:
             return Text(f"cannot read seq {seq}: {exc.message}", style="red")
         except ClientError as exc:
@@ -181,9 +178,7 @@ class PickerScreen(TuiScreen):
         if client is None or not node.agent:
             return "not connected"
         try:
-            st = await client.call(
-                "state.get", m.StateParams(seq=node.seq - 1, agent=node.agent), m.StateResult
-            )
+            st = await client.state(seq=node.seq - 1, agent=node.agent)
         except ReyndError as exc:
             return f"cannot read the steps: {exc.message}"
         except ClientError as exc:
