@@ -98,20 +98,16 @@ class App:
         self._retention = RetentionInForce(retention or RetentionPolicy())
         self._gate = Gate()  # writes share it; a rewind holds it alone
         self._reads = Gate()  # as-of reads share it; GC holds it while it deletes files
-        # What a commit sets off, each hook on its own (filled by _assemble).
-        self._on_commit = Hooks[Sequence[Event]]("commit")
-        self._on_reset = Hooks[m.RewindResult]("reset")
         self.store: Store
         self.committer: Committer
         self.failure: Exception | None = None  # one of our tasks died after start-up
         self.shipper: Shipper | None = None  # [replicate], when a url is set
         self.follower: Follower | None = None  # a read-only replica of `follow`
         # Built by _open_storage and _assemble.
-        self._age_clock: AgeClock  # ages for retention, from the store's opening
         self._scrub: Scrub
         self._audit: EventStore  # the audit log of this run (never read by recovery)
         self._workspace: Workspace | None = None  # workspace rewind, when enabled
-        self._writer: Writer
+        self._handlers: dict[str, Handler]
         self._registry: AgentRegistry
         self._coordinator: Coordinator
         self._config: ConfigStore  # runtime settings + agent configs, in SQLite
@@ -120,8 +116,8 @@ class App:
         self._collector: Collector
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await self._open_storage()
-        await self._assemble()
+        clock = await self._open_storage()
+        await self._assemble(clock)
         self.committer.start()
         serving = False  # once started, a task that dies stops the daemon (exit 3)
         try:
@@ -148,7 +144,125 @@ class App:
                 await self._close()
 
     def handlers(self) -> dict[str, Handler]:
-        """Handlers for every method of METHODS except the transport's own (once started).
+        """Handlers for every method of METHODS except the transport's own (once started)."""
+        return self._handlers
+
+    async def _open_storage(self) -> AgeClock:
+        """Open the store (recovery) and this run's audit log; the ages for retention."""
+        started = time.perf_counter()
+        self.store = await trio.to_thread.run_sync(Store.open, self._state_dir, self._options)
+        store = self.store
+        # What the WAL holds now is aged from this moment by the monotonic clock.
+        clock = AgeClock(Sighting(store.head, time.time(), time.monotonic()))
+        rec = store.recovery
+        log.info(
+            "storage.open",
+            state_dir=str(self._state_dir),
+            head=store.head,
+            records=rec.records,
+            indexed=rec.indexed,  # taken from segment indexes (state/index/)
+            scanned=rec.scanned,  # read and verified one by one
+            segments=rec.segments,
+            snapshots=len(store.snapshots.seqs),
+            torn_bytes=rec.torn_bytes,
+            duration_ms=round((time.perf_counter() - started) * 1e3, 1),
+        )
+        self._scrub = Scrub(store, self._reads)
+        self._audit = await trio.to_thread.run_sync(
+            lambda: EventStore.open(
+                self._state_dir / "events",
+                self._audit_options,
+                head=store.head,
+                branch=store.lineage.branch_of(store.head),
+                floor=store.floor,
+            )
+        )
+        return clock
+
+    async def _assemble(self, clock: AgeClock) -> None:
+        """Reap a previous daemon's executors, then build the parts that serve the store.
+
+        `clock`: the ages of what the WAL held when the store opened (for GC).
+        """
+        store = self.store
+        # Holding the lock: every recorded executor process is a previous
+        # daemon's. Kill the ones still alive before any agent runs a step.
+        groups = ProcessGroups(self._state_dir / "state" / "procs")
+        await trio.to_thread.run_sync(groups.reap_orphans)
+        # What a commit and a reset set off, each hook on its own (filled by _hook).
+        on_commit = Hooks[Sequence[Event]]("commit")
+        on_reset = Hooks[m.RewindResult]("reset")
+        self.committer = Committer(store, on_commit)
+        if self._workspace_config.enabled and self._follow is not None:
+            # A replica runs no agent and restores nothing: its files are its own.
+            log.warning("workspace.ignored_on_replica", reason="a replica never rewinds files")
+        elif self._workspace_config.enabled:
+            self._workspace = Workspace(self._workspace_config, self._state_dir, store)
+        writer = Writer(self.committer, self._gate, self._workspace)
+        self._registry = registry = AgentRegistry(store, writer.append, self._publish, groups)
+        self._coordinator = Coordinator(
+            store,
+            self.committer,
+            self._gate,
+            registry.cancel_all,
+            on_reset,
+            on_abort=registry.restart,
+        )
+        self._config = ConfigStore(
+            self._state_dir, store, self._retention.current, self._retention.use
+        )
+        substrates = self._coordinator.substrates
+        substrates.append(self._config)
+        if self._workspace is not None:
+            substrates.append(self._workspace)
+        publisher = Publisher(store, self._publish)
+        location = self._replicate.location()
+        if self._follow is not None:
+            self.follower = Follower(
+                self._replicate, self._follow, store, self.committer, publisher.replicated_reset
+            )
+        elif location is not None:
+            self.shipper = Shipper(self._replicate, location, store)
+            await self.shipper.open()  # ReplicaRefused: the operator must act
+        self._snapshotter = Snapshotter(store, self._reads)
+        self._capture = GenerationCapture(substrates)
+        self._collector = Collector(
+            store,
+            self._retention,
+            clock,
+            self._reads,
+            self._coordinator.serialized,
+            workspace=self._workspace,
+            shipper=self.shipper,
+        )
+        self._hook(publisher, on_commit, on_reset)
+        self._handlers = self._serve(writer)
+
+    def _hook(
+        self,
+        publisher: Publisher,
+        on_commit: Hooks[Sequence[Event]],
+        on_reset: Hooks[m.RewindResult],
+    ) -> None:
+        """Register what a commit and a reset set off, in the order it runs."""
+        store, audit, registry = self.store, self._audit, self._registry
+        on_commit.add("publish", publisher.committed)
+        on_commit.add("capture", self._capture.committed)  # boundaries to the substrates
+        on_commit.add("audit", lambda events: audit.record(events, store.lineage))
+        on_commit.add("config", self._config.observe)
+        if self._workspace is not None:
+            on_commit.add("workspace", self._workspace.committed)
+        on_commit.add("registry", registry.on_commit)
+        on_commit.add("snapshots", self._snapshotter.committed)
+        if self.shipper is not None:
+            shipper = self.shipper
+            on_commit.add("shipper", lambda events: shipper.poke())
+        on_reset.add("audit", audit.reset_done)
+        on_reset.add("registry", lambda result: registry.restart())
+        on_reset.add("publish", publisher.reset)
+
+    def _serve(self, writer: Writer) -> dict[str, Handler]:
+        """The method handlers, built once (wal.append's per-agent locks are theirs).
 
         Each answers storage_corrupt when it meets a damaged record (Scrub);
         a replica's writes are refused (read_only.py).
@@ -180,111 +294,10 @@ class App:
             **HistoryApi(store).handlers(),
             **ResetApi(coordinator).handlers(),
             **StateApi(store, as_of).handlers(),
-            **WalAppendApi(store, self._gate, self._writer.commit).handlers(),
+            **WalAppendApi(store, self._gate, writer.commit).handlers(),
         }
         handlers = {name: guarded(handler, self._scrub) for name, handler in handlers.items()}
         return handlers if self._follow is None else refuse_writes(handlers, self._follow)
-
-    async def _open_storage(self) -> None:
-        """Open the store (recovery) and this run's audit log."""
-        started = time.perf_counter()
-        self.store = await trio.to_thread.run_sync(Store.open, self._state_dir, self._options)
-        store = self.store
-        # What the WAL holds now is aged from this moment by the monotonic clock.
-        self._age_clock = AgeClock(Sighting(store.head, time.time(), time.monotonic()))
-        rec = store.recovery
-        log.info(
-            "storage.open",
-            state_dir=str(self._state_dir),
-            head=store.head,
-            records=rec.records,
-            indexed=rec.indexed,  # taken from segment indexes (state/index/)
-            scanned=rec.scanned,  # read and verified one by one
-            segments=rec.segments,
-            snapshots=len(store.snapshots.seqs),
-            torn_bytes=rec.torn_bytes,
-            duration_ms=round((time.perf_counter() - started) * 1e3, 1),
-        )
-        self._scrub = Scrub(store, self._reads)
-        self._audit = await trio.to_thread.run_sync(
-            lambda: EventStore.open(
-                self._state_dir / "events",
-                self._audit_options,
-                head=store.head,
-                branch=store.lineage.branch_of(store.head),
-                floor=store.floor,
-            )
-        )
-
-    async def _assemble(self) -> None:
-        """Reap a previous daemon's executors, then build the parts that serve the store."""
-        store = self.store
-        # Holding the lock: every recorded executor process is a previous
-        # daemon's. Kill the ones still alive before any agent runs a step.
-        groups = ProcessGroups(self._state_dir / "state" / "procs")
-        await trio.to_thread.run_sync(groups.reap_orphans)
-        self.committer = Committer(store, self._on_commit)
-        if self._workspace_config.enabled and self._follow is not None:
-            # A replica runs no agent and restores nothing: its files are its own.
-            log.warning("workspace.ignored_on_replica", reason="a replica never rewinds files")
-        elif self._workspace_config.enabled:
-            self._workspace = Workspace(self._workspace_config, self._state_dir, store)
-        self._writer = Writer(self.committer, self._gate, self._workspace)
-        self._registry = registry = AgentRegistry(store, self._writer.append, self._publish, groups)
-        self._coordinator = Coordinator(
-            store,
-            self.committer,
-            self._gate,
-            registry.cancel_all,
-            self._on_reset,
-            on_abort=registry.restart,
-        )
-        self._config = ConfigStore(
-            self._state_dir, store, self._retention.current, self._retention.use
-        )
-        substrates = self._coordinator.substrates
-        substrates.append(self._config)
-        if self._workspace is not None:
-            substrates.append(self._workspace)
-        publisher = Publisher(store, self._publish)
-        location = self._replicate.location()
-        if self._follow is not None:
-            self.follower = Follower(
-                self._replicate, self._follow, store, self.committer, publisher.replicated_reset
-            )
-        elif location is not None:
-            self.shipper = Shipper(self._replicate, location, store)
-            await self.shipper.open()  # ReplicaRefused: the operator must act
-        self._snapshotter = Snapshotter(store, self._reads)
-        self._capture = GenerationCapture(substrates)
-        self._collector = Collector(
-            store,
-            self._retention,
-            self._age_clock,
-            self._reads,
-            self._coordinator.serialized,
-            workspace=self._workspace,
-            shipper=self.shipper,
-        )
-        self._hook(publisher)
-
-    def _hook(self, publisher: Publisher) -> None:
-        """Register what a commit and a reset set off, in the order it runs."""
-        store, audit, registry, on_commit = self.store, self._audit, self._registry, self._on_commit
-        on_commit.add("publish", publisher.committed)
-        on_commit.add("capture", self._capture.committed)  # boundaries to the substrates
-        on_commit.add("audit", lambda events: audit.record(events, store.lineage))
-        on_commit.add("config", self._config.observe)
-        if self._workspace is not None:
-            on_commit.add("workspace", self._workspace.committed)
-        on_commit.add("registry", registry.on_commit)
-        on_commit.add("snapshots", self._snapshotter.committed)
-        if self.shipper is not None:
-            shipper = self.shipper
-            on_commit.add("shipper", lambda events: shipper.poke())
-        self._on_reset.add("audit", audit.reset_done)
-        self._on_reset.add("registry", lambda result: registry.restart())
-        self._on_reset.add("publish", publisher.reset)
 
     async def _start_tasks(self, nursery: trio.Nursery) -> None:
         """Start the daemon's tasks in `nursery`: substrates before any agent runs."""
