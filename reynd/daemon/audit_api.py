@@ -8,7 +8,7 @@ write gate or touches the runtime: the tip never moves.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import trio
 
@@ -17,12 +17,9 @@ from reynd.audit.record import RUN_STARTED, RUN_STOPPED, AuditLine, to_api
 from reynd.audit.replay import History, Sequenced, changes_between, compare, fork_seq, walk
 from reynd.audit.store import EventStore
 from reynd.daemon.context import CallContext
+from reynd.daemon.rpc import Handler
 from reynd.protocol import audit_methods as am
 from reynd.protocol import errors
-
-if TYPE_CHECKING:
-    from reynd.daemon.app import App
-    from reynd.daemon.rpc import Handler
 
 __all__ = ["AuditApi"]
 
@@ -40,12 +37,10 @@ def _cursor(text: str) -> tuple[str, int]:
 
 
 class AuditApi:
-    def __init__(self, app: App) -> None:
-        self._app = app
-
-    @property
-    def _store(self) -> EventStore:
-        return self._app.audit
+    def __init__(self, events: EventStore, head: Callable[[], int]) -> None:
+        """`events`: this run's audit log; `head`: the WAL's tip, which bounds a seq asked for."""
+        self._events = events
+        self._head = head
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -60,7 +55,7 @@ class AuditApi:
     # -- helpers -------------------------------------------------------------------------
 
     def _known_run(self, run: str) -> str:
-        if run not in self._store.runs():
+        if run not in self._events.runs():
             raise errors.UnknownRun(
                 f"no run {run!r} in the audit log: `reynctl events --runs` lists them",
                 {"run": run},
@@ -68,7 +63,7 @@ class AuditApi:
         return run
 
     def _check_seq(self, seq: int) -> int:
-        head = self._app.store.head
+        head = self._head()
         if seq > head:
             raise errors.SeqOutOfRange(
                 f"seq {seq} is above the tip {head}", {"seq": seq, "head": head}
@@ -76,7 +71,7 @@ class AuditApi:
         return seq
 
     async def _history(self, runs: set[str] | None = None) -> History:
-        loaded = await self._store.load(runs)
+        loaded = await self._events.load(runs)
         return await trio.to_thread.run_sync(History, loaded.runs)
 
     @staticmethod
@@ -116,7 +111,7 @@ class AuditApi:
     # -- events.* --------------------------------------------------------------------------
 
     async def _runs(self, p: am.EventsRunsParams, ctx: CallContext) -> am.EventsRunsResult:
-        store = self._store
+        store = self._events
         loaded = await store.load()
         files = store.files()
         out = []
@@ -145,7 +140,7 @@ class AuditApi:
         start = _list_start(p)
         if p.run is not None:
             self._known_run(p.run)
-        loaded = await self._store.load(None if p.run is None else {p.run})
+        loaded = await self._events.load(None if p.run is None else {p.run})
         kinds = set(p.kind)
         events: list[am.AuditEvent] = []
         next_cursor = None
@@ -186,7 +181,7 @@ class AuditApi:
     # -- replay.* --------------------------------------------------------------------------
 
     async def _walk(self, p: am.ReplayWalkParams, ctx: CallContext) -> am.ReplayWalkResult:
-        run = self._known_run(p.run if p.run is not None else self._store.run_id)
+        run = self._known_run(p.run if p.run is not None else self._events.run_id)
         history = await self._history()
         return await self._off_loop(
             lambda: walk(

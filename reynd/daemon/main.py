@@ -33,6 +33,7 @@ from reynd.daemon.context import ServerInfo
 from reynd.daemon.fdlimit import connection_cap, fds_in_use, raise_soft_limit
 from reynd.daemon.hub import Hub
 from reynd.daemon.listen import AnotherDaemon, ListenError, UnsafeDirectory, open_socket
+from reynd.daemon.quick import quick_calls
 from reynd.daemon.server import Server, ServerLimits
 from reynd.replication.objects import Location
 from reynd.replication.shipper import ReplicaRefused
@@ -165,8 +166,13 @@ async def _serve(opts: ServeOptions) -> int:
                     line_timeout_s=config.line_timeout_s,
                     idle_timeout_s=config.idle_timeout_s,
                 )
+                store = app.store
+
+                def head() -> int:  # the tip, for subscriptions and quick calls
+                    return store.head
+
                 server = Server(
-                    app.handlers(), hub, info, shutdown, limits, quick=app.quick_calls()
+                    app.handlers(), hub, info, shutdown, limits, head=head, quick=quick_calls(head)
                 )
                 await root.start(server.serve, listener)
                 where = bound.path or "an inherited socket"

@@ -55,7 +55,6 @@ log = structlog.get_logger("reynd.rpc")
 
 Id = int | float | str | None
 # A method implementation: decoded params Struct and the call's context in, result out.
-# (Same shape as reynd.daemon.app.Handler; defined here so the dispatcher needs no App.)
 Handler = Callable[[Any, CallContext], Awaitable[Any]]
 Send = Callable[[bytes], Awaitable[None]]
 
@@ -190,11 +189,6 @@ class Output(Protocol):
         """Write one line in pieces, the newline at exit; no other line interleaves."""
 
 
-def always_quick(params: object) -> bool:
-    """The test of a quick method that is quick whatever its params (Dispatcher's `quick`)."""
-    return True
-
-
 class Dispatcher:
     """Validates, routes and answers JSON-RPC messages; built once per daemon."""
 
@@ -206,7 +200,7 @@ class Dispatcher:
         quick: Mapping[str, Callable[[Any], bool]] | None = None,
     ) -> None:
         """`quick`: methods whose handler answers without waiting for anything, when their
-        params pass the test (see `quick_call`)."""
+        params pass the test (see `quick_call`; the daemon's table is daemon/quick.py)."""
         unknown = set(handlers) - set(METHODS)
         if unknown:
             raise ValueError(f"handlers for methods not in METHODS: {sorted(unknown)}")

@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from reynd.daemon.as_of import ReadAsOf
 from reynd.daemon.context import CallContext
+from reynd.daemon.coordinator import Coordinator
+from reynd.daemon.rpc import Handler
 from reynd.protocol import agent_methods as a
 from reynd.protocol import errors
 from reynd.protocol.events import StepCommitted
-
-if TYPE_CHECKING:
-    from reynd.daemon.app import App
-    from reynd.daemon.rpc import Handler
+from reynd.runtime.registry import AgentRegistry
+from reynd.storage.store import Store
 
 __all__ = ["RuntimeApi"]
 
 
 class RuntimeApi:
-    def __init__(self, app: App) -> None:
-        self._app = app
+    def __init__(
+        self,
+        registry: AgentRegistry,
+        store: Store,
+        as_of: ReadAsOf,
+        coordinator: Coordinator,
+    ) -> None:
+        """`as_of` and `coordinator` serve act_turn.rewind; the rest is the registry's."""
+        self._registry = registry
+        self._store = store
+        self._as_of = as_of
+        self._coordinator = coordinator
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -35,42 +44,42 @@ class RuntimeApi:
         }
 
     async def _create(self, p: a.AgentsCreateParams, ctx: CallContext) -> a.AgentInfo:
-        return await self._app.registry.create(p.name, p.executor, p.options, p.session)
+        return await self._registry.create(p.name, p.executor, p.options, p.session)
 
     async def _configure(self, p: a.AgentsConfigureParams, ctx: CallContext) -> a.AgentInfo:
-        return await self._app.registry.configure(p.agent, p.executor, p.options)
+        return await self._registry.configure(p.agent, p.executor, p.options)
 
     async def _list(self, p: a.AgentsListParams, ctx: CallContext) -> a.AgentsListResult:
-        return a.AgentsListResult(agents=self._app.registry.infos(p.session))
+        return a.AgentsListResult(agents=self._registry.infos(p.session))
 
     async def _get(self, p: a.AgentsGetParams, ctx: CallContext) -> a.AgentInfo:
-        return self._app.registry.info(p.agent)
+        return self._registry.info(p.agent)
 
     async def _send(self, p: a.AgentsSendParams, ctx: CallContext) -> a.AgentsSendResult:
-        return await self._app.registry.send(p.agent, p.text, wait=p.wait, wait_seconds=p.timeout)
+        return await self._registry.send(p.agent, p.text, wait=p.wait, wait_seconds=p.timeout)
 
     async def _cancel(self, p: a.AgentsCancelParams, ctx: CallContext) -> a.AgentsCancelResult:
-        return a.AgentsCancelResult(cancelled=await self._app.registry.cancel(p.agent))
+        return a.AgentsCancelResult(cancelled=await self._registry.cancel(p.agent))
 
     async def _resolve(self, p: a.AgentsResolveParams, ctx: CallContext) -> a.AgentInfo:
-        return self._app.registry.resolve(p.agent, p.action)
+        return self._registry.resolve(p.agent, p.action)
 
     async def _interventions(
         self, p: a.InterventionsListParams, ctx: CallContext
     ) -> a.InterventionsListResult:
-        return a.InterventionsListResult(interventions=self._app.registry.interventions(p.agent))
+        return a.InterventionsListResult(interventions=self._registry.interventions(p.agent))
 
     async def _answer(
         self, p: a.InterventionsAnswerParams, ctx: CallContext
     ) -> a.InterventionsAnswerResult:
-        seq, buffered = await self._app.registry.answer(p.agent, p.intervention_id, p.answer)
+        seq, buffered = await self._registry.answer(p.agent, p.intervention_id, p.answer)
         return a.InterventionsAnswerResult(seq=seq, buffered=buffered)
 
     async def _act_turn_rewind(
         self, p: a.ActTurnRewindParams, ctx: CallContext
     ) -> a.ActTurnRewindResult:
         self._check_target(p.seq)
-        at = await self._app.as_of(p.seq)
+        at = await self._as_of(p.seq)
         agent = at.agents.get(p.agent)
         if agent is None:
             raise errors.UnknownAgent(
@@ -84,7 +93,7 @@ class RuntimeApi:
             )
         chain = agent.pending_chains[0]
         rerun = self._steps_committed_after(p.agent, chain.turn_id, p.seq)
-        result = await self._app.coordinator.request("act_turn", p.seq, agent=p.agent)
+        result = await self._coordinator.request("act_turn", p.seq, agent=p.agent)
         return a.ActTurnRewindResult(
             reset_seq=result.reset_seq,
             target=result.target,
@@ -101,7 +110,7 @@ class RuntimeApi:
 
         In the order of Store.prepare_reset (which checks again in the coordinator).
         """
-        store = self._app.store
+        store = self._store
         head = store.head
         below = "no seq: the log is empty"
         if head:
@@ -126,7 +135,7 @@ class RuntimeApi:
 
     def _steps_committed_after(self, agent: str, turn_id: str, seq: int) -> int:
         """Steps of `turn_id` committed on the active branch after `seq` (they will re-run)."""
-        store = self._app.store
+        store = self._store
         count = 0
         for lo, hi in store.lineage.iter_intervals(store.head):
             if hi <= seq:

@@ -13,17 +13,21 @@ verifies every record and refuses to start, naming the record and the repair.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import structlog
 import trio
 
+from reynd.daemon.context import CallContext
 from reynd.daemon.coordinator import Gate
+from reynd.daemon.rpc import Handler
+from reynd.protocol import errors
 from reynd.storage.damage import mark_damage
 from reynd.storage.errors import CorruptionError
 from reynd.storage.store import Store
 from reynd.storage.wal import Wal
 
-__all__ = ["Scrub"]
+__all__ = ["Scrub", "guarded"]
 
 log = structlog.get_logger("reynd.scrub")
 
@@ -93,6 +97,23 @@ class Scrub:
             records=self.checked,
             duration_ms=round((time.perf_counter() - started) * 1e3, 1),
         )
+
+
+def guarded(handler: Handler, scrub: Scrub) -> Handler:
+    """`handler`, answering storage_corrupt when it meets a damaged record (and stopping)."""
+
+    async def guard(params: Any, ctx: CallContext) -> Any:
+        try:
+            return await handler(params, ctx)
+        except CorruptionError as exc:
+            scrub.report(exc)
+            raise errors.StorageCorrupt(
+                f"a record this call needed is damaged on disk ({exc.reason}); "
+                "the daemon stops: its log and the next start name the record and the repair",
+                {"path": str(exc.path), "offset": exc.offset, "seq": exc.seq},
+            ) from None
+
+    return guard
 
 
 def _read(wal: Wal, lo: int, hi: int) -> None:

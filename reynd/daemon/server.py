@@ -52,7 +52,6 @@ from reynd.daemon.rpc import (
     QuickCall,
     ReplyBudget,
     Send,
-    always_quick,
     encode_error_line,
 )
 from reynd.protocol import errors
@@ -338,18 +337,20 @@ class Server:
         shutdown: trio.Event,
         limits: ServerLimits | None = None,
         *,
+        head: Callable[[], int],
         quick: Mapping[str, Callable[[Any], bool]] | None = None,
     ) -> None:
-        """`quick`: the app's methods answered without waiting (Dispatcher), by params."""
+        """`head`: reads the tip (a subscription starts there); `quick`: the methods answered
+        without waiting, by params (Dispatcher; the daemon's table is daemon/quick.py)."""
         self.hub = hub
         self.info = info
         self.limits = limits or ServerLimits()
         self._shutdown = shutdown
-        self._app = dict(app_handlers)
+        self._head = head
         self._dispatcher = Dispatcher(
-            {**self._app, **self._own_handlers()},
+            {**app_handlers, **self._own_handlers()},
             max_batch_members=self.limits.max_batch_members,
-            quick={**(quick or {}), "rpc.discover": always_quick},
+            quick=quick,
         )
         self._conn_ids = itertools.count(1)
         self._connections: dict[int, _Connection] = {}
@@ -709,7 +710,7 @@ class Server:
         conn.subs[sub.id] = sub
         self.info.subscriptions = len(self.hub)
         conn.pending.setdefault(id(ctx), []).append(sub)
-        return m.SubscribeResult(subscription=sub.id, head=await self._head(ctx))
+        return m.SubscribeResult(subscription=sub.id, head=self._head())
 
     async def _unsubscribe(self, params: m.UnsubscribeParams, ctx: CallContext) -> m.OkResult:
         conn = self._connections[ctx.connection_id]
@@ -731,9 +732,3 @@ class Server:
 
     async def _rpc_discover(self, params: m.RpcDiscoverParams, ctx: CallContext) -> msgspec.Raw:
         return self._discover
-
-    async def _head(self, ctx: CallContext) -> int:
-        status: Callable[[Any, CallContext], Awaitable[Any]] | None = self._app.get("daemon.status")
-        if status is None:
-            return 0
-        return int((await status(m.StatusParams(), ctx)).head)

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import trio
 
 from reynd.daemon.context import CallContext
+from reynd.daemon.coordinator import Gate
+from reynd.daemon.rpc import Handler
 from reynd.protocol import errors
 from reynd.protocol.events import AgentEvent
 from reynd.protocol.read_methods import WalReadParams, WalReadResult
-
-if TYPE_CHECKING:
-    from reynd.daemon.app import App
-    from reynd.daemon.rpc import Handler
-    from reynd.storage.store import Store
+from reynd.storage.store import Store
 
 __all__ = ["WalReadApi"]
 
@@ -25,14 +23,16 @@ _CHEAP = 256
 
 
 class WalReadApi:
-    def __init__(self, app: App) -> None:
-        self._app = app
+    def __init__(self, store: Store, reads: Gate) -> None:
+        """`reads`: the read gate, shared while segments are read (GC deletes under it alone)."""
+        self._store = store
+        self._reads = reads
 
     def handlers(self) -> dict[str, Handler]:
         return {"wal.read": self._read}
 
     async def _read(self, p: WalReadParams, ctx: CallContext) -> WalReadResult:
-        store = self._app.store
+        store = self._store
         head = store.head
         if p.since > head:
             raise errors.SeqOutOfRange(
@@ -46,7 +46,7 @@ class WalReadApi:
         lo = head + 1 if agent is None else max(common + 1, agent.created_seq, store.floor)
         # Ascending, clipped: the active lineage is fixed for this call (captured on the loop).
         spans = [(max(a, lo), b) for a, b in lineage.active_intervals() if b >= lo]
-        async with self._app.reads.shared():  # GC never deletes a segment a read uses
+        async with self._reads.shared():  # GC never deletes a segment a read uses
             if sum(b - a + 1 for a, b in spans) <= _CHEAP:
                 events, upto, more = _collect(store, spans, p.agent, p.limit, head)
             else:

@@ -43,7 +43,7 @@ log = structlog.get_logger("reynd.agent")
 
 
 class Append(Protocol):
-    """The runtime's path to the WAL (App.append): the events with their seqs, once durable.
+    """The runtime's path to the WAL (daemon/writer.py): the events with their seqs, once durable.
 
     `files=False`: without the workspace's changes (they stay pending).
     """

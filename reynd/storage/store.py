@@ -496,14 +496,25 @@ class Store:
         return self._reconstruct_with_fallback(target)[1]
 
     def _reconstruct_with_fallback(self, target: int) -> tuple[ReplayPlan, RuntimeState]:
+        plan = self.plan(target)
         while True:
-            plan = self.plan(target)
             try:
                 return plan, self.execute(plan)
             except CorruptionError as exc:
-                if plan.snapshot == 0 or exc.path != self.snapshots.path(plan.snapshot):
-                    raise
-                self.snapshots.discard(plan.snapshot, exc.reason)  # fall back to an older one
+                plan = self.fallback_plan(plan, exc)
+
+    def fallback_plan(self, plan: ReplayPlan, exc: CorruptionError) -> ReplayPlan:
+        """The plan to try once `execute(plan)` raised `exc`; `exc` itself when no other helps.
+
+        A damaged snapshot of the plan is set aside and the target planned again
+        from an older one (docs/durability.md rule 9); damage anywhere else (a
+        record) is raised. Every reconstruct's caller loops on this, where
+        `execute` runs (the daemon runs a costly one on a worker thread).
+        """
+        if plan.snapshot == 0 or exc.path != self.snapshots.path(plan.snapshot):
+            raise exc
+        self.snapshots.discard(plan.snapshot, exc.reason)
+        return self.plan(plan.target)
 
     def _replay_bytes(self, plan: ReplayPlan) -> int:
         return sum(self.wal.bytes_between(lo, hi) for lo, hi in plan.ranges)

@@ -1,0 +1,63 @@
+"""`generations.list` and `branches.list`: the checkpoints and branches a rewind can reach."""
+
+from __future__ import annotations
+
+from reynd.daemon.context import CallContext
+from reynd.daemon.rpc import Handler
+from reynd.protocol import errors
+from reynd.protocol import methods as m
+from reynd.storage.store import Store
+
+__all__ = ["HistoryApi"]
+
+
+class HistoryApi:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"generations.list": self._generations, "branches.list": self._branches}
+
+    async def _generations(self, p: m.GenerationsParams, ctx: CallContext) -> m.GenerationsResult:
+        store = self._store
+        if (
+            p.agent is not None
+            and p.agent not in store.state.agents
+            and not store.catalog.knows_agent(p.agent)
+        ):
+            raise errors.UnknownAgent(
+                f"no agent {p.agent!r}: see `reynctl show` for agents", {"agent": p.agent}
+            )
+        out: list[m.Generation] = []
+        next_cursor: int | None = None
+        it = store.generations(
+            agent=p.agent, kind=p.kind, all_branches=p.all_branches, cursor=p.cursor
+        )
+        for entry, active, branch in it:
+            if len(out) == p.limit:
+                next_cursor = out[-1].seq
+                break
+            out.append(
+                m.Generation(
+                    seq=entry.seq,
+                    kind=entry.kind,
+                    agent=entry.agent,
+                    active=active,
+                    branch=branch,
+                    created_at=entry.created_at,
+                    label=entry.label,
+                )
+            )
+        return m.GenerationsResult(generations=out, next_cursor=next_cursor)
+
+    async def _branches(self, params: m.BranchesParams, ctx: CallContext) -> m.BranchesResult:
+        lineage = self._store.lineage
+        return m.BranchesResult(
+            branches=[
+                m.BranchInfo(
+                    id=b.id, origin_seq=b.origin_seq, parent=b.parent, tip=b.tip, active=b.active
+                )
+                for b in lineage.branches()
+            ],
+            head=lineage.head,
+        )

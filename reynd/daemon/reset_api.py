@@ -1,0 +1,24 @@
+"""`rewind` and `checkout`: queued to the coordinator, which runs one reset at a time."""
+
+from __future__ import annotations
+
+from reynd.daemon.context import CallContext
+from reynd.daemon.coordinator import Coordinator
+from reynd.daemon.rpc import Handler
+from reynd.protocol import methods as m
+
+__all__ = ["ResetApi"]
+
+
+class ResetApi:
+    def __init__(self, coordinator: Coordinator) -> None:
+        self._coordinator = coordinator
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"rewind": self._rewind, "checkout": self._checkout}
+
+    async def _rewind(self, p: m.RewindParams, ctx: CallContext) -> m.RewindResult:
+        return await self._coordinator.request("rewind", p.seq)
+
+    async def _checkout(self, p: m.CheckoutParams, ctx: CallContext) -> m.RewindResult:
+        return await self._coordinator.request("checkout", p.seq, force=p.force)

@@ -1,0 +1,89 @@
+"""`state.get` and `state.diff`: the runtime state at the tip or as of any retained seq."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from reynd.core.diff import diff_values
+from reynd.daemon.as_of import ReadAsOf
+from reynd.daemon.context import CallContext
+from reynd.daemon.rpc import Handler
+from reynd.daemon.tipreply import TipReply
+from reynd.protocol import errors
+from reynd.protocol import methods as m
+from reynd.protocol.state import RuntimeState
+from reynd.storage.store import Store
+
+__all__ = ["StateApi", "at_tip"]
+
+
+def at_tip(p: m.StateParams, head: int) -> bool:
+    """A `state.get` of the whole state at the tip: answered from the reply kept for `head`."""
+    return p.agent is None and (p.seq is None or p.seq == head)
+
+
+class StateApi:
+    def __init__(self, store: Store, as_of: ReadAsOf) -> None:
+        self._store = store
+        self._as_of = as_of
+        self._tip = TipReply()  # state.get at the tip, encoded once per head
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"state.get": self._get, "state.diff": self._diff}
+
+    async def _get(self, p: m.StateParams, ctx: CallContext) -> m.StateResult | msgspec.Raw:
+        store = self._store
+        head = store.head
+        if at_tip(p, head):
+            # The hot read (a UI polling the tip): encoded once per head.
+            return self._tip.get(head, lambda: self._result(head, store.state))
+        seq = head if p.seq is None else p.seq
+        state = await self._as_of(seq)
+        agents = state.agents
+        if p.agent is not None:
+            if p.agent not in agents:
+                raise errors.UnknownAgent(
+                    f"no agent {p.agent!r} as of seq {seq}", {"agent": p.agent, "seq": seq}
+                )
+            agents = {p.agent: agents[p.agent]}
+        return self._result(seq, state, agents)
+
+    def _result(
+        self, seq: int, state: RuntimeState, agents: dict[str, Any] | None = None
+    ) -> m.StateResult:
+        lineage = self._store.lineage
+        return m.StateResult(
+            seq=seq,
+            active=lineage.is_active(seq),
+            branch=lineage.branch_of(seq),
+            agents=state.agents if agents is None else agents,
+        )
+
+    async def _diff(self, p: m.DiffParams, ctx: CallContext) -> m.DiffResult:
+        before_state = await self._as_of(p.from_seq)
+        after_state = await self._as_of(p.to_seq)
+        before = msgspec.to_builtins(before_state.agents)
+        after = msgspec.to_builtins(after_state.agents)
+        if p.agent is not None:
+            if p.agent not in before and p.agent not in after:
+                raise errors.UnknownAgent(
+                    f"no agent {p.agent!r} as of seq {p.from_seq} or {p.to_seq}", {"agent": p.agent}
+                )
+            before = {p.agent: before.get(p.agent)} if p.agent in before else {}
+            after = {p.agent: after.get(p.agent)} if p.agent in after else {}
+        agents: dict[str, list[m.Change]] = {}
+        for name in sorted(before.keys() | after.keys()):
+            if name not in before:  # born between the two seqs
+                changes = [("", "add", None, after[name])]
+            elif name not in after:  # not yet born as of to_seq (a diff backwards)
+                changes = [("", "remove", before[name], None)]
+            else:
+                changes = diff_values(before[name], after[name])
+            if changes:
+                agents[name] = [
+                    m.Change(path=path or "/", op=op, before=b, after=a)  # type: ignore[arg-type]
+                    for path, op, b, a in changes
+                ]
+        return m.DiffResult(from_seq=p.from_seq, to_seq=p.to_seq, agents=agents)
