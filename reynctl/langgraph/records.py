@@ -16,6 +16,7 @@ import msgspec
 
 from reynctl.langgraph.names import SESSION
 from reynctl.langgraph.view import TURN, ThreadView
+from reynd.protocol import limits
 from reynd.protocol.names import CONTROL_CHARS, IDENT_MAX
 
 __all__ = [
@@ -39,10 +40,10 @@ Event = tuple[str, dict[str, Any]]
 Build = Callable[[str, ThreadView], "list[Event]"]
 
 # A value larger than this (packed) goes in `part` records of its own: one
-# request may not exceed the daemon's max_message_bytes (1 MiB by default).
-PART: Final = 256 * 1024
-MAX_BATCH: Final = 1000  # events per wal.append_batch (the daemon's max_append_events)
-BATCH_BYTES: Final = 3 * PART  # per request, within the daemon's max_message_bytes (1 MiB)
+# request may not exceed the daemon's max_message_bytes.
+PART: Final = limits.MAX_MESSAGE_BYTES // 4
+MAX_BATCH: Final = limits.MAX_APPEND_EVENTS  # events per wal.append_batch
+BATCH_BYTES: Final = 3 * PART  # per request: a quarter of max_message_bytes left for framing
 _CONTROL: Final = re.compile(f"[{CONTROL_CHARS}]")  # refused in an identifier
 
 

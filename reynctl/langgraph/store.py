@@ -26,12 +26,13 @@ from reynctl.client import Client, connect
 from reynctl.langgraph.names import SESSION, agent_name
 from reynctl.langgraph.records import Build, Event, batches, opening
 from reynctl.langgraph.view import ThreadView
-from reynd.protocol import errors
+from reynd.protocol import errors, limits
 from reynd.protocol import methods as m
 
 __all__ = ["Op", "Thread", "ThreadStore"]
 
-READ_PAGE: Final = 10_000  # records per wal.read (its most): a cold read is a few round trips
+# Records per wal.read (its most): a cold read is a few round trips.
+READ_PAGE: Final = limits.MAX_READ_RECORDS
 # Refusals that mean the view was out of date: read it again and retry once.
 _STALE_VIEW: Final = (errors.AgentExists, errors.UnknownAgent, errors.InvalidEvent)
 

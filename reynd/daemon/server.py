@@ -54,7 +54,7 @@ from reynd.daemon.rpc import (
     Send,
     encode_error_line,
 )
-from reynd.protocol import errors
+from reynd.protocol import errors, limits
 from reynd.protocol import methods as m
 from reynd.protocol.openrpc import openrpc_document
 from reynd.protocol.peer import peer_groups
@@ -75,20 +75,20 @@ _MAX_REFUSING = 4
 class ServerLimits:
     """Transport limits (from DaemonConfig)."""
 
-    max_message_bytes: int = 1024 * 1024
-    max_connections: int = 256
-    max_requests_per_connection: int = 64
-    max_batch_members: int = 1000
-    max_subscriptions_per_connection: int = 64
-    max_unsent_bytes_per_connection: int = 1024 * 1024
+    max_message_bytes: int = limits.MAX_MESSAGE_BYTES
+    max_connections: int = limits.MAX_CONNECTIONS
+    max_requests_per_connection: int = limits.MAX_REQUESTS_PER_CONNECTION
+    max_batch_members: int = limits.MAX_BATCH_MEMBERS
+    max_subscriptions_per_connection: int = limits.MAX_SUBSCRIPTIONS_PER_CONNECTION
+    max_unsent_bytes_per_connection: int = limits.MAX_UNSENT_BYTES_PER_CONNECTION
     allowed_gid: int | None = None
     # How long a reader polls for a client's next line before it sleeps (_Receiver).
-    busy_poll_s: float = 100e-6
+    busy_poll_s: float = limits.BUSY_POLL_US / 1e6
     # A line must end this long after its first byte; 0: no limit.
-    line_timeout_s: float = 10.0
+    line_timeout_s: float = limits.LINE_TIMEOUT_S
     # A connection with no call in flight and no subscription is closed after
     # this long without a request; 0: never.
-    idle_timeout_s: float = 300.0
+    idle_timeout_s: float = limits.IDLE_TIMEOUT_S
 
 
 class _Connection:

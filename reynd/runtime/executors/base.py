@@ -1,8 +1,8 @@
-"""The executor interface and the factory that builds one from an agent's config."""
+"""The executor interface, and the validation of an agent's executor options."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -11,18 +11,13 @@ from reynd.protocol.executor import (
     EXECUTOR_NAMES,
     EXECUTOR_OPTIONS,
     AnyOptions,
-    BuiltinOptions,
-    CommandOptions,
     StepRequest,
     StepResult,
     is_executor,
 )
 from reynd.protocol.validation import validation_details
 
-if TYPE_CHECKING:
-    from reynd.runtime.procs import ProcessGroups
-
-__all__ = ["Executor", "StepFailed", "make_executor", "validate_options"]
+__all__ = ["Executor", "StepFailed", "validate_options"]
 
 
 class StepFailed(Exception):
@@ -59,27 +54,3 @@ def validate_options(name: str, options: dict[str, Any], field: str = "options")
             f"invalid options for the {name} executor (field `{where}`): {reason}",
             {"executor": name, "field": where, "reason": reason},
         ) from None
-
-
-def make_executor(
-    name: str, options: dict[str, Any], groups: ProcessGroups | None = None
-) -> Executor:
-    """Build the executor an agent is configured with.
-
-    `groups` records the processes a `command` executor spawns (crash-time cleanup).
-    Dispatched on the options type the name maps to (EXECUTOR_OPTIONS): mypy
-    checks that every type of AnyOptions gets its executor. Imported here: the
-    command and openai executors import this module (StepFailed).
-    """
-    opts = validate_options(name, options)
-    if isinstance(opts, BuiltinOptions):
-        from reynd.runtime.executors.builtin import BuiltinExecutor
-
-        return BuiltinExecutor(opts)
-    if isinstance(opts, CommandOptions):
-        from reynd.runtime.executors.command import CommandExecutor
-
-        return CommandExecutor(opts, groups)
-    from reynd.runtime.executors.openai import OpenAIExecutor
-
-    return OpenAIExecutor(opts)
