@@ -13,6 +13,7 @@ import click
 from reynctl import render
 from reynctl.cli.arguments import options_decorators, parse_options
 from reynctl.cli.completion import _complete_agent, _complete_seq
+from reynctl.cli.fields import field_option
 from reynctl.cli.group import cli
 from reynctl.cli.options import (
     SEQ,
@@ -37,14 +38,7 @@ EXECUTORS = click.Choice(EXECUTOR_NAMES)
 
 def _wait_timeout(help_text: str) -> Callable[[F], F]:
     """--timeout of a command that waits in the daemon (not reynctl's per-answer --timeout)."""
-    return click.option(
-        "--timeout",
-        "wait_timeout",
-        type=click.FloatRange(min=0, min_open=True),
-        default=300.0,
-        show_default=True,
-        help=help_text,
-    )
+    return field_option(a.AgentsSendParams, "timeout", "--timeout", "wait_timeout", help=help_text)
 
 
 @cli.group(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from reynctl import render
+from reynctl.cli.fields import field_option
 from reynctl.cli.group import cli
 from reynctl.cli.options import SEQ, Options, examples, json_option, pass_opts, width
 from reynd.protocol import audit_methods as am
@@ -48,7 +49,7 @@ def parse_event_point(text: str) -> am.Point:
 @click.option("--branch", type=SEQ, help="Only events on this branch.")
 @click.option("--from-seq", type=SEQ, help="Only seqs at or above.")
 @click.option("--to-seq", type=SEQ, help="Only seqs at or below.")
-@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@field_option(am.EventsListParams, "limit", "--limit")
 @click.option("--cursor", metavar="RUN:INDEX", help="Continue from a previous page.")
 @json_option
 @click.pass_context
@@ -174,8 +175,8 @@ def replay_seek(opts: Options, where: str, agent: str | None) -> None:
     help="A field not to compare (repeatable; default: message_id and turn_id).",
 )
 @click.option("--all", "include_same", is_flag=True, help="Show the steps that are the same too.")
-@click.option("--from-step", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@field_option(am.ReplayCompareParams, "from_step", "--from-step")
+@field_option(am.ReplayCompareParams, "limit", "--limit")
 @json_option
 @pass_opts
 def replay_compare(

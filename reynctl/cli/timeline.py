@@ -10,6 +10,7 @@ import click
 
 from reynctl import render
 from reynctl.cli.completion import _complete_seq
+from reynctl.cli.fields import field_option
 from reynctl.cli.group import cli
 from reynctl.cli.options import (
     SEQ,
@@ -38,7 +39,7 @@ from reynd.protocol.errors import ReyndError
 @click.option("--agent", help="Only this agent's generations.")
 @click.option("--kind", type=click.Choice(["turn", "plan_step", "phase"]), help="Only this kind.")
 @click.option("--all-branches", is_flag=True, help="Include abandoned branches.")
-@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@field_option(m.GenerationsParams, "limit", "--limit")
 @click.option("--cursor", type=SEQ, help="Continue from a previous page's next cursor.")
 @json_option
 @pass_opts
