@@ -42,6 +42,7 @@ from reynctl.tui.connection import (
     absent_text,
 )
 from reynctl.tui.graph import Node, Row, build_nodes, layout
+from reynctl.tui.host import TuiHost
 from reynctl.tui.main_screen import MainScreen
 from reynctl.tui.picker import PickerScreen
 from reynctl.tui.timeline import MAX_GENERATIONS, TimelineView
@@ -57,7 +58,7 @@ PLAIN = render.Style(False)
 IN_TURN = ("turn.started", "step.started", "step.committed")
 
 
-class ReyndTui(App[None]):
+class ReyndTui(TuiHost):
     """Attach to the daemon at `socket`; `agent` preselects the chat pane's agent."""
 
     TITLE = "reynctl tui"

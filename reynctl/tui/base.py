@@ -1,16 +1,15 @@
-"""What the TUI's screens share: the typed app, and workers made lazily."""
+"""What the TUI's screens share: the typed app they belong to, and workers made lazily."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.worker import WorkType
 
-if TYPE_CHECKING:
-    from reynctl.tui.app import ReyndTui
+from reynctl.tui.host import TuiHost
 
 __all__ = ["TuiScreen", "spawn", "tui_of"]
 
@@ -20,18 +19,16 @@ def spawn(node: DOMNode, job: Callable[[], Coroutine[Any, Any, None]], **kw: Any
     node.run_worker(cast("WorkType[None]", job), **kw)
 
 
-def tui_of(node: DOMNode) -> ReyndTui:
-    """The app `node` belongs to, typed."""
-    from reynctl.tui.app import ReyndTui  # the app module imports the screens and widgets
-
+def tui_of(node: DOMNode) -> TuiHost:
+    """The app `node` belongs to, typed as what the screens may use of it."""
     app = node.app
-    assert isinstance(app, ReyndTui)
+    assert isinstance(app, TuiHost)
     return app
 
 
 class TuiScreen(Screen[None]):
-    """A screen of `ReyndTui`, which holds the connection and the loaded state."""
+    """A screen of the TUI, whose app holds the connection and the loaded state."""
 
     @property
-    def tui(self) -> ReyndTui:
+    def tui(self) -> TuiHost:
         return tui_of(self)
