@@ -208,6 +208,8 @@ def test_a_user_edit_refuses_checkout_and_force_keeps_it(wd: Daemon, ws: Path) -
     (rec,) = records(wd, kind="workspace.files", seq=kept)
     assert rec["cause"] == "reset"
     assert [op[:2] for op in rec["ops"]] == [["a.txt", "f"], ["b.txt", "-"], ["mine.txt", "f"]]
+    (reset,) = records(wd, kind="rewind", seq=forced["reset_seq"])
+    assert reset["supersedes"] == kept  # the reset record was staged complete, after it
 
     # Undo the forced restore: the record before it holds what the workspace held.
     assert checkout(wd, kept)["result"]["mode"] == "fork_switch"

@@ -2,20 +2,22 @@
 
 Appenders stage their events on the trio thread (seqs are assigned there, in
 queue order) and queue them. The first appender to find no batch in flight
-leads one: it takes everything queued, writes it, fdatasyncs once, commits it
-(index + state) in seq order and wakes the others. Whoever queued while it
+leads one: it takes everything queued as one batch (storage/batch.py: the
+write sequence itself, write, sync, commit in seq order, is the storage
+core's) and wakes the others once it is committed. Whoever queued while it
 synced waits; the first of them is woken to lead the next batch. A batch
 forms by itself while the previous sync runs; there is no timer. No task of
 its own: at one writer, a hand-off to a writer task and back cost two
 scheduler passes per append.
 
-The sync never blocks the event loop, and its end wakes the loop at the cost
-of one wake-up: through kernel AIO (storage/kernel_aio.py), a batch is
-written on the loop (at most LOOP_WRITE_MAX bytes into the page cache) and
-its fdatasync runs in the kernel, whose eventfd the loop waits on. A larger
-batch, one that opens a segment (a rotation syncs and creates files), and
-every batch where kernel AIO is not available or the file calls are
-simulated (tests), is written and synced on a worker thread instead.
+What is decided here is where the sync runs. It never blocks the event loop,
+and its end wakes the loop at the cost of one wake-up: through kernel AIO
+(storage/kernel_aio.py), a batch is written on the loop (at most
+LOOP_WRITE_MAX bytes into the page cache) and its fdatasync runs in the
+kernel, whose eventfd the loop waits on. A larger batch, one that opens a
+segment (a rotation syncs and creates files), and every batch where kernel
+AIO is not available or the disk is simulated (tests), is written and synced
+on a worker thread instead.
 
 A failed write or sync is fatal (docs/durability.md rule 5): every pending append
 fails, no later append is accepted, and `failed` is set so the daemon exits
@@ -29,7 +31,6 @@ cancelled once queued: its caller must learn whether its events were written.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -38,9 +39,9 @@ import trio
 from reynd.protocol import errors
 from reynd.protocol.events import Event
 from reynd.storage import fsops
+from reynd.storage.batch import Batch, Rebuilt, Staged
 from reynd.storage.kernel_aio import KernelSync
-from reynd.storage.store import Rebuilt, Staged, Store
-from reynd.storage.wal import Placement, Wal
+from reynd.storage.store import Store
 
 __all__ = ["Committer", "Queued", "storage_failed"]
 
@@ -88,7 +89,7 @@ LOOP_WRITE_MAX = 256 * 1024
 
 
 class Committer:
-    """The only path by which the daemon writes the WAL."""
+    """The only path by which the daemon writes the WAL (storage/appender.py's protocols)."""
 
     def __init__(
         self,
@@ -118,7 +119,8 @@ class Committer:
         """Choose how batches are synced (call from the trio thread, before any append)."""
         if not self._use_aio:
             self.sync_path = "worker thread"
-        elif fsops.fdatasync is not os.fdatasync:
+        elif fsops.simulated():
+            # The kernel's sync would bypass the simulated disk's model.
             self.sync_path = "worker thread (simulated disk)"
         else:
             self._aio, why = KernelSync.open()
@@ -214,13 +216,16 @@ class Committer:
                 await trio.lowlevel.cancel_shielded_checkpoint()
             batch, self._pending = self._pending, []
             try:
-                placements = await self._write(batch)
-                committed = self._commit(batch, placements)
+                written = self._store.batch([p.staged for p in batch])
+                await self._write(written)
+                committed = written.commit()
             except BaseException as exc:  # any failure is fatal: rule 5
                 # (A commit that fails leaves durable records unapplied: the
                 # restart's recovery applies them.)
                 self._fail(batch, exc, me)
                 return
+            self.batches += 1
+            self._last_batch = len(batch)
             for pending in batch:
                 if pending is not me:
                     trio.lowlevel.reschedule(pending.task)
@@ -235,17 +240,14 @@ class Committer:
                 self._leading = False
                 self._quiet.unpark_all()
 
-    async def _write(self, batch: list[Queued]) -> list[Placement]:
+    async def _write(self, batch: Batch) -> None:
         """Write the batch and make it durable (raises on any failure, never Cancelled)."""
-        wal = self._store.wal
-        frames = [f for p in batch for f in p.staged.frames]
-        glued = frozenset(s for p in batch for s in p.staged.glued)
-        nbytes = sum(len(f) for _, f in frames)
         aio = self._aio
-        if aio is None or nbytes > LOOP_WRITE_MAX or not wal.fits_segment(nbytes):
-            return await self._on_thread(_write_and_sync, wal, frames, glued)
-        placements = wal.write_batch(frames, glued)
-        fd = wal.start_sync()
+        if aio is None or not batch.fits(LOOP_WRITE_MAX):
+            await self._on_thread(batch.write_and_sync)
+            return
+        batch.write()
+        fd = batch.start_sync()
         try:
             aio.submit(fd)
         except OSError as exc:
@@ -253,8 +255,8 @@ class Committer:
             log.warning("kernel AIO refused an fdatasync (%s); syncing on a thread", exc)
             aio.close()
             self._aio, self.sync_path = None, f"worker thread (AIO refused: {exc})"
-            await self._on_thread(wal.finish_sync, fd)
-            return placements
+            await self._on_thread(batch.finish_sync)
+            return
         try:
             await trio.lowlevel.wait_readable(aio.eventfd)
         except trio.Cancelled:
@@ -262,26 +264,12 @@ class Committer:
             # same (its cancellation reaches it at its next checkpoint).
             with trio.CancelScope(shield=True):
                 await trio.lowlevel.wait_readable(aio.eventfd)
-        wal.sync_done(aio.reap())
-        return placements
+        batch.sync_done(aio.reap())
 
-    async def _on_thread(self, fn: Callable[..., T], *args: object) -> T:
+    async def _on_thread(self, fn: Callable[[], T]) -> T:
         with trio.CancelScope(shield=True):
-            result = await trio.to_thread.run_sync(fn, *args, limiter=self._thread_limiter)
+            result = await trio.to_thread.run_sync(fn, limiter=self._thread_limiter)
         return result
-
-    def _commit(self, batch: list[Queued], placements: list[Placement]) -> list[Event]:
-        """Make the durable batch visible (index + state), in seq order; its events."""
-        self.batches += 1
-        self._last_batch = len(batch)
-        k = 0
-        committed: list[Event] = []
-        for pending in batch:
-            n = len(pending.staged.frames)
-            self._store.commit(pending.staged, placements[k : k + n])
-            committed.extend(pending.staged.events)
-            k += n
-        return committed
 
     def _fail(self, batch: list[Queued], exc: BaseException, me: Queued) -> None:
         log.critical("WAL write, sync or commit failed: %r; refusing further writes", exc)
@@ -292,11 +280,3 @@ class Committer:
             if pending is not me:
                 trio.lowlevel.reschedule(pending.task)
         self.failed.set()
-
-
-def _write_and_sync(
-    wal: Wal, frames: list[tuple[int, bytes]], glued: frozenset[int]
-) -> list[Placement]:
-    placements = wal.write_batch(frames, glued)
-    wal.sync()
-    return placements

@@ -20,9 +20,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
-import msgspec
 import structlog
 import trio
 
@@ -30,7 +29,7 @@ from reynd.daemon.committer import Committer
 from reynd.daemon.hooks import Substrate
 from reynd.protocol import methods as m
 from reynd.protocol.events import Event, Rewind
-from reynd.storage.store import Store
+from reynd.storage.store import ResetOp, Store
 
 __all__ = ["Coordinator", "Gate"]
 
@@ -83,7 +82,6 @@ class Gate:
 CancelAll = Callable[[], Awaitable[list[m.CancelledChain]]]
 
 
-Op = Literal["rewind", "checkout", "act_turn"]
 T = TypeVar("T")
 
 
@@ -137,17 +135,15 @@ class Coordinator:
         return cast(T, value)
 
     async def request(
-        self, op: Op, seq: int, agent: str | None = None, *, force: bool = False
+        self, op: ResetOp, seq: int, agent: str | None = None, *, force: bool = False
     ) -> m.RewindResult:
         """Queue a rewind, checkout or act-turn rewind and wait for its outcome."""
         return await self.serialized(partial(self._reset, op, seq, agent, force))
 
-    async def _reset(self, op: Op, seq: int, agent: str | None, force: bool) -> m.RewindResult:
+    async def _reset(self, op: ResetOp, seq: int, agent: str | None, force: bool) -> m.RewindResult:
         started = time.perf_counter()
         async with self._gate.exclusive():
-            mode, record = self._store.prepare_reset(
-                seq, guard_active=op != "checkout", mode=op, agent=agent
-            )
+            reset = self._store.prepare_reset(seq, op, agent)
             for substrate in self.substrates:
                 await substrate.before_reset(seq, force)  # may refuse: nothing written yet
             cancelled = await self._cancel_all()
@@ -156,10 +152,11 @@ class Coordinator:
                 extra: list[Event] = []
                 for substrate in self.substrates:
                     extra.extend(await substrate.reset_records(seq))
-                # The reset supersedes the last record of its batch: what the
-                # substrates recorded stays on the branch it leaves.
-                record = msgspec.structs.replace(record, supersedes=self._store.head + len(extra))
-                *_, durable = await self._committer.append([*extra, record], rebuilt)
+                # Built and staged in one step: the reset record supersedes
+                # the last record before it (what the substrates recorded
+                # stays on the branch it leaves).
+                batch = self._store.reset_batch(reset, extra)
+                *_, durable = await self._committer.append(batch, rebuilt)
             except Exception as exc:
                 # No reset record was acknowledged: the tip stands, and its
                 # agents run on. Not when the WAL failed or the daemon stops:
@@ -177,7 +174,7 @@ class Coordinator:
                 except Exception as exc:  # the reset stands: finish it, then report
                     failure = failure or exc
             result = m.RewindResult(
-                mode=mode,
+                mode=reset.mode,
                 reset_seq=durable.seq,
                 target=seq,
                 branch=self._store.lineage.branch_of(durable.seq),
@@ -188,7 +185,7 @@ class Coordinator:
             op,
             target=seq,
             reset_seq=result.reset_seq,
-            mode=mode,
+            mode=reset.mode,
             cancelled=len(cancelled),
             duration_ms=round(result.duration_ms, 3),
         )

@@ -21,7 +21,6 @@ from typing import Final, Literal
 import structlog
 import trio
 
-from reynd.daemon.committer import Committer
 from reynd.protocol import methods as m
 from reynd.protocol.events import Rewind
 from reynd.replication import layout
@@ -35,6 +34,7 @@ from reynd.replication.identity import (
 )
 from reynd.replication.objects import Bucket, Location, Missing, Refused, Unavailable
 from reynd.replication.restore import RestoreError, read_listing, records_of
+from reynd.storage.appender import ReplicaAppender
 from reynd.storage.errors import CorruptionError, StorageError
 from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.recovery import decode_body
@@ -58,7 +58,7 @@ class Follower:
         config: ReplicateConfig,
         location: Location,
         store: Store,
-        committer: Committer,
+        committer: ReplicaAppender,
         on_reset: Callable[[Rewind, bool], None],
     ) -> None:
         self.config = config

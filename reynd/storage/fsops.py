@@ -5,8 +5,10 @@ and so on, never the `os` functions directly, so that a test can put a
 simulated disk underneath them (power loss that drops or tears unsynced
 writes, I/O errors at the Nth call: tests/storage/simdisk.py).
 
-In production every name below *is* the `os` function: no wrapper, no flag,
-and a call costs the same one module-attribute lookup that `os.write` did.
+In production every name below *is* the `os` function: no wrapper, and a
+call costs the same one module-attribute lookup that `os.write` did.
+`simulated()` says when a layer is installed, for the one caller that must
+know: the committer, whose kernel AIO sync would bypass the layer.
 Reads of whole files at open (`Path.read_bytes`, `iterdir`) stay direct:
 they do not change the disk.
 
@@ -33,6 +35,7 @@ __all__ = [
     "pread",
     "replace",
     "rmdir",
+    "simulated",
     "symlink",
     "unlink",
     "write",
@@ -67,14 +70,24 @@ NAMES = (
 )
 
 
+_installed: list[object] = []  # the layers of the `installed` blocks now open
+
+
+def simulated() -> bool:
+    """True while a layer is installed: the calls above are not the `os` functions."""
+    return bool(_installed)
+
+
 @contextmanager
 def installed(layer: object) -> Iterator[None]:
     """Route each call of NAMES through `layer`'s method of that name, for the block (tests)."""
     scope = globals()
     saved = {name: scope[name] for name in NAMES}
+    _installed.append(layer)
     try:
         for name in NAMES:
             scope[name] = getattr(layer, name)
         yield
     finally:
         scope.update(saved)
+        _installed.pop()

@@ -4,17 +4,23 @@ Opening refuses a log with a bad record before its tail (it could be bit rot
 in acknowledged data, and guessing would be worse than stopping). Repair is
 the decision to give up everything from that record on:
 
-1. the segment indexes of the cut segment and of every later one are
-   removed first (they describe records that are about to go);
-2. every byte from the bad record to the end of the log is moved under
-   `wal/torn/` (the cut part of the segment, and every later segment whole);
-   a cut inside an atomic batch starts at the batch's first record instead,
-   as recovery would otherwise cut the rest of the batch at the next open;
-3. the segment is truncated there and synced;
-4. one `lost` record is appended for each seq that was cut, up to the highest
-   seq found in the cut bytes or proven acknowledged (the extent file, see
-   extent.py), so no seq is ever issued twice and seqs stay contiguous. The
-   state afterwards is the state as of the last intact record.
+1. the highest seq the cut bytes name is recorded in the extent file
+   (extent.py), so that a crash in any later step leaves a start that
+   refuses and a repair that still knows how far the log reached;
+2. the segment indexes of the cut segment and of every later one are
+   removed (they describe records that are about to go);
+3. every byte from the bad record to the end of the log is moved under
+   `wal/torn/` (the cut part of the segment, and every later segment whole),
+   durably; a cut inside an atomic batch starts at the batch's first record
+   instead, as recovery would otherwise cut the rest of the batch at the next open;
+4. the segment is truncated there and synced;
+5. one `lost` record is appended for each seq that was cut, up to the highest
+   seq found in the cut bytes or proven acknowledged (the extent file), so no
+   seq is ever issued twice and seqs stay contiguous. The state afterwards
+   is the state as of the last intact record.
+
+Every write goes through fsops, so the simulated disk of the storage tests
+sees it (tests/storage/test_repair_disk.py cuts the power at each step).
 
 `accept_lost_segments` is the same decision for a log whose newest segment
 files are gone (a start refuses it with ExtentLost): every seq proven
@@ -34,6 +40,8 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from reynd.protocol.events import Lost
+from reynd.storage import fsops
+from reynd.storage.extent import LogExtent, load_extent, present_segments, save_extent
 from reynd.storage.framing import FrameInvalid, next_frame
 from reynd.storage.fsutil import fsync_dir, make_dirs, write_durable
 from reynd.storage.indexfiles import INDEX_DIR, IndexFiles
@@ -72,32 +80,26 @@ def truncate_at(root: Path, segment_name: str, offset: int) -> RepairReport:
         kept, offset = _cut_point(data, offset, segment)
         first_lost = int(segment.stem) + kept
         later = sorted(p for p in wal_dir.iterdir() if p.suffix == SUFFIX and p.name > segment.name)
+        cut = data[offset:]
+        highest = max(
+            [first_lost - 1, _highest_seq(cut), *(_highest_seq(p.read_bytes()) for p in later)]
+        )
+        # Recorded before anything moves: a crash part-way then leaves a start
+        # that refuses, and a repair that still fills every seq the cut bytes
+        # named (rule 8), even once the later segments are out of the log.
+        _prove_issued(wal_dir, highest)
         index = IndexFiles(root / "state" / INDEX_DIR)
         if index.dir.is_dir():
             for path in [segment, *later]:
                 index.remove(int(path.stem))
             fsync_dir(index.dir)
-        torn_dir = wal_dir / TORN_DIR
-        make_dirs(torn_dir)
-        highest = first_lost - 1
-        saved: list[Path] = []
-        cut = data[offset:]
-        if cut:
-            highest = max(highest, _highest_seq(cut))
-            saved.append(_save(torn_dir / f"{segment.stem}.{offset}.cut", cut))
-        for path in later:
-            highest = max(highest, _highest_seq(path.read_bytes()))
-            dest = torn_dir / f"{path.name}.removed"
-            os.replace(path, dest)
-            saved.append(dest)
-        fsync_dir(torn_dir)
-        fd = os.open(segment, os.O_WRONLY)
+        saved = _move_aside(wal_dir, segment, offset, cut, later)
+        fd = fsops.open(segment, os.O_WRONLY)
         try:
-            os.ftruncate(fd, offset)
-            os.fsync(fd)
+            fsops.ftruncate(fd, offset)
+            fsops.fsync(fd)  # the new size too: no directory entry changes
         finally:
-            os.close(fd)
-        fsync_dir(wal_dir)
+            fsops.close(fd)
     reason = f"cut by reynd repair at {segment.name}:{offset}"
     why = f"the cut bytes name seq {highest}"
     store = Store.open(root, accept_loss=AcceptLoss(reason, highest, why))
@@ -108,6 +110,36 @@ def truncate_at(root: Path, segment_name: str, offset: int) -> RepairReport:
     finally:
         store.close(record_head=True)
     return RepairReport(segment, offset, first_lost, highest, tuple(saved))
+
+
+def _prove_issued(wal_dir: Path, highest: int) -> None:
+    """Make the extent file say the log reached `highest` (durably, before any cut)."""
+    extent = load_extent(wal_dir) or LogExtent(segments=present_segments(wal_dir))
+    if highest > extent.issued:
+        extent.issued = highest
+        save_extent(wal_dir, extent)
+
+
+def _move_aside(
+    wal_dir: Path, segment: Path, offset: int, cut: bytes, later: list[Path]
+) -> list[Path]:
+    """Keep `cut` (the bytes of `segment` from `offset`) and the `later` segments under
+    wal/torn/, durably; the paths they are kept at."""
+    torn_dir = wal_dir / TORN_DIR
+    make_dirs(torn_dir)
+    saved: list[Path] = []
+    if cut:
+        saved.append(_save(torn_dir / f"{segment.stem}.{offset}.cut", cut))
+    for path in later:
+        dest = torn_dir / f"{path.name}.removed"
+        fsops.replace(path, dest)
+        saved.append(dest)
+    fsync_dir(torn_dir)
+    # Durable before the cut (rule 3): a crash must never leave the later
+    # segments after a shortened one (a gap no start accepts), nor the cut
+    # bytes nowhere (`wal/torn` itself may be new).
+    fsync_dir(wal_dir)
+    return saved
 
 
 @dataclass(frozen=True, slots=True)

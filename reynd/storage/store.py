@@ -1,9 +1,10 @@
 """The storage core: WAL + snapshots + lineage + catalog, for one state directory.
 
-Plain synchronous code with no event loop. The daemon drives the same steps
-from its writer task (stage on the loop, write and sync on the writer thread,
-commit on the loop); tests and tools call the one-shot methods (`append`,
-`rewind`, `checkout`) that do all three in a row.
+Plain synchronous code with no event loop. Every append takes one sequence
+of steps (batch.py: stage, write, sync, commit): the daemon's group commit
+stages on the loop and runs each batch's sync in the kernel or on a worker
+thread; tests and tools call the one-shot methods (`append`, `rewind`,
+`checkout`) that take every step in a row.
 
 Layout under the state directory (`.reyn/`, all of it in docs/format.md):
 
@@ -42,6 +43,7 @@ from reynd.protocol.events import Event, GenerationKind, Rewind, kind_of
 from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
 from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints
+from reynd.storage.batch import Batch, Rebuilt, Staged
 from reynd.storage.damage import clear_mark, read_mark
 from reynd.storage.errors import CorruptionError
 from reynd.storage.extent import ExtentLost, LogExtent, Loss, find_loss, gather
@@ -57,11 +59,14 @@ from reynd.storage.segindex import Chunk
 from reynd.storage.snapshots import SnapshotStore, encode_snapshot
 from reynd.storage.wal import Placement, Wal
 
-__all__ = ["AcceptLoss", "PendingIndex", "Rebuilt", "ResetMode", "Staged", "Store"]
+__all__ = ["AcceptLoss", "PendingIndex", "Reset", "ResetMode", "ResetOp", "Store"]
 
 log = logging.getLogger(__name__)
 
 ResetMode = Literal["undo", "fork_switch"]
+# The operation that writes a reset record (its `mode`): only a checkout may
+# switch to an abandoned branch.
+ResetOp = Literal["rewind", "checkout", "act_turn"]
 
 _encoder = msgspec.json.Encoder()
 
@@ -80,26 +85,17 @@ class AcceptLoss:
 
 
 @dataclass(frozen=True, slots=True)
-class Rebuilt:
-    """The state as of `target`, built ahead of the reset record that makes it the tip's."""
+class Reset:
+    """A move of the tip to `target` by `op`, validated (`Store.prepare_reset`); nothing written.
+
+    `mode`: "undo" when `target` is active, "fork_switch" when a checkout
+    switches to an abandoned branch.
+    """
 
     target: int
-    plan: ReplayPlan
-    state: RuntimeState
-
-
-@dataclass(slots=True)  # not frozen: one per append, and frozen init costs twice as much
-class Staged:
-    """Events with their seqs assigned and their frames encoded, not yet durable."""
-
-    events: tuple[Event, ...]
-    frames: tuple[tuple[int, bytes], ...]
-    rebuilt: Rebuilt | None = None
-
-    @property
-    def glued(self) -> frozenset[int]:
-        """Seqs that continue an atomic batch: the WAL keeps them in their batch's segment."""
-        return frozenset(e.seq + 1 for e in self.events if e.more)
+    op: ResetOp
+    agent: str | None
+    mode: ResetMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,33 +386,28 @@ class Store:
                 apply(self.state, event)
                 self._since_snapshot += len(frame)
 
+    def batch(self, staged: list[Staged]) -> Batch:
+        """Staged appends to write, sync and commit together, in seq order (batch.py)."""
+        return Batch(self.wal, self.commit, staged)
+
     def append(
         self, events: Sequence[Event], rebuilt: Rebuilt | None = None, *, atomic: bool = False
     ) -> list[Event]:
         """Append durably (returns after fsync) and apply: the one-shot path (see `stage`)."""
-        staged = self.stage(events, rebuilt, atomic=atomic)
-        placements = self.wal.write_batch(list(staged.frames), staged.glued)
-        self.wal.sync()
-        self.commit(staged, placements)
-        return list(staged.events)
+        batch = self.batch([self.stage(events, rebuilt, atomic=atomic)])
+        batch.write_and_sync()
+        return batch.commit()
 
     def _index(self, event: Event) -> None:
         index_event(self.lineage, self.catalog, self.file_ops, event)
 
     # -- rewind / checkout ---------------------------------------------------------------
 
-    def prepare_reset(
-        self,
-        target: int,
-        *,
-        guard_active: bool,
-        mode: Literal["rewind", "checkout", "act_turn"] = "rewind",
-        agent: str | None = None,
-    ) -> tuple[ResetMode, Rewind]:
-        """Validate a rewind (guard_active) or checkout to `target`; build its reset record.
+    def prepare_reset(self, target: int, op: ResetOp = "rewind", agent: str | None = None) -> Reset:
+        """Validate a move of the tip to `target` by `op`; nothing is written.
 
-        Raises SeqOutOfRange, NothingToDo, NotActive (rewind to an abandoned
-        seq: use checkout) or BelowFloor; nothing is written.
+        Raises SeqOutOfRange, NothingToDo, BelowFloor, or NotActive for an
+        abandoned `target` unless `op` is a checkout (a rewind says: use checkout).
         """
         head = self.head
         if not 0 <= target <= head:
@@ -428,16 +419,30 @@ class Store:
         # Below the retention floor first: `use checkout` would be no help there.
         self.plan(target)
         active = self.lineage.is_active(target)
-        if guard_active and not active:
+        if op != "checkout" and not active:
             raise errors.NotActive(
                 f"seq {target} is not on the active branch (it was abandoned by a rewind); "
                 f"use `checkout {target}` to switch to its branch",
                 {"seq": target, "branch": self.lineage.branch_of(target)},
             )
-        return (
-            "undo" if active else "fork_switch",
-            Rewind(target_n=target, supersedes=head, mode=mode, agent=agent),
+        return Reset(target, op, agent, "undo" if active else "fork_switch")
+
+    def reset_batch(self, reset: Reset, before: Sequence[Event] = ()) -> list[Event]:
+        """`before`, then the reset record, complete: to be staged at once, as one append.
+
+        The record supersedes the seq just before it, so `before` (what the
+        substrates record first) stays on the branch the reset leaves. That
+        seq is counted from the next one to stage: no checkpoint may come
+        between this call and the staging (the coordinator holds the write
+        gate alone besides).
+        """
+        record = Rewind(
+            target_n=reset.target,
+            supersedes=self._next_seq + len(before) - 1,
+            mode=reset.op,
+            agent=reset.agent,
         )
+        return [*before, record]
 
     def rebuild(self, target: int) -> Rebuilt:
         """The state as of `target`, for the reset record that will make it the tip's.
@@ -463,16 +468,16 @@ class Store:
 
     def rewind(self, target: int) -> Rewind:
         """Undo to an active seq below the tip (one-shot path)."""
-        _, record = self.prepare_reset(target, guard_active=True)
-        return self._reset(record)
+        return self._reset(self.prepare_reset(target))
 
     def checkout(self, target: int) -> tuple[ResetMode, Rewind]:
         """Undo (active target) or fork-switch (abandoned target) (one-shot path)."""
-        mode, record = self.prepare_reset(target, guard_active=False, mode="checkout")
-        return mode, self._reset(record)
+        reset = self.prepare_reset(target, "checkout")
+        return reset.mode, self._reset(reset)
 
-    def _reset(self, record: Rewind) -> Rewind:
-        (durable,) = self.append([record], self.rebuild(record.target_n))
+    def _reset(self, reset: Reset) -> Rewind:
+        rebuilt = self.rebuild(reset.target)
+        (durable,) = self.append(self.reset_batch(reset), rebuilt)
         assert isinstance(durable, Rewind)
         return durable
 

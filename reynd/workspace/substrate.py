@@ -27,7 +27,6 @@ import errno
 import os
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import trio
 
@@ -35,6 +34,7 @@ from reynd.protocol import errors
 from reynd.protocol.events import Event, StepCommitted, boundary_kind
 from reynd.protocol.methods import RestorePending, WorkspaceInfo
 from reynd.storage import crashpoints
+from reynd.storage.appender import Appender, TicketT
 from reynd.workspace import journal
 from reynd.workspace.core import Pending, Prepared, RecordStats, file_records, log, resolve_root
 from reynd.workspace.model import Dir, apply, changed, flat
@@ -43,9 +43,6 @@ from reynd.workspace.resets import Resets
 from reynd.workspace.retention import GcStats, Retention
 from reynd.workspace.tree import Hasher, scan, store_dir
 from reynd.workspace.watch import Watcher, WatchUnavailable
-
-if TYPE_CHECKING:
-    from reynd.daemon.committer import Committer
 
 __all__ = ["GcStats", "RecordStats", "Workspace", "not_stored", "resolve_root"]
 
@@ -192,7 +189,7 @@ class Workspace(Resets, Retention):
     # -- recording (the runtime's and wal.append's path) ---------------------------------
 
     async def record(
-        self, committer: Committer, events: Sequence[Event], *, atomic: bool = False
+        self, committer: Appender[TicketT], events: Sequence[Event], *, atomic: bool = False
     ) -> list[Event]:
         """Append `events` durably, with the workspace changes since the last record first.
 
