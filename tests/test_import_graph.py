@@ -13,8 +13,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("reynd", "reynctl")
 DAEMON = "reynd.daemon"
@@ -145,11 +143,6 @@ def test_no_import_cycle_between_modules() -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reynd/replication/follower.py and reynd/workspace/substrate.py import "
-    "reynd.daemon.committer until issue 23's storage branch is merged: drop this mark then",
-)
 def test_nothing_below_the_daemon_imports_it() -> None:
     """The daemon composes the layers below it; none of them reaches back up (docs/design.md)."""
     outside = [
