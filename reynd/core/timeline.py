@@ -91,8 +91,9 @@ class Timeline:
         self._latest = running[-1]
 
     def drop_below(self, seq: int) -> None:
-        """Forget positions below `seq` (collected by retention); genesis too when seq > 0."""
-        if seq > 0:
+        """Forget positions below `seq` (collected by retention); genesis too when
+        records were (seq > 1: a log's first record is seq 1)."""
+        if seq > 1:
             self._genesis = False
         self._start = max(self._start, bisect_left(self._seqs, seq, self._start))
 

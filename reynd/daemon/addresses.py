@@ -96,13 +96,15 @@ class Addresses:
             if count == n:
                 return entry.seq
         floor = store.floor
-        if floor == 0 and count == n - 1:
-            return 0  # genesis: the checkpoint before every other
-        kept = count + (floor == 0)
-        cls = errors.BelowFloor if floor else errors.SeqOutOfRange
+        collected = floor > 1  # a log's first record is seq 1
+        genesis = not collected and start > 0  # the checkpoint before every other
+        if genesis and count == n - 1:
+            return 0
+        kept = count + genesis
+        cls = errors.BelowFloor if collected else errors.SeqOutOfRange
         raise cls(
             f"the active branch holds only {kept} checkpoint(s) below seq {start}"
-            + (f" (history below seq {floor} was collected)" if floor else "")
+            + (f" (history below seq {floor} was collected)" if collected else "")
             + f": use a --back of at most {kept}",
             {"back": n, "available": kept, "floor": floor},
         )

@@ -21,7 +21,7 @@ import re
 from datetime import UTC, datetime
 from typing import Final
 
-__all__ = ["USAGE", "TimeSpec", "TimeSpecError", "format_time", "resolve_time"]
+__all__ = ["USAGE", "TimeSpec", "TimeSpecError", "format_time", "is_duration", "resolve_time"]
 
 TimeSpec = float | str
 """A time as sent: Unix seconds, or a string (ISO 8601, or a duration ago)."""
@@ -58,6 +58,11 @@ def resolve_time(value: TimeSpec, now: float) -> float:
     except ValueError:
         raise TimeSpecError(f"{value!r} is not a time: {USAGE}") from None
     return parsed.timestamp()  # naive: local time
+
+
+def is_duration(value: TimeSpec) -> bool:
+    """True for a duration ago (`10m`): relative to the resolver's clock."""
+    return isinstance(value, str) and _DURATION.fullmatch(value.strip()) is not None
 
 
 def _finite(t: float, value: TimeSpec) -> float:

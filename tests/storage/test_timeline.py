@@ -67,7 +67,7 @@ class Model:
         while seq and not self.is_position(seq):
             seq = self.parent[seq]
         if seq == 0:
-            return 0 if floor == 0 else None
+            return 0 if floor <= 1 else None
         if seq < floor:
             return None
         return self.target.get(seq, seq)
@@ -80,7 +80,7 @@ class Model:
         ]
         if kept:
             return max(kept)
-        return 0 if floor == 0 else None  # genesis, while nothing was collected
+        return 0 if floor <= 1 else None  # genesis, while nothing was collected
 
 
 OPS = st.lists(
