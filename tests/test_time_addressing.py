@@ -222,3 +222,34 @@ def test_reynctl_by_time_and_back(branched: tuple[Daemon, History, dict[str, int
 def test_reynctl_bad_addresses_exit_2(args: list[str], short_tmp: Path) -> None:
     proc = reynctl(*args, sock=short_tmp / "none.sock")
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
+
+
+def test_a_time_before_the_oldest_kept_checkpoint_is_below_floor(short_tmp: Path) -> None:
+    config = "[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 4096\n"
+    config += "[retention]\ngc_interval_s = 0\n"
+    d = start_daemon(short_tmp, config=config)
+    try:
+        h = History(d)
+        for n in range(1, 41):
+            h.turn(n)
+        ts, g = h.ts(), h.ends  # before the collection drops the oldest records
+        d.call("retention.set", {"snapshot_keep": 1, "wal_keep_records": 30})
+        floor = d.call("retention.gc")["floor"]
+        kept = [s for s in g.values() if s >= floor]
+        assert floor > g[1] and kept, (floor, g)
+        for restarted in (False, True):
+            if restarted:
+                d.stop()
+                d = start_daemon(short_tmp, state_dir=d.state_dir, config=config)
+                h.d = d
+            with d.connect() as c:
+                for method in ("state.get", "rewind", "checkout"):
+                    err = _error(c, method, {"at": ts[g[1]]})
+                    assert err["code"] == -32003, err
+                    assert f"the oldest is seq {kept[0]}" in err["message"], err
+                    assert err["data"]["oldest_at"] == ts[kept[0]], err
+                assert c.call("state.get", {"at": ts[kept[1]]})["seq"] == kept[1]
+                err = _error(c, "rewind", {"back": 40})
+                assert err["code"] == -32003 and "was collected" in err["message"], err
+    finally:
+        d.stop()
