@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate, chain
 
 __all__ = ["Timeline"]
@@ -121,21 +121,22 @@ class Timeline:
         seq = self._seqs[i]
         return self._targets.get(seq, seq)
 
-    def checkpoint_at(self, t: float, intervals: Iterable[Interval]) -> int | None:
-        """The newest checkpoint at or before `t` on a lineage, given as its
-        intervals from the top down (Lineage.iter_intervals).
+    def checkpoint_at(
+        self, t: float, lineage_below: Callable[[int], Iterable[Interval]]
+    ) -> int | None:
+        """The newest checkpoint at or before `t` on a lineage; `lineage_below(s)`
+        gives that lineage at or below seq s, as intervals from the top down
+        (Lineage.active_below for the active one).
 
         Only a reset record can start an interval, so each interval costs one
-        bisect: O(log n) per reset on the way, whatever the history's length.
+        bisect, and the walk goes past an interval only when it holds no
+        checkpoint at or before `t`: O(log n) for any history's length.
         Genesis and None as for `tip_at`.
         """
         i = self.newest_at(t)
         if i >= self._start:
-            upto = self._seqs[i]
-            for lo, hi in intervals:
-                if lo > upto:
-                    continue
-                j = bisect_right(self._seqs, min(hi, upto), self._start) - 1
+            for lo, hi in lineage_below(self._seqs[i]):
+                j = bisect_right(self._seqs, hi, self._start) - 1
                 if j >= self._start and self._seqs[j] in self._targets:
                     j -= 1  # the interval's own reset record (lo): what lies below it
                 if j >= self._start and self._seqs[j] >= lo:

@@ -83,7 +83,7 @@ class Addresses:
     def checkpoint_at(self, t: float) -> int:
         """The newest checkpoint on the active branch at or before time `t`."""
         store = self._store
-        seq = store.timeline.checkpoint_at(t, store.lineage.iter_intervals(store.head))
+        seq = store.timeline.checkpoint_at(t, store.lineage.active_below)
         return self._found(seq, t)
 
     def back(self, n: int) -> int:
