@@ -249,6 +249,9 @@ def test_a_time_before_the_oldest_kept_checkpoint_is_below_floor(short_tmp: Path
                     assert f"the oldest is seq {kept[0]}" in err["message"], err
                     assert err["data"]["oldest_at"] == ts[kept[0]], err
                 assert c.call("state.get", {"at": ts[kept[1]]})["seq"] == kept[1]
+                # A time no calendar holds is still answered, naming it as a number.
+                err = _error(c, "state.get", {"at": -1e300})
+                assert err["code"] == -32003 and "Unix seconds" in err["message"], err
                 err = _error(c, "rewind", {"back": 40})
                 assert err["code"] == -32003 and "was collected" in err["message"], err
     finally:

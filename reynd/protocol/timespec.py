@@ -5,7 +5,9 @@ the same code before sending it. A time is
 
 - a number: Unix seconds (a string of digits too, e.g. `1767225600.5`);
 - an ISO 8601 time, e.g. `2026-12-06T09:30:00Z` or `2026-12-06 09:30`
-  (without an offset it is the resolver's local time: the daemon's);
+  (without an offset it is the resolver's local time); a time of day alone,
+  `09:30`, is the last such moment: today, or yesterday when that is later
+  than now;
 - a duration ago: a number and a unit, `s`, `m`, `h` or `d`, several summed
   (`90s`, `10m`, `2h`, `1d`, `1h30m`), counted back from `now`.
 
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from datetime import time as dt_time
 from typing import Final
 
 __all__ = ["USAGE", "TimeSpec", "TimeSpecError", "format_time", "is_duration", "resolve_time"]
@@ -32,8 +35,8 @@ _PART: Final = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _NUMBER: Final = re.compile(r"-?\d+(?:\.\d+)?")
 
 USAGE: Final = (
-    "a time is Unix seconds (1767225600), an ISO 8601 time (2026-12-06T09:30:00Z) "
-    "or a duration ago (90s, 10m, 2h, 1d, 1h30m)"
+    "a time is Unix seconds (1767225600), an ISO 8601 time (2026-12-06T09:30:00Z, "
+    "or 09:30 for the last such moment) or a duration ago (90s, 10m, 2h, 1d, 1h30m)"
 )
 
 
@@ -56,8 +59,21 @@ def resolve_time(value: TimeSpec, now: float) -> float:
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
-        raise TimeSpecError(f"{value!r} is not a time: {USAGE}") from None
+        return _time_of_day(text, value, now)
     return parsed.timestamp()  # naive: local time
+
+
+def _time_of_day(text: str, value: TimeSpec, now: float) -> float:
+    """`09:30`: the last such moment at or before `now` (today, else yesterday)."""
+    try:
+        of_day = dt_time.fromisoformat(text)
+    except ValueError:
+        raise TimeSpecError(f"{value!r} is not a time: {USAGE}") from None
+    today = datetime.fromtimestamp(now, of_day.tzinfo)
+    moment = datetime.combine(today.date(), of_day)
+    if moment.timestamp() > now:
+        moment -= timedelta(days=1)
+    return moment.timestamp()
 
 
 def is_duration(value: TimeSpec) -> bool:
@@ -72,5 +88,9 @@ def _finite(t: float, value: TimeSpec) -> float:
 
 
 def format_time(t: float) -> str:
-    """Unix seconds as ISO 8601 UTC, to the millisecond (for messages)."""
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
+    """Unix seconds as ISO 8601 UTC, to the millisecond (for messages); a time
+    no calendar holds (1e300) as the number."""
+    try:
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
+    except (OverflowError, ValueError, OSError):
+        return f"{t!r} (Unix seconds)"

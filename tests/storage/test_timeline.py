@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from reynd.core.lineage import Lineage
 from reynd.core.timeline import Timeline
-from reynd.protocol.timespec import TimeSpecError, resolve_time
+from reynd.protocol.timespec import TimeSpecError, format_time, resolve_time
 
 
 @dataclass
@@ -229,6 +229,13 @@ def test_bad_times_are_refused_naming_the_forms(text: str) -> None:
         return
     with pytest.raises(TimeSpecError, match="duration ago"):
         resolve_time(text, 0.0)
+
+
+def test_a_time_of_day_is_the_last_such_moment() -> None:
+    now = 1796515200.0 + 10 * 3600  # 2026-12-06T10:00:00Z
+    assert resolve_time("09:30Z", now) == now - 1800
+    assert resolve_time("10:30+00:00", now) == now - 1800 + 3600 - 86400  # yesterday
+    assert format_time(1e300).endswith("(Unix seconds)")  # no calendar holds it
 
 
 @given(st.floats(0, 1e6), st.sampled_from("smhd"), st.floats(0, 2e9))
