@@ -76,10 +76,14 @@ def test_result_schema_and_errors(name: str) -> None:
 
 def test_params_validate_what_the_schema_describes() -> None:
     # A required integer with a minimum: the schema and the decoder agree.
-    (seq,) = BY_NAME["rewind"]["params"]
-    assert seq == {"name": "seq", "required": True, "schema": {"type": "integer", "minimum": 0}}
+    seq, *_ = BY_NAME["state.diff"]["params"]
+    assert seq == {
+        "name": "from_seq",
+        "required": True,
+        "schema": {"type": "integer", "minimum": 0},
+    }
     with pytest.raises(msgspec.ValidationError):
-        msgspec.convert({"seq": -1}, METHODS["rewind"].params)
+        msgspec.convert({"from_seq": -1, "to_seq": 0}, METHODS["state.diff"].params)
 
 
 def test_notifications_are_in_the_document() -> None:

@@ -60,8 +60,8 @@ def test_usage_errors_under_json_are_one_json_line(args: list[str], tmp_path: Pa
 def test_usage_errors_without_json_stay_text(tmp_path: Path):
     proc = reynctl("rewind", "five", sock=tmp_path / "none.sock")
     assert proc.returncode == 2
-    assert proc.stderr.startswith("Usage: reynctl rewind [OPTIONS] SEQ")
-    assert "Error: Invalid value for 'SEQ'" in proc.stderr
+    assert proc.stderr.startswith("Usage: reynctl rewind [OPTIONS] [SEQ]")
+    assert "Error: Invalid value for '[SEQ]'" in proc.stderr  # optional: or --at, --back
 
 
 # -- a negative SEQ ------------------------------------------------------------------------
@@ -70,8 +70,8 @@ def test_usage_errors_without_json_stay_text(tmp_path: Path):
 @pytest.mark.parametrize(
     ("args", "param"),
     [
-        (["rewind", "-5", "--yes"], "'SEQ'"),
-        (["checkout", "-5", "--yes"], "'SEQ'"),
+        (["rewind", "-5", "--yes"], "'[SEQ]'"),
+        (["checkout", "-5", "--yes"], "'[SEQ]'"),
         (["show", "-1"], "'[SEQ]'"),
         (["diff", "3", "-1"], "'TO'"),
         (["act-turn-rewind", "ada", "-2", "--yes"], "'SEQ'"),

@@ -251,7 +251,8 @@ class _Seq(click.ParamType[int, str | int]):
         if seq < 0:
             self.fail(
                 f"{value!r} is not a seq: a seq is a record's number, a whole number 0 or above "
-                "(there is no relative form; `reynctl generations` lists the checkpoints)",
+                "(a relative move is `rewind --back N`; `reynctl generations` lists the "
+                "checkpoints)",
                 param,
                 ctx,
             )

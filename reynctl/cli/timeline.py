@@ -23,6 +23,7 @@ from reynctl.cli.options import (
     pass_opts,
     width,
 )
+from reynctl.cli.times import AT_HELP, TIME, addressed, one_of
 from reynctl.client import Client, Reply
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
@@ -34,6 +35,7 @@ from reynd.protocol.errors import ReyndError
         "reynctl generations                       # checkpoints on the active branch",
         "reynctl generations --agent ada --kind plan_step",
         "reynctl generations --all-branches --limit 10",
+        "reynctl generations --after 2h --before 1h   # made between 2 and 1 hours ago",
     )
 )
 @click.option("--agent", help="Only this agent's generations.")
@@ -41,6 +43,8 @@ from reynd.protocol.errors import ReyndError
 @click.option("--all-branches", is_flag=True, help="Include abandoned branches.")
 @field_option(m.GenerationsParams, "limit", "--limit")
 @click.option("--cursor", type=SEQ, help="Continue from a previous page's next cursor.")
+@click.option("--before", type=TIME, help="Only checkpoints made before this TIME.")
+@click.option("--after", type=TIME, help="Only checkpoints made after this TIME.")
 @json_option
 @pass_opts
 def generations(
@@ -51,6 +55,8 @@ def generations(
     all_branches: bool,
     limit: int,
     cursor: int | None,
+    before: float | str | None,
+    after: float | str | None,
 ) -> None:
     """List checkpoints, newest first.
 
@@ -58,7 +64,13 @@ def generations(
     only those on the active lineage are listed.
     """
     params = m.GenerationsParams(
-        agent=agent, kind=kind, all_branches=all_branches, limit=limit, cursor=cursor
+        agent=agent,
+        kind=kind,
+        all_branches=all_branches,
+        limit=limit,
+        cursor=cursor,
+        before=before,
+        after=after,
     )
     with opts.client() as c:
         reply = c.call("generations.list", params, m.GenerationsResult)
@@ -112,13 +124,19 @@ def move(
         "reynctl rewind 42           # asks, then moves every agent back to seq 42",
         "reynctl rewind 42 --yes     # in a script: no question",
         "reynctl checkout 57         # undo: back to the seq the tip was at",
+        "reynctl rewind --at 10m     # the newest checkpoint of ten minutes ago",
+        "reynctl rewind --back 2     # two checkpoints back",
     )
 )
-@click.argument("seq", type=SEQ, shell_complete=_complete_seq)
+@click.argument("seq", type=SEQ, required=False, shell_complete=_complete_seq)
 @_YES
+@click.option("--at", type=TIME, help=AT_HELP + " The newest checkpoint at or before it.")
+@click.option("--back", type=click.IntRange(min=1), help="N checkpoints back on the active branch.")
 @json_option
 @pass_opts
-def rewind(opts: Options, seq: int, yes: bool) -> None:
+def rewind(
+    opts: Options, seq: int | None, yes: bool, *, at: float | str | None, back: int | None
+) -> None:
     """Move the tip back to SEQ, an active seq below it.
 
     Every agent's state moves to SEQ and turns in flight are cancelled; work
@@ -126,25 +144,41 @@ def rewind(opts: Options, seq: int, yes: bool) -> None:
     once. Nothing is deleted: the seqs after SEQ become an abandoned branch
     that `reynctl checkout` brings back. For a seq on an abandoned branch,
     use checkout. Asks first on a terminal; elsewhere pass --yes.
+
+    Instead of SEQ: --at TIME, the newest checkpoint on the active branch at
+    or before TIME; --back N, N checkpoints back on the active branch.
     """
+    one_of(seq=seq, at=at, back=back)
     confirm_move(yes, "rewind")
+    params = m.RewindParams(seq=seq, at=at, back=back)
     move(
         opts,
         yes=yes,
-        what=f"rewind to seq {seq}",
-        call=lambda c: c.call("rewind", m.RewindParams(seq=seq), m.RewindResult),
-        human=lambda res: render.rewind_text(res, opts.style),
+        what=_what("rewind to", seq, at, back),
+        call=lambda c: c.call("rewind", params, m.RewindResult),
+        human=lambda res: render.rewind_text(res, opts.style) + addressed(res),
     )
+
+
+def _what(move: str, seq: int | None, at: float | str | None, back: int | None = None) -> str:
+    """The move as the confirmation question names it."""
+    if at is not None:
+        return f"{move} the checkpoint at {at}"
+    if back is not None:
+        return f"{move} {back} checkpoint(s) back"
+    return f"{move} seq {seq}"
 
 
 @cli.command(
     epilog=examples(
         "reynctl checkout 57         # back to the tip before a rewind (undo)",
         "reynctl checkout 23 --yes   # switch to the abandoned branch holding seq 23",
+        "reynctl checkout --at 2026-12-06T09:30   # where the tip was then, on any branch",
     )
 )
-@click.argument("seq", type=SEQ, shell_complete=_complete_seq)
+@click.argument("seq", type=SEQ, required=False, shell_complete=_complete_seq)
 @_YES
+@click.option("--at", type=TIME, help=AT_HELP + " Where the tip was then, on any branch.")
 @click.option(
     "--force",
     is_flag=True,
@@ -154,20 +188,24 @@ def rewind(opts: Options, seq: int, yes: bool) -> None:
 )
 @json_option
 @pass_opts
-def checkout(opts: Options, seq: int, yes: bool, force: bool) -> None:
+def checkout(
+    opts: Options, seq: int | None, yes: bool, force: bool, *, at: float | str | None
+) -> None:
     """Undo to SEQ, or switch to the abandoned branch that holds it.
 
     Every agent's state moves to SEQ and turns in flight are cancelled; work
     pending at SEQ runs again at once. Asks first on a terminal; elsewhere
-    pass --yes.
+    pass --yes. Instead of SEQ, --at TIME goes where the tip was at TIME.
     """
+    one_of(seq=seq, at=at)
     confirm_move(yes, "checkout")
+    params = m.CheckoutParams(seq=seq, force=force, at=at)
     move(
         opts,
         yes=yes,
-        what=f"checkout seq {seq}",
-        call=lambda c: c.call("checkout", m.CheckoutParams(seq=seq, force=force), m.RewindResult),
-        human=lambda res: render.rewind_text(res, opts.style),
+        what=_what("checkout", seq, at),
+        call=lambda c: c.call("checkout", params, m.RewindResult),
+        human=lambda res: render.rewind_text(res, opts.style) + addressed(res),
     )
 
 
@@ -185,20 +223,25 @@ def branches(opts: Options) -> None:
     epilog=examples(
         "reynctl show                # the state at the tip",
         "reynctl show 11 --agent ada   # ada as of seq 11, on any branch",
+        "reynctl show --at 1h          # the state the tip had an hour ago",
     )
 )
 @click.argument("seq", type=SEQ, required=False, shell_complete=_complete_seq)
 @click.option("--agent", help="Only this agent.")
+@click.option("--at", type=TIME, help=AT_HELP + " Where the tip was then, on any branch.")
 @json_option
 @pass_opts
-def show(opts: Options, seq: int | None, agent: str | None) -> None:
+def show(opts: Options, seq: int | None, agent: str | None, *, at: float | str | None) -> None:
     """Show the state as of SEQ (default: the tip).
 
     A read: it never moves the tip, and works for any retained seq, active
     or abandoned.
     """
+    if seq is not None and at is not None:
+        one_of(seq=seq, at=at)
     with opts.client() as c:
-        reply = c.call("state.get", m.StateParams(seq=seq, agent=agent), m.StateResult)
+        params = m.StateParams(seq=seq, agent=agent, at=at)
+        reply = c.call("state.get", params, m.StateResult)
     opts.emit(reply, lambda: render.state_text(reply.value, opts.style, width()))
 
 

@@ -159,6 +159,10 @@ class Catalog:
             return self.entry(i)
         return None
 
+    def times(self) -> tuple[array[int], array[float]]:
+        """The kept entries' seqs and times, ascending by seq (to build the time index)."""
+        return self._seqs[self._start :], self._times[self._start :]
+
     def drop_below(self, seq: int) -> None:
         """Forget generations below `seq` (their records are gone)."""
         self._start = max(self._start, bisect_left(self._seqs, seq, self._start))

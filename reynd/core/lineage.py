@@ -191,6 +191,14 @@ class Lineage:
         """The active lineage, ascending."""
         return list(zip(self._active_lo, self._active_hi, strict=True))
 
+    def active_below(self, seq: int) -> Iterator[Interval]:
+        """The active lineage at or below `seq`, as intervals from the top down: one
+        bisect to the interval that holds `seq` (or the next below it), then a walk."""
+        i = bisect_right(self._active_lo, seq) - 1
+        while i >= 0:
+            yield self._active_lo[i], min(self._active_hi[i], seq)
+            i -= 1
+
     def on_lineage(self, seq: int, of: int) -> bool:
         """True when `seq` lies on lineage(`of`)."""
         if seq == 0:

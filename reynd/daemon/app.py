@@ -21,6 +21,7 @@ from reynd.audit.options import AuditOptions
 from reynd.audit.store import EventStore
 from reynd.config_store.substrate import ConfigStore
 from reynd.core.retention import AgeClock, RetentionPolicy, Sighting
+from reynd.daemon.addresses import Addresses
 from reynd.daemon.as_of import AsOf
 from reynd.daemon.audit_api import AuditApi
 from reynd.daemon.capture import GenerationCapture
@@ -292,7 +293,7 @@ class App:
             **WalReadApi(store, reads).handlers(),
             **status.handlers(),
             **HistoryApi(store).handlers(),
-            **ResetApi(coordinator).handlers(),
+            **ResetApi(coordinator, Addresses(store)).handlers(),
             **StateApi(store, as_of).handlers(),
             **WalAppendApi(store, self._gate, writer.commit).handlers(),
         }

@@ -80,6 +80,8 @@ class Gate:
 
 
 CancelAll = Callable[[], Awaitable[list[m.CancelledChain]]]
+# A reset's target: a seq, or a function that resolves it once the reset runs.
+Target = int | Callable[[], int]
 
 
 T = TypeVar("T")
@@ -135,14 +137,20 @@ class Coordinator:
         return cast(T, value)
 
     async def request(
-        self, op: ResetOp, seq: int, agent: str | None = None, *, force: bool = False
+        self, op: ResetOp, seq: Target, agent: str | None = None, *, force: bool = False
     ) -> m.RewindResult:
-        """Queue a rewind, checkout or act-turn rewind and wait for its outcome."""
+        """Queue a rewind, checkout or act-turn rewind and wait for its outcome.
+
+        `seq` may be a function that names it (a time, a count back): it is
+        called when this reset runs, against the tip this reset moves."""
         return await self.serialized(partial(self._reset, op, seq, agent, force))
 
-    async def _reset(self, op: ResetOp, seq: int, agent: str | None, force: bool) -> m.RewindResult:
+    async def _reset(
+        self, op: ResetOp, seq: Target, agent: str | None, force: bool
+    ) -> m.RewindResult:
         started = time.perf_counter()
         async with self._gate.exclusive():
+            seq = seq() if callable(seq) else seq
             reset = self._store.prepare_reset(seq, op, agent)
             for substrate in self.substrates:
                 await substrate.before_reset(seq, force)  # may refuse: nothing written yet

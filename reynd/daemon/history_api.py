@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from reynd.daemon.addresses import Addresses
 from reynd.daemon.context import CallContext
 from reynd.daemon.rpc import Handler
 from reynd.protocol import errors
@@ -14,6 +15,7 @@ __all__ = ["HistoryApi"]
 class HistoryApi:
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._addresses = Addresses(store)
 
     def handlers(self) -> dict[str, Handler]:
         return {"generations.list": self._generations, "branches.list": self._branches}
@@ -30,8 +32,13 @@ class HistoryApi:
             )
         out: list[m.Generation] = []
         next_cursor: int | None = None
+        at_least, cursor = self._time_bounds(p)
         it = store.generations(
-            agent=p.agent, kind=p.kind, all_branches=p.all_branches, cursor=p.cursor
+            agent=p.agent,
+            kind=p.kind,
+            all_branches=p.all_branches,
+            cursor=cursor,
+            at_least=at_least,
         )
         for entry, active, branch in it:
             if len(out) == p.limit:
@@ -49,6 +56,15 @@ class HistoryApi:
                 )
             )
         return m.GenerationsResult(generations=out, next_cursor=next_cursor)
+
+    def _time_bounds(self, p: m.GenerationsParams) -> tuple[int, int | None]:
+        """(at_least, cursor): `after` and `before` as seq bounds (two bisects), with `cursor`."""
+        after = None if p.after is None else self._addresses.time(p.after, "after")
+        before = None if p.before is None else self._addresses.time(p.before, "before")
+        at_least, below = self._store.timeline.seq_bounds(after, before)
+        if below is None or p.cursor is None:
+            return at_least, p.cursor if below is None else below
+        return at_least, min(below, p.cursor)
 
     async def _branches(self, params: m.BranchesParams, ctx: CallContext) -> m.BranchesResult:
         lineage = self._store.lineage

@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from reynd.core.diff import diff_values
+from reynd.daemon.addresses import Addresses
 from reynd.daemon.as_of import ReadAsOf
 from reynd.daemon.context import CallContext
 from reynd.daemon.rpc import Handler
@@ -21,7 +22,7 @@ __all__ = ["StateApi", "at_tip"]
 
 def at_tip(p: m.StateParams, head: int) -> bool:
     """A `state.get` of the whole state at the tip: answered from the reply kept for `head`."""
-    return p.agent is None and (p.seq is None or p.seq == head)
+    return p.agent is None and p.at is None and (p.seq is None or p.seq == head)
 
 
 class StateApi:
@@ -29,6 +30,7 @@ class StateApi:
         self._store = store
         self._as_of = as_of
         self._tip = TipReply()  # state.get at the tip, encoded once per head
+        self._addresses = Addresses(store)
 
     def handlers(self) -> dict[str, Handler]:
         return {"state.get": self._get, "state.diff": self._diff}
@@ -40,6 +42,8 @@ class StateApi:
             # The hot read (a UI polling the tip): encoded once per head.
             return self._tip.get(head, lambda: self._result(head, store.state))
         seq = head if p.seq is None else p.seq
+        if p.at is not None:  # where the tip was at that time, on whatever branch
+            seq = self._addresses.tip_at(self._addresses.time(p.at))
         state = await self._as_of(seq)
         agents = state.agents
         if p.agent is not None:

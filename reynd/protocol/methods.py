@@ -37,6 +37,7 @@ from reynd.protocol.retention_methods import (
     RetentionSetParams,
 )
 from reynd.protocol.state import AgentState
+from reynd.protocol.timespec import TimeSpec
 
 __all__ = [
     "METHODS",
@@ -87,12 +88,36 @@ __all__ = [
     "WalAppendParams",
     "WalAppendResult",
     "WorkspaceInfo",
+    "one_address",
 ]
 
 PROTOCOL_VERSION: Final = 1
 
 Seq = int
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+# A time (`at`, `before`, `after`): Unix seconds, or a string, ISO 8601 or a duration
+# ago (`10m`), resolved by the daemon's clock (reynd.protocol.timespec).
+Time = Annotated[
+    TimeSpec,
+    msgspec.Meta(
+        description="Unix seconds, or an ISO 8601 time, or a duration ago: 90s, 10m, 2h, 1d."
+    ),
+]
+# `back`: how many checkpoints back on the active branch.
+Back = Annotated[int, msgspec.Meta(ge=1)]
+
+
+def one_address(params: Params, names: tuple[str, ...], *, required: bool = True) -> None:
+    """Refuse params that name a seq in more than one way (or in none, when `required`).
+
+    Called from the params' `__post_init__`: msgspec turns the ValueError into
+    an invalid_params answer that quotes this message.
+    """
+    given = [name for name in names if getattr(params, name) is not None]
+    if len(given) > 1 or (required and not given):
+        choice = " / ".join(names)
+        got = ", ".join(given) if given else "none"
+        raise ValueError(f"give exactly one of {choice} (got {got})")
 
 
 class OkResult(Result, kw_only=True):
@@ -211,6 +236,9 @@ class GenerationsParams(Params, kw_only=True):
     all_branches: bool = False
     cursor: NonNegative | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 50
+    # Only checkpoints made after / before these times (docs/concepts.md#addresses).
+    before: Time | None = None
+    after: Time | None = None
 
 
 class Generation(Result, kw_only=True):
@@ -235,17 +263,36 @@ class GenerationsResult(Result, kw_only=True):
 # -- rewind / checkout ------------------------------------------------------
 
 
+_REWIND_ADDRESSES: Final = ("seq", "at", "back")
+_CHECKOUT_ADDRESSES: Final = ("seq", "at")
+_STATE_ADDRESSES: Final = ("seq", "at")
+
+
 class RewindParams(Params, kw_only=True):
-    seq: NonNegative
+    """Exactly one of `seq`; `at`, the newest checkpoint on the active branch at or
+    before that time; `back`, that many checkpoints back on the active branch."""
+
+    seq: NonNegative | None = None
+    at: Time | None = None
+    back: Back | None = None
+
+    def __post_init__(self) -> None:
+        one_address(self, _REWIND_ADDRESSES)
 
 
 class CheckoutParams(Params, kw_only=True):
-    """`force`: restore the workspace (when workspace rewind is on) even over changes
+    """Exactly one of `seq` or `at`, where the tip was at that time (whatever branch).
+
+    `force`: restore the workspace (when workspace rewind is on) even over changes
     reynd did not record; the overwritten content is recorded first, just before the
     reset record R, and `checkout R-1` brings it back."""
 
-    seq: NonNegative
+    seq: NonNegative | None = None
     force: bool = False
+    at: Time | None = None
+
+    def __post_init__(self) -> None:
+        one_address(self, _CHECKOUT_ADDRESSES)
 
 
 class CancelledChain(Result, kw_only=True):
@@ -260,6 +307,9 @@ class RewindResult(Result, kw_only=True):
     branch: int
     cancelled: list[CancelledChain] = []
     duration_ms: float = 0.0
+    # How the target was addressed (seq, at, back), and for `at` the time it meant.
+    resolved_from: str = "seq"
+    at_time: float | None = None
 
 
 # -- branches.list ----------------------------------------------------------
@@ -286,8 +336,14 @@ class BranchesResult(Result, kw_only=True):
 
 
 class StateParams(Params, kw_only=True):
+    """At most one of `seq` or `at` (where the tip was at that time); neither: the tip."""
+
     seq: NonNegative | None = None
     agent: AgentRef | None = None
+    at: Time | None = None
+
+    def __post_init__(self) -> None:
+        one_address(self, _STATE_ADDRESSES, required=False)
 
 
 class StateResult(Result, kw_only=True):

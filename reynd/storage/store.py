@@ -38,8 +38,9 @@ from reynd.core.lineage import Lineage
 from reynd.core.reconstruct import ReplayPlan, plan_reconstruct
 from reynd.core.reduce import apply
 from reynd.core.seqs import SeqList
+from reynd.core.timeline import Timeline
 from reynd.protocol import errors
-from reynd.protocol.events import Event, GenerationKind, Rewind, kind_of
+from reynd.protocol.events import Event, GenerationKind, Rewind, boundary_kind, kind_of
 from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
 from reynd.protocol.state import RuntimeState
 from reynd.storage import crashpoints
@@ -123,6 +124,7 @@ class Store:
         self.lineage = Lineage()
         self.catalog = Catalog()
         self.file_ops = SeqList()  # seqs of workspace.files records (workspace rewind)
+        self.timeline = Timeline()  # checkpoints and reset records by time
         self.state = RuntimeState()
         self.recovery = RecoveryReport()
         self.wal: Wal
@@ -218,6 +220,7 @@ class Store:
             for s in self.wal.segments
         )
         self._next_seq = self.wal.head + 1
+        self.timeline = self._build_timeline()
         self.forget_below_floor()
         for seq in [s for s in self.snapshots.seqs if s > self.wal.head]:
             # Only possible when a torn tail was cut: a snapshot is written after
@@ -284,10 +287,23 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _build_timeline(self) -> Timeline:
+        """The time index from what opening loaded: the catalog's times, and one read
+        of each reset record at or above the floor (the segment index keeps no
+        times; those below the floor cannot be reached anyway)."""
+        floor = self.floor
+        resets = [(r, t) for r, t in self.lineage.resets if r >= floor]
+        times = [next(iter(self.wal.read(r, r))).ts for r, _ in resets]
+        seqs, gen_times = self.catalog.times()
+        return Timeline.build(
+            seqs, gen_times, [(r, t, ts) for (r, t), ts in zip(resets, times, strict=True)]
+        )
+
     def forget_below_floor(self) -> None:
         """Drop the index entries of records below the floor (collected, or about to be)."""
         self.catalog.drop_below(self.floor)
         self.file_ops.drop_below(self.floor)
+        self.timeline.drop_below(self.floor)
 
     # -- properties -----------------------------------------------------------------
 
@@ -400,6 +416,10 @@ class Store:
 
     def _index(self, event: Event) -> None:
         index_event(self.lineage, self.catalog, self.file_ops, event)
+        if isinstance(event, Rewind):
+            self.timeline.add(event.seq, event.ts, event.target_n)
+        elif boundary_kind(event) is not None:
+            self.timeline.add(event.seq, event.ts)
 
     # -- rewind / checkout ---------------------------------------------------------------
 
@@ -638,23 +658,29 @@ class Store:
         kind: GenerationKind | None = None,
         all_branches: bool = False,
         cursor: int | None = None,
+        at_least: int = 0,
     ) -> Iterator[tuple[Entry, bool, int]]:
-        """Generations newest first, below `cursor`: (entry, active, branch).
+        """Generations newest first, below `cursor` and at or above `at_least`:
+        (entry, active, branch).
 
         Active only: walks the active lineage's intervals and bisects the
         catalog in each, so a page costs its own length plus the reset records
         on the way, however many abandoned generations lie in between.
         """
         if all_branches:
-            for entry in self.catalog.newest_first(below=cursor, agent=agent, kind=kind):
+            for entry in self.catalog.newest_first(
+                below=cursor, at_least=at_least, agent=agent, kind=kind
+            ):
                 active = self.lineage.is_active(entry.seq)
                 yield entry, active, self.lineage.branch_of(entry.seq)
             return
         for lo, hi in self.lineage.iter_intervals(self.head):
             if cursor is not None and lo >= cursor:
                 continue
+            if hi < at_least:
+                return
             below = hi + 1 if cursor is None else min(hi + 1, cursor)
             for entry in self.catalog.newest_first(
-                below=below, at_least=lo, agent=agent, kind=kind
+                below=below, at_least=max(lo, at_least), agent=agent, kind=kind
             ):
                 yield entry, True, self.lineage.branch_of(entry.seq)
