@@ -58,6 +58,9 @@ from reynd.core.retention import (
     SegmentInfo,
     Sighting,
     floor_for_recovery,
+    horizon_budget,
+    legacy,
+    plan_wal,
     plan_wal_drop,
     snapshots_to_keep,
     without_horizon,
@@ -975,3 +978,71 @@ GcMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_gc_state_machine = GcMachine.TestCase
+
+
+# -- the default horizon and its budget (pure) -----------------------------------------------
+
+_segments = st.lists(st.integers(1, 5000), min_size=1, max_size=12).map(
+    lambda sizes: [
+        SegmentInfo(10 * i + 1, 10 * i + 10, size, float(10 * i + 10))
+        for i, size in enumerate(sizes)
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    segs=_segments,
+    required=st.integers(1, 130),
+    checkpoint_floor=st.none() | st.integers(1, 130),
+    horizon_age=st.sampled_from([0.0, 15.0, 55.0]),
+    budget=st.none() | st.integers(0, 60000),
+    now=st.floats(0, 200),
+)
+def test_the_budget_alone_forces_the_default_horizon(
+    segs: list[SegmentInfo],
+    *,
+    required: int,
+    checkpoint_floor: int | None,
+    horizon_age: float,
+    budget: int | None,
+    now: float,
+) -> None:
+    """Against the same plan without a horizon: the horizon only keeps more; what it would
+    keep goes only past the budget, and exactly that is reported (as far as, and how much)."""
+    head = segs[-1].last_seq
+    policy = RetentionPolicy(horizon_checkpoints=1, horizon_age_s=horizon_age, budget_bytes=0)
+    base = plan_wal(segs, head, required, without_horizon(policy), now)
+    plan = plan_wal(
+        segs, head, required, policy, now, checkpoint_floor=checkpoint_floor, budget=budget
+    )
+    unlimited = plan_wal(segs, head, required, policy, now, checkpoint_floor=checkpoint_floor)
+    assert unlimited.forced is None and unlimited.drop <= base.drop
+    assert unlimited.drop <= plan.drop <= base.drop  # a budget gives way, never past the rest
+    forced = plan.forced
+    if plan.drop == unlimited.drop:
+        assert forced is None
+        return
+    event("budget forced")
+    assert budget is not None and forced is not None and forced.budget == budget
+    gone = segs[unlimited.drop : plan.drop]
+    assert forced.through_seq == gone[-1].last_seq == segs[plan.drop - 1].last_seq
+    assert (forced.bytes, forced.segments) == (sum(s.size for s in gone), len(gone))
+    # It stopped as soon as the WAL left fits, or at what no budget can force.
+    left = sum(s.size for s in segs[plan.drop :])
+    assert left <= budget or plan.drop == base.drop
+    assert sum(s.size for s in segs[plan.drop - 1 :]) > budget
+
+
+def test_horizon_budget_and_legacy_policies() -> None:
+    gib = 1 << 30
+    policy = RetentionPolicy()
+    assert policy.horizon_checkpoints == 1000 and policy.horizon_age_s == 7 * DAY
+    assert horizon_budget(policy, None, 0) == 10 * gib  # free space unknown: the size
+    assert horizon_budget(policy, 4 * gib, 2 * gib) == 3 * gib  # half of what the WAL could have
+    assert horizon_budget(policy, 100 * gib, 0) == 10 * gib
+    assert horizon_budget(RetentionPolicy(budget_bytes=0, budget_free_pct=0), 0, 0) is None
+    assert not legacy([]) and not legacy(["gc_interval_s", "budget_bytes"])
+    assert legacy(["snapshot_keep"]) and legacy(["wal_keep_records", "gc_interval_s"])
+    assert not legacy(["snapshot_keep", "horizon_age_s"])
+    assert without_horizon(policy) == RetentionPolicy(horizon_checkpoints=0, horizon_age_s=0)
