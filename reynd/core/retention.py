@@ -44,6 +44,7 @@ __all__ = [
     "MAX_SIGHTINGS",
     "AgeClock",
     "Forced",
+    "Horizon",
     "WalPlan",
     "horizon_budget",
     "legacy",
@@ -207,6 +208,18 @@ class Forced:
 
 
 @dataclass(frozen=True, slots=True)
+class Horizon:
+    """Where the default horizon stands now (plan_wal).
+
+    `checkpoint_floor`: the oldest of the `horizon_checkpoints` newest
+    checkpoints (None: none); `budget`: `horizon_budget` (None: no limit).
+    """
+
+    checkpoint_floor: int | None = None
+    budget: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class WalPlan:
     """How many of the oldest segments go; why the next stays; what the budget forced out."""
 
@@ -224,24 +237,13 @@ def plan_wal_drop(
     now: float,
     *,
     ages: Sequence[float] | None = None,
-    checkpoint_floor: int | None = None,
-    budget: int | None = None,
+    horizon: Horizon | None = None,
 ) -> int:
     """How many of the oldest segments may go (the new floor is the next one's first seq).
 
     See `plan_wal`; this is its count.
     """
-    plan = plan_wal(
-        segments,
-        head,
-        required,
-        policy,
-        now,
-        ages=ages,
-        checkpoint_floor=checkpoint_floor,
-        budget=budget,
-    )
-    return plan.drop
+    return plan_wal(segments, head, required, policy, now, ages=ages, horizon=horizon).drop
 
 
 def plan_wal(
@@ -252,20 +254,22 @@ def plan_wal(
     now: float,
     *,
     ages: Sequence[float] | None = None,
-    checkpoint_floor: int | None = None,
-    budget: int | None = None,
+    horizon: Horizon | None = None,
 ) -> WalPlan:
     """Which of the oldest segments go, and why the first kept one stays.
 
     A segment goes only when all of it lies below every horizon: what
     recovery requires, the kept record count, the kept age and the kept
-    size, and the default horizon (the checkpoints from `checkpoint_floor`
-    on, the oldest of the `horizon_checkpoints` newest, and the last
-    `horizon_age_s`) unless the WAL from it on is over `budget` bytes
-    (`horizon_budget`): then it goes, and `forced` says so. The segment
+    size, and the default horizon (the checkpoints from
+    `horizon.checkpoint_floor` on, and the last `horizon_age_s`) unless the
+    WAL from it on is over `horizon.budget` bytes: then it goes, and
+    `forced` says so. The segment
     holding the tip always stays. `ages`: how old each segment's last record
     is at least (`AgeClock.segment_ages`); without them, `now` minus its time.
     """
+    checkpoint_floor, budget = (
+        (horizon.checkpoint_floor, horizon.budget) if horizon else (None, None)
+    )
     floor = required
     if policy.wal_keep_records:
         floor = min(floor, head - policy.wal_keep_records + 1)
@@ -355,24 +359,14 @@ def kept_reason(
     segment_bytes: int,
     keep_from: int | None = None,
     ages: Sequence[float] | None = None,
-    checkpoint_floor: int | None = None,
-    budget: int | None = None,
+    horizon: Horizon | None = None,
 ) -> str:
     """In words, why no (further) WAL segment can go now: the horizon that keeps the oldest.
 
     Pure, over the same inputs as plan_wal (`keep_from`: the first seq
     replication has not shipped).
     """
-    plan = plan_wal(
-        segments,
-        head,
-        required,
-        policy,
-        now,
-        ages=ages,
-        checkpoint_floor=checkpoint_floor,
-        budget=budget,
-    )
+    plan = plan_wal(segments, head, required, policy, now, ages=ages, horizon=horizon)
     drop, why, seg = plan.drop, plan.why, plan.kept
     whole = "segments are removed whole, oldest first, once sealed and below the floor"
     if keep_from is not None and drop and segments[drop - 1].last_seq >= keep_from:
@@ -403,6 +397,7 @@ def kept_reason(
             f"{policy.wal_keep_age_s:g} keeps it"
         )
     if why == "horizon":
+        budget = horizon.budget if horizon else None
         limit = "no budget" if budget is None else f"within the budget of {_mib(budget)}"
         return (
             f"{span} is inside the default horizon (horizon_checkpoints = "

@@ -30,6 +30,7 @@ from reynd.core.reconstruct import plan_reconstruct
 from reynd.core.reduce import apply
 from reynd.core.retention import (
     Forced,
+    Horizon,
     RetentionPolicy,
     SegmentInfo,
     floor_for_recovery,
@@ -125,11 +126,11 @@ def plan_gc(
     segments = segment_infos(store)
     required = floor_for_recovery(store.state, newest_active_snapshot(store))
     seg_ages = ages(segments) if ages is not None else None
-    horizon = {
-        "checkpoint_floor": store.catalog.nth_newest(policy.horizon_checkpoints),
-        "budget": horizon_budget(policy, free_bytes(store.root), sum(s.size for s in segments)),
-    }
-    wal = plan_wal(segments, store.head, required, policy, now, ages=seg_ages, **horizon)
+    horizon = Horizon(
+        store.catalog.nth_newest(policy.horizon_checkpoints),
+        horizon_budget(policy, free_bytes(store.root), sum(s.size for s in segments)),
+    )
+    wal = plan_wal(segments, store.head, required, policy, now, ages=seg_ages, horizon=horizon)
     drop, forced = wal.drop, wal.forced
     if keep_from is not None:
         drop = min(drop, sum(1 for s in segments if s.last_seq < keep_from))
@@ -152,7 +153,7 @@ def plan_gc(
         segment_bytes=store.wal.segment_bytes,
         keep_from=keep_from,
         ages=seg_ages,
-        **horizon,
+        horizon=horizon,
     )
     return GcPlan(
         floor,

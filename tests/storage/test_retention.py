@@ -54,6 +54,7 @@ from test_power_loss import run_cut
 from reynd.core.retention import (
     MAX_SIGHTINGS,
     AgeClock,
+    Horizon,
     RetentionPolicy,
     SegmentInfo,
     Sighting,
@@ -1013,10 +1014,8 @@ def test_the_budget_alone_forces_the_default_horizon(
     head = segs[-1].last_seq
     policy = RetentionPolicy(horizon_checkpoints=1, horizon_age_s=horizon_age, budget_bytes=0)
     base = plan_wal(segs, head, required, without_horizon(policy), now)
-    plan = plan_wal(
-        segs, head, required, policy, now, checkpoint_floor=checkpoint_floor, budget=budget
-    )
-    unlimited = plan_wal(segs, head, required, policy, now, checkpoint_floor=checkpoint_floor)
+    plan = plan_wal(segs, head, required, policy, now, horizon=Horizon(checkpoint_floor, budget))
+    unlimited = plan_wal(segs, head, required, policy, now, horizon=Horizon(checkpoint_floor))
     assert unlimited.forced is None and unlimited.drop <= base.drop
     assert unlimited.drop <= plan.drop <= base.drop  # a budget gives way, never past the rest
     forced = plan.forced
