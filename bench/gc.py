@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reynd.core.retention import RetentionPolicy
+from reynd.core.retention import RetentionPolicy, without_horizon
 from reynd.protocol import events as ev
 from reynd.storage.gc import collect
 from reynd.storage.options import StorageOptions
@@ -74,7 +74,8 @@ def measure(template: Path, work: Path, keep: int, repeat: int) -> dict[str, Any
         with Store.open(root, OPTIONS) as store:
             head = store.head
             t = time.perf_counter()
-            report = collect(store, RetentionPolicy(wal_keep_records=keep, snapshot_keep=0))
+            policy = without_horizon(RetentionPolicy(wal_keep_records=keep, snapshot_keep=0))
+            report = collect(store, policy)
             times.append((time.perf_counter() - t) * 1e3)
         shutil.rmtree(root)
     assert report is not None

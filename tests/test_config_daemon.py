@@ -1,7 +1,9 @@
-"""The config generation store in a real daemon: retention.set persists and follows rewinds."""
+"""The config generation store in a real daemon: agent configurations follow rewinds,
+retention.set persists and does not (operator policy)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -9,13 +11,36 @@ from typing import Any
 import pytest
 
 from tests.harness import Daemon, run_daemon_to_exit, start_daemon
-from tests.runtime_helpers import create_builtin, error_of, kill_daemon, records, restart, send
-
-DEFAULT_KEEP = 4  # RetentionPolicy.snapshot_keep
+from tests.runtime_helpers import (
+    agent,
+    create_builtin,
+    error_of,
+    kill_daemon,
+    records,
+    restart,
+    send,
+    wait_until,
+)
 
 
 def keep(d: Daemon) -> int:
     return int(d.call("retention.get")["policy"]["snapshot_keep"])
+
+
+def delay(d: Daemon, name: str = "a") -> tuple[float, float]:
+    """Agent `name`'s builtin delay: in the WAL's state, and in config.db's mirror."""
+    wal = float(agent(d, name)["options"].get("delay", 0.0))
+    conn = sqlite3.connect(f"file:{config_db(d)}?mode=ro", uri=True)
+    try:
+        (options,) = conn.execute("SELECT options FROM agents WHERE name = ?", (name,)).fetchone()
+    finally:
+        conn.close()
+    return wal, float(json.loads(options).get("delay", 0.0))
+
+
+def mirrored(d: Daemon, value: float) -> None:
+    """Wait until agent a's delay is `value` in the WAL's state and in the mirror."""
+    wait_until(lambda: delay(d) == (value, value) or None, f"delay {value} mirrored")
 
 
 def config_db(d: Daemon) -> Path:
@@ -31,29 +56,36 @@ def gen_of(d: Daemon, seq: int) -> str:
     return [w[2] for w in index_lines(d) if w[0] == "gen" and int(w[1]) == seq][-1]
 
 
+SLOW = 0.001  # agent a's delay after N
+
+
 def history(d: Daemon) -> tuple[int, int]:
-    """Agent a, turn one (boundary N), snapshot_keep 7, turn two (boundary M): (N, M)."""
+    """Agent a, turn one (boundary N), snapshot_keep 7 and a's delay SLOW, turn two (M)."""
     create_builtin(d, "a")
     n = send(d, "a", "one")["boundary_seq"]
     d.call("retention.set", {"snapshot_keep": 7})
+    d.call("agents.configure", {"agent": "a", "options": {"delay": SLOW}})
+    mirrored(d, SLOW)
     m = send(d, "a", "two")["boundary_seq"]
     assert keep(d) == 7
     return n, m
 
 
-def test_rewind_and_checkout_carry_the_runtime_configuration(daemon: Daemon) -> None:
+def test_rewind_and_checkout_carry_agents_but_not_the_operator_policy(daemon: Daemon) -> None:
     n, m = history(daemon)
     daemon.call("rewind", {"seq": n})
-    assert keep(daemon) == DEFAULT_KEEP  # set after N: gone
+    assert delay(daemon) == (0.0, 0.0)  # configured after N: rewound, mirror too
+    assert keep(daemon) == 7  # set after N, and still in force: operator policy
     daemon.call("checkout", {"seq": m})
-    assert keep(daemon) == 7  # the abandoned branch's configuration is back
-    # A setting changed after the last boundary is kept with the tip a reset leaves.
+    assert delay(daemon) == (SLOW, SLOW)  # the abandoned branch's configuration is back
+    assert keep(daemon) == 7
+    # A policy set on the rewound branch survives every later move, and restarts.
     daemon.call("retention.set", {"snapshot_keep": 11})
     tip = int(daemon.call("daemon.status")["head"])
     daemon.call("rewind", {"seq": n})
-    assert keep(daemon) == DEFAULT_KEEP
+    assert keep(daemon) == 11 and delay(daemon) == (0.0, 0.0)
     daemon.call("checkout", {"seq": tip})
-    assert keep(daemon) == 11
+    assert keep(daemon) == 11 and delay(daemon) == (SLOW, SLOW)
     # Unchanged boundaries cost nothing: the index holds change points only (two
     # more turns add no entry), and there is one file per distinct content.
     before = [w for w in index_lines(daemon) if w[0] == "gen"]
@@ -84,6 +116,8 @@ def test_runtime_settings_survive_a_restart_and_override_reynd_toml(short_tmp: P
         policy: dict[str, Any] = d.call("retention.get")["policy"]
         assert policy["snapshot_keep"] == 9  # config.db over reynd.toml, key by key
         assert policy["wal_keep_records"] == 100  # never set at run time: reynd.toml's
+        # A [retention] choosing what to keep, but no horizon key, means what it always did.
+        assert policy["horizon_checkpoints"] == 0 and policy["horizon_age_s"] == 0
     finally:
         d.stop()
 
@@ -100,10 +134,11 @@ def test_a_crash_between_the_reset_record_and_the_restore(short_tmp: Path) -> No
     assert not any(w[0] == "reset" for w in index_lines(d))  # the restore never began
     d2 = restart(d, short_tmp)
     try:
-        assert keep(d2) == DEFAULT_KEEP  # as of N
+        assert delay(d2) == (0.0, 0.0)  # as of N
+        assert keep(d2) == 7  # the policy in force before the crash
         assert ["restored", str(reset["seq"])] in index_lines(d2)
         d2.call("checkout", {"seq": m})
-        assert keep(d2) == 7
+        assert delay(d2) == (SLOW, SLOW) and keep(d2) == 7
     finally:
         d2.stop()
 
@@ -121,7 +156,8 @@ def test_a_damaged_generation_gets_a_clear_error_not_a_crash(short_tmp: Path) ->
     path.unlink()  # the operator moves it away: the previous generation is used
     d2 = restart(daemon, short_tmp)
     try:
-        assert keep(d2) == DEFAULT_KEEP
+        # The mirror follows the WAL as of M; the operator policy was never at stake.
+        assert delay(d2) == (SLOW, SLOW) and keep(d2) == 7
     finally:
         d2.stop()
 
@@ -134,7 +170,7 @@ def _damaged_checkout(daemon: Daemon) -> Path:
     err = error_of(daemon, "checkout", {"seq": m})
     assert err["code"] == -32018 and err["data"]["error"] == "config_damaged"
     assert str(path) in err["message"] and err["data"]["path"] == str(path)
-    assert keep(daemon) == DEFAULT_KEEP  # left as it was
+    assert delay(daemon)[1] == 0.0 and keep(daemon) == 7  # config.db left as it was
     status = daemon.call("daemon.status")  # still serving, the reset itself stands
     assert status["head"] == records(daemon, kind="rewind")[-1]["seq"]
     assert "Traceback" not in daemon.stderr()

@@ -66,7 +66,8 @@ def test_an_old_schema_generation_restores_into_the_current_schema(tmp_path: Pat
     ]
     assert conn.execute("PRAGMA user_version").fetchone() == (2,)
     conn.close()
-    assert core.settings() == {"retention.snapshot_keep": 7}
+    # Its settings are not: operator policy stays the live one (none here).
+    assert core.settings() == {}
     # The stored generation itself is untouched; the migrated content is new, so it is captured.
     assert core.dirty
     core.seal([9])
@@ -114,26 +115,36 @@ def test_unchanged_generations_share_one_file_and_equal_content_shares_too(tmp_p
 
 
 def test_restore_follows_the_lineage_and_the_index_survives_a_reopen(tmp_path: Path) -> None:
+    ada = {"ada": agent_row("builtin", {}, "default", 1)}
+    both = {**ada, "bob": agent_row("builtin", {"model": "m"}, "default", 5)}
+
+    def agents(core: ConfigCore) -> list[str]:
+        return [r[0] for r in core.conn.execute("SELECT name FROM agents ORDER BY name")]
+
     core = open_core(tmp_path)
-    core.sync_agents({"ada": agent_row("builtin", {}, "default", 1)})
+    core.sync_agents(ada)
     core.seal([3])
+    core.sync_agents(both)
     core.write_settings({"retention.snapshot_keep": 7})
     core.seal([6])
-    # rewind(4) = reset 8: what is left is captured, then generation 3 comes back.
+    # rewind(4) = reset 8: what is left is captured, then generation 3 comes back;
+    # the settings (operator policy) stay the live ones.
     assert core.reset(8, 4, lineage(8, [(8, 4)]), pending=[])
-    assert core.settings() == {}
+    assert agents(core) == ["ada"]
+    assert core.settings() == {"retention.snapshot_keep": 7}
     assert not core.reset(8, 4, lineage(8, [(8, 4)]), pending=[])  # done already
+    core.write_settings({"retention.snapshot_keep": 9})
     core.close()
 
     core = open_core(tmp_path, head=8)
     assert core.index.reset_state(8) == "done"
-    # checkout(7), on the abandoned branch: generation 6 (snapshot_keep 7).
+    # checkout(7), on the abandoned branch: generation 6 (ada and bob).
     assert core.reset(9, 7, lineage(9, [(8, 4), (9, 7)]), pending=[])
-    assert core.settings() == {"retention.snapshot_keep": 7}
-    assert "ada" in {r[0] for r in core.conn.execute("SELECT name FROM agents")}
-    # Genesis: the empty configuration.
+    assert agents(core) == ["ada", "bob"]
+    assert core.settings() == {"retention.snapshot_keep": 9}
+    # Genesis: the empty configuration, the policy still the live one.
     assert core.reset(10, 0, lineage(10, [(8, 4), (9, 7), (10, 0)]), pending=[])
-    assert core.settings() == {} and core.conn.execute("SELECT * FROM agents").fetchall() == []
+    assert agents(core) == [] and core.settings() == {"retention.snapshot_keep": 9}
 
 
 def test_a_damaged_generation_is_named_and_the_live_database_is_left_alone(tmp_path: Path) -> None:
@@ -159,7 +170,8 @@ def test_a_damaged_generation_is_named_and_the_live_database_is_left_alone(tmp_p
         core.restore_to_seq(3, lineage(3))
     # Moved away by the operator: the previous generation (none here: empty) is used.
     path.unlink()
-    assert core.restore_to_seq(3, lineage(3)) is None and core.settings() == {}
+    assert core.restore_to_seq(3, lineage(3)) is None
+    assert core.settings() == {"retention.snapshot_keep": 9}  # operator policy: not rewound
 
 
 def test_a_torn_index_tail_is_cut_and_damage_before_the_end_is_refused(tmp_path: Path) -> None:

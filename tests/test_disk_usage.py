@@ -112,7 +112,16 @@ def test_gc_on_a_small_install_says_why_it_frees_nothing(short_tmp: Path) -> Non
 
 def test_kept_reason_names_the_horizon_that_keeps_the_oldest_segment() -> None:
     """Pure: each horizon of plan_wal_drop, in words, and replication's hold."""
-    from reynd.core.retention import RetentionPolicy, SegmentInfo, kept_reason, plan_wal_drop
+    from reynd.core.retention import (
+        RetentionPolicy,
+        SegmentInfo,
+        kept_reason,
+        plan_wal_drop,
+        without_horizon,
+    )
+
+    def keep_only(**keys: Any) -> RetentionPolicy:
+        return without_horizon(RetentionPolicy(**keys))
 
     segs = [SegmentInfo(1, 100, 4096, 1000.0), SegmentInfo(101, 200, 4096, 2000.0)]
     segs.append(SegmentInfo(201, 250, 2048, 3000.0))
@@ -122,13 +131,14 @@ def test_kept_reason_names_the_horizon_that_keeps_the_oldest_segment() -> None:
             segs, 250, required, policy, 3000.0, segment_bytes=4096, keep_from=keep_from
         )
 
-    assert plan_wal_drop(segs, 250, 251, RetentionPolicy(), 3000.0) == 2
-    assert "the WAL left is one segment (2.0 KiB" in why(RetentionPolicy())
-    assert "wal_keep_records = 120 keeps it" in why(RetentionPolicy(wal_keep_records=120))
-    assert "segment 101..200" in why(RetentionPolicy(wal_keep_records=120))
-    aged = why(RetentionPolicy(wal_keep_age_s=1500))
+    assert plan_wal_drop(segs, 250, 251, keep_only(), 3000.0) == 2
+    assert "the WAL left is one segment (2.0 KiB" in why(keep_only())
+    assert "wal_keep_records = 120 keeps it" in why(keep_only(wal_keep_records=120))
+    assert "segment 101..200" in why(keep_only(wal_keep_records=120))
+    aged = why(keep_only(wal_keep_age_s=1500))
     assert "segment 101..200" in aged and "last written 1000 s ago" in aged, aged
-    assert "wal_keep_bytes = 8000 keeps it" in why(RetentionPolicy(wal_keep_bytes=8000))
-    assert "holds seqs from 50 on, which a restart" in why(RetentionPolicy(), required=50)
-    held = why(RetentionPolicy(), keep_from=150)
+    assert "wal_keep_bytes = 8000 keeps it" in why(keep_only(wal_keep_bytes=8000))
+    assert "holds seqs from 50 on, which a restart" in why(keep_only(), required=50)
+    held = why(keep_only(), keep_from=150)
+    assert "inside the default horizon" in why(RetentionPolicy())  # 1000 s old: 7 days keep it
     assert held.startswith("replication has not shipped seqs from 150 on"), held

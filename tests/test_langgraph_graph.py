@@ -221,6 +221,9 @@ snapshot_min_bytes = 4096
 
 [retention]
 gc_interval_s = 0
+# Keep only what recovery needs: the default horizon off, explicitly.
+horizon_checkpoints = 0
+horizon_age_s = 0
 """
 
 

@@ -29,6 +29,9 @@ snapshot_min_bytes = 4096
 
 [retention]
 gc_interval_s = 0
+# Keep only what recovery needs: the default horizon off, explicitly.
+horizon_checkpoints = 0
+horizon_age_s = 0
 """
 
 CLIENTS = 3
@@ -81,6 +84,10 @@ def test_get_set_gc_and_below_floor(rdaemon: Daemon) -> None:
         "snapshot_keep": 4,
         "snapshot_keep_age_s": 0.0,
         "gc_interval_s": 0.0,
+        "horizon_checkpoints": 0,
+        "horizon_age_s": 0.0,
+        "budget_bytes": 10 << 30,
+        "budget_free_pct": 50.0,
     }
     seqs = fill(d, "ext", 300)
     before = {s: inbox_ids(d, "ext", s) for s in random.Random(0).sample(sorted(seqs), 40)}
@@ -137,6 +144,8 @@ def test_act_turn_rewind_below_the_floor_says_so_not_use_checkout(rdaemon: Daemo
         {"wal_keep_age_s": -0.5},
         {"gc_interval_s": [1]},
         {"wal_keep_forever": True},
+        {"budget_free_pct": 150},
+        {"horizon_checkpoints": -1},
     ],
 )
 def test_bad_retention_set_is_invalid_params(shared_daemon: Daemon, params: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import click
@@ -60,17 +61,26 @@ _UNITS = {
     "snapshot_keep": "snapshots",
     "snapshot_keep_age_s": "seconds",
     "gc_interval_s": "seconds",
+    "horizon_checkpoints": "checkpoints",
+    "horizon_age_s": "seconds",
+    "budget_bytes": "bytes",
+    "budget_free_pct": "percent",
 }
 assert set(_UNITS) == set(RETENTION_KEYS), "a new retention key needs its unit here"
 
 
 def _setting(key: str, value: Any, text: str) -> int | float:
     """One retention value, checked here so that the message names the key and its type."""
-    seconds = _UNITS[key] == "seconds"
+    seconds = _UNITS[key] in ("seconds", "percent")
     number = isinstance(value, int | float) and not isinstance(value, bool)
-    if number and value >= 0 and (seconds or isinstance(value, int)):
+    ceiling = 100 if _UNITS[key] == "percent" else math.inf
+    if number and 0 <= value <= ceiling and (seconds or isinstance(value, int)):
         return value  # type: ignore[no-any-return]
-    kind = "a number of seconds" if seconds else f"a whole number of {_UNITS[key]}"
+    kind = f"a number of {_UNITS[key]}" if seconds else f"a whole number of {_UNITS[key]}"
+    if ceiling == 100:
+        raise click.BadParameter(
+            f"{key} must be a percentage, 0 to 100; got {text!r}", param_hint="KEY=VALUE"
+        )
     raise click.BadParameter(
         f"{key} must be {kind}, 0 or above; got {text!r}",
         param_hint="KEY=VALUE",
@@ -97,6 +107,8 @@ def parse_retention(pairs: tuple[str, ...]) -> m.RetentionSetParams:
         "reynctl retention set wal_keep_records=1000",
         "reynctl retention set wal_keep_age_s=86400 snapshot_keep=8",
         "reynctl retention set wal_keep_bytes=0        # turn that horizon off",
+        "reynctl retention set horizon_checkpoints=0 horizon_age_s=0  # recovery needs only",
+        "reynctl retention set budget_bytes=2147483648 # the default horizon within 2 GiB",
     ),
 )
 @click.argument("pairs", metavar="KEY=VALUE...", nargs=-1, required=True)
@@ -115,6 +127,10 @@ def retention_set(opts: Options, pairs: tuple[str, ...]) -> None:
     snapshot_keep        snapshots kept below the floor (coarse points)
     snapshot_keep_age_s  also keep snapshots younger than this (seconds, 0: off)
     gc_interval_s        collect every this many seconds (0: only on request)
+    horizon_checkpoints  default horizon: the newest checkpoints kept (0: off)
+    horizon_age_s        default horizon: checkpoints younger than this (0: off)
+    budget_bytes         the WAL the default horizon may fill (bytes, 0: no limit)
+    budget_free_pct      nor more than this % of the free space (0: no limit)
     """
     params = parse_retention(pairs)
     with opts.client() as c:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from reynctl.render.formats import _plural, format_bytes
@@ -37,8 +38,42 @@ def retention_text(info: m.RetentionInfo, style: Style) -> str:
         ("keep snapshots", f"{p.snapshot_keep} below the floor"),
         ("snapshot age", _horizon(p.snapshot_keep_age_s, " s")),
         ("gc every", "only on request" if not p.gc_interval_s else f"{p.gc_interval_s:g} s"),
+        ("horizon", _default_horizon(p)),
+        ("budget", _budget(p, info.horizon_budget_bytes)),
     ]
+    if info.budget_forced is not None:
+        rows.append(("budget forced", _forced(info.budget_forced)))
     return _pairs(rows, style)
+
+
+def _default_horizon(p: m.RetentionPolicyInfo) -> str:
+    """The default horizon in words: which checkpoints GC keeps unless the budget forces it."""
+    parts = []
+    if p.horizon_checkpoints:
+        parts.append(f"the newest {_plural(p.horizon_checkpoints, 'checkpoint')}")
+    if p.horizon_age_s:
+        parts.append(f"every checkpoint of the last {p.horizon_age_s:g} s")
+    return " or ".join(parts) + " (whichever keeps more)" if parts else "off"
+
+
+def _budget(p: m.RetentionPolicyInfo, now: int | None) -> str:
+    limits = []
+    if p.budget_bytes:
+        limits.append(format_bytes(p.budget_bytes))
+    if p.budget_free_pct:
+        limits.append(f"{p.budget_free_pct:g}% of the free space")
+    if not limits:
+        return "no limit"
+    told = " and ".join(limits)
+    return told if now is None else f"{format_bytes(now)} now ({told}, the smaller)"
+
+
+def _forced(f: m.BudgetForced) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(f.at))
+    return (
+        f"at {when} the budget ({format_bytes(f.budget_bytes)}) dropped seqs through "
+        f"{f.dropped_through_seq} inside the horizon ({format_bytes(f.bytes)})"
+    )
 
 
 def gc_text(res: m.GcResult, style: Style) -> str:
@@ -58,6 +93,8 @@ def gc_text(res: m.GcResult, style: Style) -> str:
     ]
     if res.reason:  # older daemons leave it out
         rows.append(("why", res.reason))
+    if res.budget_forced is not None:
+        rows.append(("budget forced", _forced(res.budget_forced)))
     return head + "\n" + _pairs(rows, style)
 
 

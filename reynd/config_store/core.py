@@ -142,6 +142,8 @@ class ConfigCore:
     def restore_to_seq(self, target: int, lineage: Lineage) -> str | None:
         """Swap the live database for the generation of `target`, reopen, migrate.
 
+        The agents are the generation's; the settings stay the live ones
+        (operator policy: a rewind must not bring an old retention back).
         Returns the generation's hash (None: the empty configuration). Raises
         ConfigFileDamaged naming the file when it fails its checks; the live
         database is then left as it was.
@@ -152,6 +154,9 @@ class ConfigCore:
             open_fresh(tmp)
         else:
             self.files.checkout(digest, tmp)
+        # Operator policy is not rewound: the live settings go into the restored
+        # file before the swap, so a crash leaves either file with the same ones.
+        db.carry_settings(self.conn, tmp)
         self.conn.close()
         for suffix in _SIDECARS:  # none after a clean close; never apply one to the new file
             sidecar = self.db_path.with_name(self.db_path.name + suffix)

@@ -3,7 +3,9 @@
 Plain `sqlite3` on one connection, no event loop. Two tables:
 
 - `settings(key, value)`: daemon settings changed at run time; `value` is
-  JSON. Keys are dotted: `retention.snapshot_keep`.
+  JSON. Keys are dotted: `retention.snapshot_keep`. They are operator
+  policy: captured in every generation like the rest, but a restore keeps
+  the live ones (`carry_settings`), so time travel never rewinds them.
 - `agents(name, executor, options, session, created_seq)`: a mirror of the
   agent configurations in the WAL (agent.created / agent.configured). The WAL
   stays the source of truth; the mirror is rewritten from it after every
@@ -38,6 +40,7 @@ __all__ = [
     "_migrate_columns",
     "_open",
     "agent_row",
+    "carry_settings",
     "check_file",
     "content_hash",
     "quick_check",
@@ -284,6 +287,26 @@ def write_settings(conn: sqlite3.Connection, changes: Mapping[str, Any]) -> None
     except BaseException:
         _rollback(conn)
         raise
+
+
+def carry_settings(live: sqlite3.Connection, dest: Path) -> None:
+    """Make the settings of database `dest` those of `live`, durably (before a restore's swap).
+
+    `dest` is opened (and migrated) here; the file is fsynced before return.
+    """
+    rows = live.execute("SELECT key, value FROM settings ORDER BY key").fetchall()
+    conn = _open(dest)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM settings")
+            conn.executemany("INSERT INTO settings (key, value) VALUES (?, ?)", rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+    finally:
+        conn.close()
 
 
 def read_agents(conn: sqlite3.Connection) -> dict[str, AgentRow]:

@@ -10,6 +10,10 @@
   `restore_to_seq(target)`, re-mirror the agents as of target, reload settings.
 - `set_retention(changes)`: the durable write behind `retention.set`.
 
+The settings (retention) are operator policy: a restore keeps the live ones
+(ConfigCore.restore_to_seq), so a rewind never brings back an old policy;
+the agents' configurations are rewound.
+
 Every file operation runs on a worker thread, one at a time (a trio.Lock).
 A write first indexes the boundaries committed before it, so a generation
 never holds a change made after its boundary.
@@ -31,7 +35,7 @@ import trio
 from reynd.config_store import db
 from reynd.config_store.core import ConfigCore
 from reynd.config_store.generations import ConfigFileDamaged
-from reynd.core.retention import RetentionPolicy
+from reynd.core.retention import HORIZON_KEYS, RetentionPolicy, legacy, without_horizon
 from reynd.protocol import errors
 from reynd.protocol.events import AgentConfigured, AgentCreated, Event
 from reynd.storage.store import Store
@@ -138,7 +142,8 @@ class ConfigStore:
         """Persist `retention.set` changes (durable on return), then put them in force."""
         async with self._lock:
             pending = self._pending(self._store.head)
-            settings = {RETENTION_PREFIX + k: v for k, v in changes.items()}
+            stored = await trio.to_thread.run_sync(self.core.settings)
+            settings = {RETENTION_PREFIX + k: v for k, v in self._complete(stored, changes).items()}
 
             def write() -> None:
                 self.core.seal(pending)
@@ -210,9 +215,28 @@ class ConfigStore:
             self._policy = policy
             self._use_retention(policy)
 
+    def _complete(self, stored: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+        """`changes`, with the horizon in force added when they alone would make it legacy.
+
+        Setting a keep key must not turn the default horizon off by the back
+        door: only an old version's stored settings read as legacy.
+        """
+        keys = {k.removeprefix(RETENTION_PREFIX) for k in stored if k.startswith(RETENTION_PREFIX)}
+        if not legacy(keys | set(changes)) or legacy(keys):
+            return dict(changes)
+        current = msgspec.to_builtins(self._policy)
+        return {**{k: current[k] for k in sorted(HORIZON_KEYS)}, **changes}
+
     def _retention_from(self, settings: Mapping[str, Any]) -> RetentionPolicy:
-        """reynd.toml's [retention], overridden key by key by the stored settings."""
-        base = msgspec.to_builtins(self._base)
+        """reynd.toml's [retention], overridden key by key by the stored settings.
+
+        Stored settings an older reynd wrote (keep keys, no horizon key) keep
+        their meaning: no default horizon.
+        """
+        keys = {
+            k.removeprefix(RETENTION_PREFIX) for k in settings if k.startswith(RETENTION_PREFIX)
+        }
+        base = msgspec.to_builtins(without_horizon(self._base) if legacy(keys) else self._base)
         fields: dict[str, Any] = {}
         for key, value in sorted(settings.items()):
             if not key.startswith(RETENTION_PREFIX):

@@ -62,6 +62,12 @@ class Catalog:
     def __len__(self) -> int:
         return len(self._seqs) - self._start
 
+    def nth_newest(self, n: int) -> int | None:
+        """The seq of the n-th newest generation kept (the oldest if fewer; None: none). O(1)."""
+        if n < 1 or len(self) == 0:
+            return None
+        return self._seqs[max(self._start, len(self._seqs) - n)]
+
     def add(
         self, seq: int, kind: GenerationKind, agent: str, created_at: float, label: str
     ) -> None:

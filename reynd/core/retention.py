@@ -7,13 +7,19 @@ Two windows, one policy:
 - the coarse window is the snapshots kept below the floor: the state as of
   exactly those seqs stays readable and reachable by checkout.
 
-By default the WAL floor is what recovery needs: nothing above the newest
+The WAL floor never rises past what recovery needs: nothing above the newest
 snapshot on the active lineage, and nothing a turn or skill run in flight
 still replays from (min of every agent's applied-by-snapshot seq and every
-active skill run's last-phase seq, plus one). Deeper horizons are opt-in, by
-count, by age and by size. The WAL is dropped by whole segments, oldest
-first, and the segment holding the tip is never dropped, so truncation costs
-what it drops and a used seq is never issued again.
+active skill run's last-phase seq, plus one). Out of the box the *default
+horizon* also keeps every checkpoint of the last 7 days or the last 1,000
+checkpoints, whichever keeps more, inside a disk budget (`horizon_budget`):
+only the budget can force part of it out, and the plan says so (`Forced`).
+The explicit horizons, by count, by age and by size, are never forced. A
+policy that sets an explicit horizon but no horizon key (one written before
+the default horizon existed) keeps its old meaning: no default horizon
+(`legacy`). The WAL is dropped by whole segments, oldest first, and the
+segment holding the tip is never dropped, so truncation costs what it drops
+and a used seq is never issued again.
 
 Ages are never taken from the wall clock alone (`AgeClock`): a clock stepped
 forward would make seconds-old history look days old, and what GC drops is
@@ -24,7 +30,7 @@ clock while the daemon runs can make anything older than it is.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Annotated
 
@@ -33,8 +39,17 @@ import msgspec
 from reynd.protocol.state import RuntimeState
 
 __all__ = [
+    "HORIZON_KEYS",
+    "KEEP_KEYS",
     "MAX_SIGHTINGS",
     "AgeClock",
+    "Forced",
+    "Horizon",
+    "WalPlan",
+    "horizon_budget",
+    "legacy",
+    "plan_wal",
+    "without_horizon",
     "RetentionPolicy",
     "Sighting",
     "SegmentInfo",
@@ -54,6 +69,50 @@ class RetentionPolicy(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     snapshot_keep: Annotated[int, msgspec.Meta(ge=0)] = 4
     snapshot_keep_age_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     gc_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 600.0
+    # The default horizon: kept unless the budget forces it out (0: that part off).
+    horizon_checkpoints: Annotated[int, msgspec.Meta(ge=0)] = 1000
+    horizon_age_s: Annotated[float, msgspec.Meta(ge=0)] = 7 * 86400.0
+    # The budget: the WAL stays within the smaller of these two (0: that limit off).
+    budget_bytes: Annotated[int, msgspec.Meta(ge=0)] = 10 << 30
+    budget_free_pct: Annotated[float, msgspec.Meta(ge=0, le=100)] = 50.0
+
+
+# The explicit keep keys a policy had before the default horizon, and the horizon's own.
+KEEP_KEYS = frozenset(
+    {"wal_keep_records", "wal_keep_age_s", "wal_keep_bytes", "snapshot_keep", "snapshot_keep_age_s"}
+)
+HORIZON_KEYS = frozenset({"horizon_checkpoints", "horizon_age_s"})
+
+
+def legacy(keys: Iterable[str]) -> bool:
+    """Whether a policy setting these keys predates the default horizon (and so has none).
+
+    An operator who chose what to keep, before the horizon existed, meant
+    exactly that; setting only `gc_interval_s` or the budget chose nothing.
+    """
+    chosen = set(keys)
+    return bool(chosen & KEEP_KEYS) and not chosen & HORIZON_KEYS
+
+
+def without_horizon(policy: RetentionPolicy) -> RetentionPolicy:
+    """`policy` with the default horizon off: what it meant before the horizon existed."""
+    return msgspec.structs.replace(policy, horizon_checkpoints=0, horizon_age_s=0.0)
+
+
+def horizon_budget(policy: RetentionPolicy, free_bytes: int | None, wal_bytes: int) -> int | None:
+    """The bytes of WAL the default horizon may keep (None: no limit).
+
+    The smaller of `budget_bytes` and `budget_free_pct` of the space the WAL
+    could have: what the filesystem has free now plus what the WAL holds (so
+    the budget does not shrink because the WAL grew into it, and never takes
+    more than that share from everything else on the disk).
+    """
+    limits = []
+    if policy.budget_bytes:
+        limits.append(policy.budget_bytes)
+    if policy.budget_free_pct and free_bytes is not None:
+        limits.append(int((free_bytes + wal_bytes) * policy.budget_free_pct / 100))
+    return min(limits) if limits else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +197,38 @@ def floor_for_recovery(state: RuntimeState, newest_active_snapshot: int) -> int:
     return max(1, floor)
 
 
+@dataclass(frozen=True, slots=True)
+class Forced:
+    """Segments the budget forced out of the default horizon: through `through_seq`, `bytes`."""
+
+    through_seq: int
+    bytes: int
+    segments: int
+    budget: int
+
+
+@dataclass(frozen=True, slots=True)
+class Horizon:
+    """Where the default horizon stands now (plan_wal).
+
+    `checkpoint_floor`: the oldest of the `horizon_checkpoints` newest
+    checkpoints (None: none); `budget`: `horizon_budget` (None: no limit).
+    """
+
+    checkpoint_floor: int | None = None
+    budget: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WalPlan:
+    """How many of the oldest segments go; why the next stays; what the budget forced out."""
+
+    drop: int
+    why: str  # the first horizon the oldest kept segment fails (kept_reason words it)
+    kept: SegmentInfo | None
+    forced: Forced | None = None
+
+
 def plan_wal_drop(
     segments: Sequence[SegmentInfo],
     head: int,
@@ -146,54 +237,107 @@ def plan_wal_drop(
     now: float,
     *,
     ages: Sequence[float] | None = None,
+    horizon: Horizon | None = None,
 ) -> int:
     """How many of the oldest segments may go (the new floor is the next one's first seq).
 
-    A segment goes only when all of it lies below every horizon: what
-    recovery requires, the kept record count, the kept age and the kept
-    size. The segment holding the tip always stays. `ages`: how old each
-    segment's last record is at least (`AgeClock.segment_ages`); without
-    them, `now` minus its time.
+    See `plan_wal`; this is its count.
     """
-    return _plan(segments, head, required, policy, now, ages=ages)[0]
+    return plan_wal(segments, head, required, policy, now, ages=ages, horizon=horizon).drop
 
 
-# Why the oldest kept segment stays (the first horizon it fails), for kept_reason.
-_Why = tuple[str, SegmentInfo | None]
-
-
-def _plan(
+def plan_wal(
     segments: Sequence[SegmentInfo],
     head: int,
     required: int,
     policy: RetentionPolicy,
     now: float,
     *,
-    ages: Sequence[float] | None,
-) -> tuple[int, _Why]:
-    """plan_wal_drop's count, and what stopped it at the first segment kept."""
+    ages: Sequence[float] | None = None,
+    horizon: Horizon | None = None,
+) -> WalPlan:
+    """Which of the oldest segments go, and why the first kept one stays.
+
+    A segment goes only when all of it lies below every horizon: what
+    recovery requires, the kept record count, the kept age and the kept
+    size, and the default horizon (the checkpoints from
+    `horizon.checkpoint_floor` on, and the last `horizon_age_s`) unless the
+    WAL from it on is over `horizon.budget` bytes: then it goes, and
+    `forced` says so. The segment
+    holding the tip always stays. `ages`: how old each segment's last record
+    is at least (`AgeClock.segment_ages`); without them, `now` minus its time.
+    """
+    checkpoint_floor, budget = (
+        (horizon.checkpoint_floor, horizon.budget) if horizon else (None, None)
+    )
     floor = required
     if policy.wal_keep_records:
         floor = min(floor, head - policy.wal_keep_records + 1)
     if ages is None:
         ages = [now - s.last_ts for s in segments]
     remaining = sum(s.size for s in segments)
-    drop = 0
+    drop, forced = 0, None
     for seg in segments[:-1]:
         # `segments[:-1]` alone does not protect the tip: after a crash right
         # after a rotation the last segment is empty and the tip is in the one
         # before it.
-        if seg.last_seq >= head:
-            return drop, ("tip", seg)
-        if seg.last_seq >= floor:
-            return drop, ("records" if floor < required else "recovery", seg)
-        if policy.wal_keep_age_s and ages[drop] <= policy.wal_keep_age_s:
-            return drop, ("age", seg)
-        if policy.wal_keep_bytes and remaining - seg.size < policy.wal_keep_bytes:
-            return drop, ("bytes", seg)
+        why = _kept_by(
+            seg,
+            age=ages[drop],
+            head=head,
+            floor=floor,
+            required=required,
+            remaining=remaining,
+            policy=policy,
+        )
+        if why is None and _in_horizon(seg, ages[drop], policy, checkpoint_floor):
+            if budget is None or remaining <= budget:
+                why = "horizon"
+            else:
+                forced = _force(forced, seg, budget)
+        if why is not None:
+            return WalPlan(drop, why, seg, forced)
         remaining -= seg.size
         drop += 1
-    return drop, ("tip", segments[-1] if segments else None)
+    return WalPlan(drop, "tip", segments[-1] if segments else None, forced)
+
+
+def _kept_by(
+    seg: SegmentInfo,
+    *,
+    age: float,
+    head: int,
+    floor: int,
+    required: int,
+    remaining: int,
+    policy: RetentionPolicy,
+) -> str | None:
+    """The horizon no budget can force that keeps `seg` (None: none does)."""
+    if seg.last_seq >= head:
+        return "tip"
+    if seg.last_seq >= floor:
+        return "records" if floor < required else "recovery"
+    if policy.wal_keep_age_s and age <= policy.wal_keep_age_s:
+        return "age"
+    if policy.wal_keep_bytes and remaining - seg.size < policy.wal_keep_bytes:
+        return "bytes"
+    return None
+
+
+def _in_horizon(
+    seg: SegmentInfo, age: float, policy: RetentionPolicy, checkpoint_floor: int | None
+) -> bool:
+    """Whether `seg` holds a checkpoint of the default horizon (or may: by age)."""
+    if policy.horizon_age_s and age <= policy.horizon_age_s:
+        return True
+    counted = policy.horizon_checkpoints and checkpoint_floor is not None
+    return bool(counted) and seg.last_seq >= (checkpoint_floor or 0)
+
+
+def _force(forced: Forced | None, seg: SegmentInfo, budget: int) -> Forced:
+    if forced is None:
+        return Forced(seg.last_seq, seg.size, 1, budget)
+    return Forced(seg.last_seq, forced.bytes + seg.size, forced.segments + 1, budget)
 
 
 def _mib(n: float) -> str:
@@ -215,13 +359,15 @@ def kept_reason(
     segment_bytes: int,
     keep_from: int | None = None,
     ages: Sequence[float] | None = None,
+    horizon: Horizon | None = None,
 ) -> str:
     """In words, why no (further) WAL segment can go now: the horizon that keeps the oldest.
 
-    Pure, over the same inputs as plan_wal_drop (`keep_from`: the first seq
+    Pure, over the same inputs as plan_wal (`keep_from`: the first seq
     replication has not shipped).
     """
-    drop, (why, seg) = _plan(segments, head, required, policy, now, ages=ages)
+    plan = plan_wal(segments, head, required, policy, now, ages=ages, horizon=horizon)
+    drop, why, seg = plan.drop, plan.why, plan.kept
     whole = "segments are removed whole, oldest first, once sealed and below the floor"
     if keep_from is not None and drop and segments[drop - 1].last_seq >= keep_from:
         return f"replication has not shipped seqs from {keep_from} on: {whole} and shipped"
@@ -249,6 +395,13 @@ def kept_reason(
         return (
             f"{span} was last written {age:.0f} s ago: wal_keep_age_s = "
             f"{policy.wal_keep_age_s:g} keeps it"
+        )
+    if why == "horizon":
+        budget = horizon.budget if horizon else None
+        limit = "no budget" if budget is None else f"within the budget of {_mib(budget)}"
+        return (
+            f"{span} is inside the default horizon (horizon_checkpoints = "
+            f"{policy.horizon_checkpoints}, horizon_age_s = {policy.horizon_age_s:g}; {limit})"
         )
     return f"{span}: wal_keep_bytes = {policy.wal_keep_bytes} keeps it"
 

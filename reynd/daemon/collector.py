@@ -68,6 +68,8 @@ class Collector:
         self._serialized = serialized
         self._workspace = workspace
         self._shipper = shipper
+        # The last collection the budget forced into the default horizon (retention.get).
+        self.budget_forced: m.BudgetForced | None = None
 
     def plan(self, *, seen: bool = False) -> GcPlan:
         """The collection the policy asks for now (the owner's thread).
@@ -129,4 +131,30 @@ class Collector:
         fields["reason"] = reason_of(plan)
         if report.segments_dropped or report.snapshots_dropped:
             log.info("gc", **fields)
-        return m.GcResult(**fields)
+        forced = self._forced(plan, report.segments_dropped)
+        return m.GcResult(**fields, budget_forced=forced)
+
+    def _forced(self, plan: GcPlan, dropped: int) -> m.BudgetForced | None:
+        """Log and keep what the budget forced out of the default horizon (if it went)."""
+        if plan.forced is None or not dropped:
+            return None
+        f = plan.forced
+        self.budget_forced = m.BudgetForced(
+            dropped_through_seq=f.through_seq,
+            bytes=f.bytes,
+            segments=f.segments,
+            budget_bytes=f.budget,
+            at=time.time(),
+        )
+        log.warning(
+            "gc.budget_forced",
+            dropped_through_seq=f.through_seq,
+            bytes=f.bytes,
+            segments=f.segments,
+            budget_bytes=f.budget,
+            why=(
+                "the WAL is over the disk budget (budget_bytes, budget_free_pct): checkpoints "
+                "inside the default horizon were dropped, oldest first"
+            ),
+        )
+        return self.budget_forced

@@ -18,7 +18,7 @@ from typing import Annotated
 import msgspec
 
 from reynd.audit.options import AuditOptions
-from reynd.core.retention import RetentionPolicy
+from reynd.core.retention import RetentionPolicy, legacy, without_horizon
 from reynd.protocol import limits
 from reynd.protocol.limits import MiB
 from reynd.protocol.validation import validation_details
@@ -155,6 +155,10 @@ def load_config(path: Path | None) -> DaemonConfig:
         if "unknown field" in reason:
             raise ConfigError(f"{path}: unknown key {key!r}") from None
         raise ConfigError(f"{path}: bad value for {key!r}: {reason}") from None
+    table = raw.get("retention")
+    if isinstance(table, dict) and legacy(table):
+        # A [retention] table written before the default horizon keeps its meaning.
+        config.retention = without_horizon(config.retention)
     try:
         config.allowed_gid()  # fail now, not at the first connection
     except ConfigError as exc:

@@ -10,13 +10,14 @@ import msgspec
 import structlog
 import trio
 
+from reynd.core.retention import horizon_budget
 from reynd.daemon.collector import Collector, reason_of
 from reynd.daemon.context import CallContext
 from reynd.daemon.retention_in_force import RetentionInForce
 from reynd.daemon.rpc import Handler
 from reynd.protocol import methods as m
 from reynd.storage.du import measure
-from reynd.storage.gc import reclaimable_snapshots
+from reynd.storage.gc import free_bytes, reclaimable_snapshots
 from reynd.storage.store import Store
 
 __all__ = ["RetentionApi"]
@@ -53,16 +54,20 @@ class RetentionApi:
     def _info(self) -> m.RetentionInfo:
         store = self._store
         floor = store.floor
+        wal_bytes = sum(s.size for s in store.wal.segments)
+        budget = horizon_budget(self._policy.current, free_bytes(store.root), wal_bytes)
         return m.RetentionInfo(
             policy=msgspec.convert(
                 msgspec.to_builtins(self._policy.current), m.RetentionPolicyInfo
             ),
             floor=floor,
             head=store.head,
-            wal_bytes=sum(s.size for s in store.wal.segments),
+            wal_bytes=wal_bytes,
             segments=len(store.wal.segments),
             snapshots=len(store.snapshots.seqs),
             coarse=[s for s in store.snapshots.seqs if s < floor],
+            horizon_budget_bytes=budget,
+            budget_forced=self._collector.budget_forced,
         )
 
     async def _get(self, p: m.RetentionGetParams, ctx: CallContext) -> m.RetentionInfo:
@@ -70,8 +75,9 @@ class RetentionApi:
 
     async def _set(self, p: m.RetentionSetParams, ctx: CallContext) -> m.RetentionInfo:
         changes = {k: v for k, v in msgspec.structs.asdict(p).items() if v is not None}
-        # Durable in state/config/config.db first (it outlives restarts and follows
-        # rewinds), then in force; it overrides reynd.toml's [retention] key by key.
+        # Durable in state/config/config.db first (it outlives restarts; operator
+        # policy, a rewind leaves it as it is), then in force; it overrides
+        # reynd.toml's [retention] key by key.
         await self._set_retention(changes)
         log.info("retention.set", **changes)
         return self._info()

@@ -25,6 +25,7 @@ from reynd.protocol.names import AgentRef, Ident
 
 # Re-exported (listed in __all__): clients name every result type through this module.
 from reynd.protocol.retention_methods import (
+    BudgetForced,
     DiskPart,
     DiskUsage,
     DuParams,
@@ -72,6 +73,7 @@ __all__ = [
     "SubscribeResult",
     "Topic",
     "UnsubscribeParams",
+    "BudgetForced",
     "DiskPart",
     "DiskUsage",
     "DuParams",

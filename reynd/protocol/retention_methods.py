@@ -10,6 +10,7 @@ from reynd.protocol.base import MethodDef, Params, Result
 
 __all__ = [
     "DEFS",
+    "BudgetForced",
     "DiskPart",
     "DiskUsage",
     "DuParams",
@@ -35,6 +36,25 @@ class RetentionPolicyInfo(Result, kw_only=True):
     snapshot_keep: int
     snapshot_keep_age_s: float
     gc_interval_s: float
+    # The default horizon and its budget (0: off; a daemon without them sends none).
+    horizon_checkpoints: int = 0
+    horizon_age_s: float = 0.0
+    budget_bytes: int = 0
+    budget_free_pct: float = 0.0
+
+
+class BudgetForced(Result, kw_only=True):
+    """A collection dropped checkpoints of the default horizon because of the disk budget.
+
+    Every seq through `dropped_through_seq` went; `bytes` of WAL in `segments`;
+    `budget_bytes`: the budget it applied; `at`: when (Unix seconds).
+    """
+
+    dropped_through_seq: Seq
+    bytes: int
+    segments: int
+    budget_bytes: int
+    at: float
 
 
 class RetentionGetParams(Params, kw_only=True):
@@ -42,7 +62,12 @@ class RetentionGetParams(Params, kw_only=True):
 
 
 class RetentionInfo(Result, kw_only=True):
-    """`floor`: the lowest seq still in the WAL; `coarse`: snapshot seqs kept below it."""
+    """`floor`: the lowest seq still in the WAL; `coarse`: snapshot seqs kept below it.
+
+    `horizon_budget_bytes`: the budget the default horizon has now (None: no
+    limit); `budget_forced`: the last collection since the daemon started
+    that the budget forced into the horizon, if any.
+    """
 
     policy: RetentionPolicyInfo
     floor: Seq
@@ -51,6 +76,8 @@ class RetentionInfo(Result, kw_only=True):
     segments: int
     snapshots: int
     coarse: list[Seq]
+    horizon_budget_bytes: int | None = None
+    budget_forced: BudgetForced | None = None
 
 
 class RetentionSetParams(Params, kw_only=True):
@@ -65,6 +92,10 @@ class RetentionSetParams(Params, kw_only=True):
     snapshot_keep: NonNegative | None = None
     snapshot_keep_age_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
     gc_interval_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    horizon_checkpoints: NonNegative | None = None
+    horizon_age_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    budget_bytes: NonNegative | None = None
+    budget_free_pct: Annotated[float, msgspec.Meta(ge=0, le=100)] | None = None
 
 
 class RetentionGcParams(Params, kw_only=True):
@@ -72,7 +103,11 @@ class RetentionGcParams(Params, kw_only=True):
 
 
 class GcResult(Result, kw_only=True):
-    """`reason`: in words, why the floor stops where it is (what keeps the oldest segment)."""
+    """`reason`: in words, why the floor stops where it is (what keeps the oldest segment).
+
+    `budget_forced`: set when the disk budget forced this collection into the
+    default horizon (what it dropped there).
+    """
 
     floor_before: Seq
     floor: Seq
@@ -82,6 +117,7 @@ class GcResult(Result, kw_only=True):
     snapshots_written: int
     duration_ms: float
     reason: str = ""
+    budget_forced: BudgetForced | None = None
 
 
 class DuParams(Params, kw_only=True):

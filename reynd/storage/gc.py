@@ -20,6 +20,7 @@ survived a crash is simply collected again next time.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,11 +29,14 @@ from pathlib import Path
 from reynd.core.reconstruct import plan_reconstruct
 from reynd.core.reduce import apply
 from reynd.core.retention import (
+    Forced,
+    Horizon,
     RetentionPolicy,
     SegmentInfo,
     floor_for_recovery,
+    horizon_budget,
     kept_reason,
-    plan_wal_drop,
+    plan_wal,
     snapshots_to_keep,
 )
 from reynd.storage import crashpoints
@@ -67,6 +71,7 @@ class GcPlan:
     now: float
     reason: str = ""  # why the floor stops there (the horizon keeping the oldest segment)
     written: list[tuple[int, int]] = field(default_factory=list)  # entry snapshots (seq, size)
+    forced: Forced | None = None  # what the budget forced out of the default horizon
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +98,15 @@ def newest_active_snapshot(store: Store) -> int:
     return 0
 
 
+def free_bytes(path: Path) -> int | None:
+    """What the filesystem holding `path` has free for reynd (None: cannot tell)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
 def plan_gc(
     store: Store,
     policy: RetentionPolicy,
@@ -101,19 +115,26 @@ def plan_gc(
     keep_from: int | None = None,
     ages: AgesOf | None = None,
 ) -> GcPlan:
-    """Step 1: what may go under `policy` (pure over the store's in-memory indexes).
+    """Step 1: what may go under `policy` (over the store's in-memory indexes, and statvfs).
 
     `keep_from`: a segment holding this seq or a later one stays, whatever
     the policy says (replication has not shipped it yet). `ages`: how old
     each segment is at least (the daemon's AgeClock); else `now` minus its time.
+    The default horizon's budget is measured against the free space now.
     """
     now = time.time() if now is None else now
     segments = segment_infos(store)
     required = floor_for_recovery(store.state, newest_active_snapshot(store))
     seg_ages = ages(segments) if ages is not None else None
-    drop = plan_wal_drop(segments, store.head, required, policy, now, ages=seg_ages)
+    horizon = Horizon(
+        store.catalog.nth_newest(policy.horizon_checkpoints),
+        horizon_budget(policy, free_bytes(store.root), sum(s.size for s in segments)),
+    )
+    wal = plan_wal(segments, store.head, required, policy, now, ages=seg_ages, horizon=horizon)
+    drop, forced = wal.drop, wal.forced
     if keep_from is not None:
         drop = min(drop, sum(1 for s in segments if s.last_seq < keep_from))
+        forced = _clipped(forced, segments, wal.drop, drop)
     # Segments a crashed collection left below the floor always go: the
     # floor never moves down (their entry points may already be gone).
     drop = max(drop, sum(1 for s in segments[:-1] if s.last_seq < store.floor))
@@ -132,10 +153,33 @@ def plan_gc(
         segment_bytes=store.wal.segment_bytes,
         keep_from=keep_from,
         ages=seg_ages,
+        horizon=horizon,
     )
     return GcPlan(
-        floor, drop, sum(s.size for s in segments[:drop]), sorted(entries), policy, now, reason
+        floor,
+        drop,
+        sum(s.size for s in segments[:drop]),
+        sorted(entries),
+        policy,
+        now,
+        reason,
+        forced=forced,
     )
+
+
+def _clipped(
+    forced: Forced | None, segments: Sequence[SegmentInfo], planned: int, drop: int
+) -> Forced | None:
+    """`forced` as far as the first `drop` segments go (replication held the rest back).
+
+    The forced segments are the newest `forced.segments` of the `planned` ones.
+    """
+    if forced is None or drop >= planned:
+        return forced
+    gone = segments[planned - forced.segments : drop]
+    if not gone:
+        return None
+    return Forced(gone[-1].last_seq, sum(s.size for s in gone), len(gone), forced.budget)
 
 
 def reclaimable_snapshots(store: Store, plan: GcPlan) -> list[int]:

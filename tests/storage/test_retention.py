@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -53,12 +54,17 @@ from test_power_loss import run_cut
 from reynd.core.retention import (
     MAX_SIGHTINGS,
     AgeClock,
+    Horizon,
     RetentionPolicy,
     SegmentInfo,
     Sighting,
     floor_for_recovery,
+    horizon_budget,
+    legacy,
+    plan_wal,
     plan_wal_drop,
     snapshots_to_keep,
+    without_horizon,
 )
 from reynd.protocol import errors
 from reynd.protocol import events as ev
@@ -76,6 +82,11 @@ from reynd.storage.wal import segment_path
 OPTIONS = opts(segment_bytes=2048, snapshot_min_bytes=1 << 30)  # snapshots only when asked
 
 
+def keep_only(**keys: Any) -> RetentionPolicy:
+    """An explicit policy: what `keys` keep and what recovery needs, no default horizon."""
+    return without_horizon(RetentionPolicy(**keys))
+
+
 # == pure: reynd/core/retention.py ============================================================
 
 
@@ -90,22 +101,22 @@ FOUR = segs((1, 10), (11, 20), (21, 30), (31, 40))
 @pytest.mark.parametrize(
     ("policy", "required", "now", "drop"),
     [
-        (RetentionPolicy(), 41, 0.0, 3),  # the tip's segment stays even when all is covered
-        (RetentionPolicy(), 21, 0.0, 2),  # seq 20 is the last one not needed
-        (RetentionPolicy(), 20, 0.0, 1),  # a segment goes only when all of it is below
-        (RetentionPolicy(), 1, 0.0, 0),
-        (RetentionPolicy(wal_keep_records=15), 41, 0.0, 2),  # keeps 26..40: segment 21.. stays
-        (RetentionPolicy(wal_keep_records=10), 41, 0.0, 3),
-        (RetentionPolicy(wal_keep_records=1000), 41, 0.0, 0),
-        (RetentionPolicy(wal_keep_age_s=15), 41, 40.0, 2),  # cutoff 25: segment ..30 is young
-        (RetentionPolicy(wal_keep_age_s=20), 41, 40.0, 1),  # exactly 20 s old: inside
-        (RetentionPolicy(wal_keep_age_s=9), 41, 40.0, 3),
-        (RetentionPolicy(wal_keep_bytes=2000), 41, 0.0, 2),  # keep at least 2000 of 4000
-        (RetentionPolicy(wal_keep_bytes=2001), 41, 0.0, 1),
-        (RetentionPolicy(wal_keep_bytes=1), 41, 0.0, 3),
+        (keep_only(), 41, 0.0, 3),  # the tip's segment stays even when all is covered
+        (keep_only(), 21, 0.0, 2),  # seq 20 is the last one not needed
+        (keep_only(), 20, 0.0, 1),  # a segment goes only when all of it is below
+        (keep_only(), 1, 0.0, 0),
+        (keep_only(wal_keep_records=15), 41, 0.0, 2),  # keeps 26..40: segment 21.. stays
+        (keep_only(wal_keep_records=10), 41, 0.0, 3),
+        (keep_only(wal_keep_records=1000), 41, 0.0, 0),
+        (keep_only(wal_keep_age_s=15), 41, 40.0, 2),  # cutoff 25: segment ..30 is young
+        (keep_only(wal_keep_age_s=20), 41, 40.0, 1),  # exactly 20 s old: inside
+        (keep_only(wal_keep_age_s=9), 41, 40.0, 3),
+        (keep_only(wal_keep_bytes=2000), 41, 0.0, 2),  # keep at least 2000 of 4000
+        (keep_only(wal_keep_bytes=2001), 41, 0.0, 1),
+        (keep_only(wal_keep_bytes=1), 41, 0.0, 3),
         # every horizon must agree: the most conservative wins
-        (RetentionPolicy(wal_keep_records=5, wal_keep_bytes=3000), 41, 0.0, 1),
-        (RetentionPolicy(wal_keep_records=5, wal_keep_age_s=30), 41, 40.0, 0),
+        (keep_only(wal_keep_records=5, wal_keep_bytes=3000), 41, 0.0, 1),
+        (keep_only(wal_keep_records=5, wal_keep_age_s=30), 41, 40.0, 0),
     ],
 )
 def test_plan_wal_drop(policy: RetentionPolicy, required: int, now: float, drop: int) -> None:
@@ -115,8 +126,8 @@ def test_plan_wal_drop(policy: RetentionPolicy, required: int, now: float, drop:
 def test_plan_wal_drop_never_takes_the_tip_before_an_empty_last_segment() -> None:
     # A crash right after a rotation leaves an empty last segment: the tip is in the one before.
     spec = [*FOUR, SegmentInfo(41, 40, 0, 0.0)]
-    assert plan_wal_drop(spec, 40, 41, RetentionPolicy(), 0.0) == 3
-    assert plan_wal_drop(FOUR[:1], 10, 11, RetentionPolicy(), 0.0) == 0
+    assert plan_wal_drop(spec, 40, 41, keep_only(), 0.0) == 3
+    assert plan_wal_drop(FOUR[:1], 10, 11, keep_only(), 0.0) == 0
 
 
 # -- ages no wall-clock step can inflate (AgeClock) ----------------------------------------
@@ -167,7 +178,7 @@ def test_no_wall_clock_step_makes_a_record_older_than_it_is(
                 assert age == pytest.approx(t - true, abs=1e-6 * DAY)
         # What the ages let GC do: nothing younger than `keep` goes.
         segs = [SegmentInfo(seq, seq, 1, ts) for seq, ts, _ in records]
-        policy = RetentionPolicy(wal_keep_age_s=keep)
+        policy = keep_only(wal_keep_age_s=keep)
         ages = clock.segment_ages(segs, wall, mono)
         drop = plan_wal_drop(segs, head, head + 1, policy, clock.now(wall, mono), ages=ages)
         assert all(t - true > keep - 1e-6 * DAY for _, _, true in records[:drop])
@@ -232,7 +243,7 @@ def test_snapshots_to_keep() -> None:
     times = {s: float(s) for s in snaps}
 
     def keep(**kw: object) -> set[int]:
-        policy = msgspec.structs.replace(RetentionPolicy(snapshot_keep=0), **kw)
+        policy = msgspec.structs.replace(keep_only(snapshot_keep=0), **kw)
         return snapshots_to_keep(snaps, floor=21, pinned={5}, times=times, policy=policy, now=30.0)
 
     assert keep() == {20, 25, 30, 5}  # at or above floor - 1, and the pinned entry
@@ -241,7 +252,7 @@ def test_snapshots_to_keep() -> None:
     assert keep(snapshot_keep_age_s=16) == {20, 25, 30, 5, 15}  # written at 15 >= 30 - 16
     assert keep(snapshot_keep_age_s=16, snapshot_keep=2) == {20, 25, 30, 5, 15, 10}
     assert snapshots_to_keep(
-        snaps, floor=21, pinned={7}, times=times, policy=RetentionPolicy(snapshot_keep=0), now=0
+        snaps, floor=21, pinned={7}, times=times, policy=keep_only(snapshot_keep=0), now=0
     ) == {20, 25, 30}  # a pin without a file keeps nothing
 
 
@@ -441,14 +452,14 @@ def history(store: Store, model: LogModel) -> dict[str, int]:
 
 
 POLICIES = {
-    "default": RetentionPolicy(),
-    "records": RetentionPolicy(wal_keep_records=120),
-    "age": RetentionPolicy(wal_keep_age_s=90),
-    "bytes": RetentionPolicy(wal_keep_bytes=14_000),
-    "snapshot_keep_0": RetentionPolicy(snapshot_keep=0),
-    "snapshot_keep_2": RetentionPolicy(snapshot_keep=2),
-    "snapshot_age": RetentionPolicy(snapshot_keep=0, snapshot_keep_age_s=150),
-    "everything": RetentionPolicy(snapshot_keep=100),
+    "recovery_only": keep_only(),
+    "records": keep_only(wal_keep_records=120),
+    "age": keep_only(wal_keep_age_s=90),
+    "bytes": keep_only(wal_keep_bytes=14_000),
+    "snapshot_keep_0": keep_only(snapshot_keep=0),
+    "snapshot_keep_2": keep_only(snapshot_keep=2),
+    "snapshot_age": keep_only(snapshot_keep=0, snapshot_keep_age_s=150),
+    "everything": keep_only(snapshot_keep=100),
 }
 
 
@@ -502,10 +513,10 @@ def test_policies_order_their_floors(tmp_path: Path) -> None:
             k: expected_floor(model, tmp_path / "reyn", snaps, p, c.now)
             for k, p in POLICIES.items()
         }
-    assert floors["records"] < floors["default"]
-    assert floors["age"] < floors["default"]
-    assert floors["bytes"] < floors["default"]
-    assert floors["snapshot_keep_0"] == floors["default"]
+    assert floors["records"] < floors["recovery_only"]
+    assert floors["age"] < floors["recovery_only"]
+    assert floors["bytes"] < floors["recovery_only"]
+    assert floors["snapshot_keep_0"] == floors["recovery_only"]
     assert len(set(floors.values())) >= 4
 
 
@@ -519,15 +530,15 @@ def test_turn_in_flight_holds_the_floor(tmp_path: Path) -> None:
         started = model.head
         grow(store, model, rng, 120, every=30)
         store.snapshot_now()
-        report = collect(store, RetentionPolicy())
+        report = collect(store, keep_only())
         assert report.floor == expected_floor(
-            model, tmp_path / "reyn", store.snapshots.seqs, RetentionPolicy(), 0.0
+            model, tmp_path / "reyn", store.snapshots.seqs, keep_only(), 0.0
         )
         assert 1 < report.floor <= started  # the turn's records stay for a restart's replay
         check_window(store, model, report.floor, sample=30)
         append_ops(store, model, [("step", "b", "tb", "done"), ("turn_end", "b", "tb")])
         store.snapshot_now()
-        assert collect(store, RetentionPolicy()).floor > started
+        assert collect(store, keep_only()).floor > started
 
 
 def test_coarse_points_stay_reachable_and_abandoned(tmp_path: Path) -> None:
@@ -538,7 +549,7 @@ def test_coarse_points_stay_reachable_and_abandoned(tmp_path: Path) -> None:
     with Store.open(root, OPTIONS) as store:
         marks = history(store, model)
         store.snapshot_now()
-        report = collect(store, RetentionPolicy(snapshot_keep=100))
+        report = collect(store, keep_only(snapshot_keep=100))
     floor = report.floor
     assert marks["r3"] < floor  # every reset record is below the floor
     with Store.open(root, OPTIONS) as store:
@@ -557,7 +568,7 @@ def test_coarse_points_stay_reachable_and_abandoned(tmp_path: Path) -> None:
         # keeps the new branch pins it, whatever the coarse window.
         store.snapshot_now()
         keep = model.head - record.seq + 1
-        report = collect(store, RetentionPolicy(snapshot_keep=0, wal_keep_records=keep))
+        report = collect(store, keep_only(snapshot_keep=0, wal_keep_records=keep))
         assert report.floor <= record.seq and target in store.snapshots.seqs
         check_window(store, model, store.floor)
     with Store.open(root, OPTIONS) as store:
@@ -574,7 +585,7 @@ def test_entry_snapshots_stay_pinned_when_nothing_more_goes(tmp_path: Path) -> N
         reset(store, model, 10, checkout=True)
         grow(store, model, random.Random(3), 3)
         store.snapshot_now()
-        policy = RetentionPolicy(snapshot_keep=0)
+        policy = keep_only(snapshot_keep=0)
         first = collect(store, policy)
         assert first.segments_dropped and 10 in store.snapshots.seqs
         second = collect(store, policy)
@@ -600,7 +611,7 @@ def test_an_entry_state_no_snapshot_can_hold_keeps_the_wal(
         store.snapshot_now()
         before = segments(root)
         assert len(before) > 2
-        report = collect(store, RetentionPolicy(snapshot_keep=100))
+        report = collect(store, keep_only(snapshot_keep=100))
         assert (report.floor, report.segments_dropped, store.floor) == (1, 0, 1)
         assert segments(root) == before
         assert "gc keeps the WAL below seq" in caplog.text
@@ -612,7 +623,7 @@ def test_an_entry_state_no_snapshot_can_hold_keeps_the_wal(
         for i in range(60):
             store.append([ev.MessageReceived(agent="old", message_id=f"n{i}", text="x" * 40)])
         store.snapshot_now()
-        assert collect(store, RetentionPolicy(snapshot_keep=100)).segments_dropped > 0
+        assert collect(store, keep_only(snapshot_keep=100)).segments_dropped > 0
 
 
 def test_empty_last_segment_never_takes_the_tip_with_it(tmp_path: Path) -> None:
@@ -625,7 +636,7 @@ def test_empty_last_segment_never_takes_the_tip_with_it(tmp_path: Path) -> None:
         store.snapshot_now()
     segment_path(wal_dir(root), model.head + 1).touch()
     with Store.open(root, OPTIONS) as store:
-        report = collect(store, RetentionPolicy())
+        report = collect(store, keep_only())
         assert report.segments_dropped >= 1
         assert store.floor <= model.head
     with Store.open(root, OPTIONS) as store:
@@ -639,7 +650,7 @@ def test_next_seq_never_goes_back(tmp_path: Path) -> None:
     with Store.open(root, OPTIONS) as store:
         grow(store, model, random.Random(5), 150)
         store.snapshot_now()
-        report = collect(store, RetentionPolicy())
+        report = collect(store, keep_only())
         head = model.head
         (e,) = store.append([to_event(("msg", "a", "n1", "one"))])
         assert e.seq == head + 1 == model.add(("msg", "a", "n1", "one"))
@@ -648,7 +659,7 @@ def test_next_seq_never_goes_back(tmp_path: Path) -> None:
         assert e.seq == model.add(("msg", "a", "n2", "two")) == head + 2
         grow(store, model, random.Random(8), 40)
         store.snapshot_now()
-        assert collect(store, RetentionPolicy()).segments_dropped
+        assert collect(store, keep_only()).segments_dropped
         assert load_retained(root / "state").next_seq == model.head + 1
         assert len(segments(root)) == 1  # everything but the tip's segment went
     # Losing the newest segment would let a used seq be issued again: refused.
@@ -680,13 +691,13 @@ def test_unlink_error_mid_collection_loses_nothing(tmp_path: Path) -> None:
     with Store.open(root, OPTIONS) as store:
         history(store, model)
         store.snapshot_now()
-        planned = expected_floor(model, root, store.snapshots.seqs, RetentionPolicy(), 0.0)
+        planned = expected_floor(model, root, store.snapshots.seqs, keep_only(), 0.0)
     disk = SimDisk(tmp_path)
     disk.faults.append(Fault("unlink", 2))
     with fsops.installed(disk):
         store = Store.open(root, OPTIONS)
         with pytest.raises(OSError, match="simulated"):
-            collect(store, RetentionPolicy())
+            collect(store, keep_only())
         store.close()
         disk.release()
     left = disk_segments(root)
@@ -696,7 +707,7 @@ def test_unlink_error_mid_collection_loses_nothing(tmp_path: Path) -> None:
         check_window(store, model, planned, sample=40)
         # The next collection, even under a policy that keeps everything, finishes the job:
         # the floor never moves down.
-        report = collect(store, RetentionPolicy(wal_keep_records=10**6))
+        report = collect(store, keep_only(wal_keep_records=10**6))
         assert report.floor == planned and report.segments_dropped == len(left) - len(
             [s for s in left if s.first >= planned]
         )
@@ -708,7 +719,12 @@ def test_unlink_error_mid_collection_loses_nothing(tmp_path: Path) -> None:
 
 # Keeps the 61 newest records: the reset record (seq 151) stays, so the kept branch forks
 # from seq 20, below the floor, and the collection writes an entry snapshot there.
-CRASH_POLICY = {"wal_keep_records": 61, "snapshot_keep": 0}
+CRASH_POLICY = {
+    "wal_keep_records": 61,
+    "snapshot_keep": 0,
+    "horizon_checkpoints": 0,
+    "horizon_age_s": 0.0,
+}
 CRASH_SCRIPT: list[list[object]] = [
     ["append", 150],
     ["snapshot"],
@@ -770,7 +786,7 @@ def test_power_cut_at_every_step_of_a_collection(tmp_path: Path) -> None:
     base = tmp_path / "base"
     base.mkdir()
     model = LogModel()
-    policy = RetentionPolicy(snapshot_keep=0)
+    policy = keep_only(snapshot_keep=0)
     with Store.open(base / "reyn", OPTIONS) as store:
         history(store, model)
         store.snapshot_now()
@@ -817,6 +833,9 @@ policies = st.builds(
     wal_keep_bytes=_off_or(st.integers(1, 6000)),
     snapshot_keep=st.integers(0, 3),
     snapshot_keep_age_s=_off_or(st.integers(1, 60).map(float)),
+    # expected_floor models the explicit horizons; the default one is checked purely.
+    horizon_checkpoints=st.just(0),
+    horizon_age_s=st.just(0.0),
 )
 
 
@@ -960,3 +979,69 @@ GcMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_gc_state_machine = GcMachine.TestCase
+
+
+# -- the default horizon and its budget (pure) -----------------------------------------------
+
+_segments = st.lists(st.integers(1, 5000), min_size=1, max_size=12).map(
+    lambda sizes: [
+        SegmentInfo(10 * i + 1, 10 * i + 10, size, float(10 * i + 10))
+        for i, size in enumerate(sizes)
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    segs=_segments,
+    required=st.integers(1, 130),
+    checkpoint_floor=st.none() | st.integers(1, 130),
+    horizon_age=st.sampled_from([0.0, 15.0, 55.0]),
+    budget=st.none() | st.integers(0, 60000),
+    now=st.floats(0, 200),
+)
+def test_the_budget_alone_forces_the_default_horizon(
+    segs: list[SegmentInfo],
+    *,
+    required: int,
+    checkpoint_floor: int | None,
+    horizon_age: float,
+    budget: int | None,
+    now: float,
+) -> None:
+    """Against the same plan without a horizon: the horizon only keeps more; what it would
+    keep goes only past the budget, and exactly that is reported (as far as, and how much)."""
+    head = segs[-1].last_seq
+    policy = RetentionPolicy(horizon_checkpoints=1, horizon_age_s=horizon_age, budget_bytes=0)
+    base = plan_wal(segs, head, required, without_horizon(policy), now)
+    plan = plan_wal(segs, head, required, policy, now, horizon=Horizon(checkpoint_floor, budget))
+    unlimited = plan_wal(segs, head, required, policy, now, horizon=Horizon(checkpoint_floor))
+    assert unlimited.forced is None and unlimited.drop <= base.drop
+    assert unlimited.drop <= plan.drop <= base.drop  # a budget gives way, never past the rest
+    forced = plan.forced
+    if plan.drop == unlimited.drop:
+        assert forced is None
+        return
+    event("budget forced")
+    assert budget is not None and forced is not None and forced.budget == budget
+    gone = segs[unlimited.drop : plan.drop]
+    assert forced.through_seq == gone[-1].last_seq == segs[plan.drop - 1].last_seq
+    assert (forced.bytes, forced.segments) == (sum(s.size for s in gone), len(gone))
+    # It stopped as soon as the WAL left fits, or at what no budget can force.
+    left = sum(s.size for s in segs[plan.drop :])
+    assert left <= budget or plan.drop == base.drop
+    assert sum(s.size for s in segs[plan.drop - 1 :]) > budget
+
+
+def test_horizon_budget_and_legacy_policies() -> None:
+    gib = 1 << 30
+    policy = RetentionPolicy()
+    assert policy.horizon_checkpoints == 1000 and policy.horizon_age_s == 7 * DAY
+    assert horizon_budget(policy, None, 0) == 10 * gib  # free space unknown: the size
+    assert horizon_budget(policy, 4 * gib, 2 * gib) == 3 * gib  # half of what the WAL could have
+    assert horizon_budget(policy, 100 * gib, 0) == 10 * gib
+    assert horizon_budget(RetentionPolicy(budget_bytes=0, budget_free_pct=0), 0, 0) is None
+    assert not legacy([]) and not legacy(["gc_interval_s", "budget_bytes"])
+    assert legacy(["snapshot_keep"]) and legacy(["wal_keep_records", "gc_interval_s"])
+    assert not legacy(["snapshot_keep", "horizon_age_s"])
+    assert without_horizon(policy) == RetentionPolicy(horizon_checkpoints=0, horizon_age_s=0)

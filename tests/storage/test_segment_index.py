@@ -51,7 +51,7 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from reynd.core.retention import RetentionPolicy
+from reynd.core.retention import RetentionPolicy, without_horizon
 from reynd.protocol import errors
 from reynd.storage.errors import CorruptionError
 from reynd.storage.framing import encode_frame
@@ -145,7 +145,8 @@ class IndexMachine(RuleBasedStateMachine):
 
     @rule(keep=st.integers(0, 60), snapshots=st.integers(0, 3))
     def gc(self, keep: int, snapshots: int) -> None:
-        collect(self.store, RetentionPolicy(wal_keep_records=keep, snapshot_keep=snapshots))
+        policy = RetentionPolicy(wal_keep_records=keep, snapshot_keep=snapshots)
+        collect(self.store, without_horizon(policy))
 
     # -- reopening -----------------------------------------------------------------------
 
