@@ -18,6 +18,7 @@ from reynctl.cli import (  # noqa: F401
     completion,
     daemon,
     frontends,
+    moves,
     retention,
     timeline,
 )

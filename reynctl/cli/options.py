@@ -96,7 +96,7 @@ class Options:
             timeout = max(timeout, at_least)
         path = find_socket(self.socket)
         try:
-            return Client(path, timeout=timeout, daemon_uid=self.daemon_uid)
+            return Client(path, timeout=timeout, daemon_uid=self.daemon_uid, name="reynctl")
         except NoDaemon:
             if self.socket or os.environ.get(SOCKET_ENV):
                 raise
@@ -211,6 +211,13 @@ def ask_move(opts: Options, head: int, what: str) -> None:
         err=True,
     ):
         decline(opts)
+
+
+reason_option = click.option(
+    "--reason",
+    default="",
+    help="Why (at most 256 characters): kept in the reset record, shown by `reynctl reflog`.",
+)
 
 
 def examples(*lines: str) -> str:

@@ -21,6 +21,7 @@ from reynctl.cli.options import (
     examples,
     json_option,
     pass_opts,
+    reason_option,
     width,
 )
 from reynctl.client import Client, Reply
@@ -116,9 +117,10 @@ def move(
 )
 @click.argument("seq", type=SEQ, shell_complete=_complete_seq)
 @_YES
+@reason_option
 @json_option
 @pass_opts
-def rewind(opts: Options, seq: int, yes: bool) -> None:
+def rewind(opts: Options, seq: int, yes: bool, reason: str) -> None:
     """Move the tip back to SEQ, an active seq below it.
 
     Every agent's state moves to SEQ and turns in flight are cancelled; work
@@ -132,7 +134,7 @@ def rewind(opts: Options, seq: int, yes: bool) -> None:
         opts,
         yes=yes,
         what=f"rewind to seq {seq}",
-        call=lambda c: c.call("rewind", m.RewindParams(seq=seq), m.RewindResult),
+        call=lambda c: c.call("rewind", m.RewindParams(seq=seq, reason=reason), m.RewindResult),
         human=lambda res: render.rewind_text(res, opts.style),
     )
 
@@ -152,9 +154,10 @@ def rewind(opts: Options, seq: int, yes: bool) -> None:
     "record (they are recorded first, just before the reset record R: `checkout R-1` "
     "brings them back).",
 )
+@reason_option
 @json_option
 @pass_opts
-def checkout(opts: Options, seq: int, yes: bool, force: bool) -> None:
+def checkout(opts: Options, seq: int, yes: bool, force: bool, reason: str) -> None:
     """Undo to SEQ, or switch to the abandoned branch that holds it.
 
     Every agent's state moves to SEQ and turns in flight are cancelled; work
@@ -166,7 +169,9 @@ def checkout(opts: Options, seq: int, yes: bool, force: bool) -> None:
         opts,
         yes=yes,
         what=f"checkout seq {seq}",
-        call=lambda c: c.call("checkout", m.CheckoutParams(seq=seq, force=force), m.RewindResult),
+        call=lambda c: c.call(
+            "checkout", m.CheckoutParams(seq=seq, force=force, reason=reason), m.RewindResult
+        ),
         human=lambda res: render.rewind_text(res, opts.style),
     )
 

@@ -35,6 +35,7 @@ from reynctl.render.formats import (
     printable,
     truncate,
 )
+from reynctl.render.moves import by_text, reflog_table
 from reynctl.render.retention import du_text, gc_text, retention_text
 from reynctl.render.state import diff_text, state_text
 from reynctl.render.status import status_text
@@ -52,6 +53,7 @@ __all__ = [
     "answer_text",
     "audit_event_text",
     "branch_tree",
+    "by_text",
     "cancel_text",
     "compare_text",
     "diff_text",
@@ -65,6 +67,7 @@ __all__ = [
     "interventions_table",
     "notification_line",
     "printable",
+    "reflog_table",
     "resolve_command",
     "resolve_text",
     "retention_text",

@@ -42,6 +42,8 @@ def rewind_text(res: m.RewindResult, style: Style) -> str:
         f"{style(head, 'bold')}: reset record {res.reset_seq}, now on branch {res.branch}"
         + (f" ({res.duration_ms:.1f} ms)" if res.duration_ms else "")
     ]
+    if res.reason:
+        lines.append(f"  reason: {printable(res.reason)}")
     lines += [f"  cancelled turn {c.turn_id} of {c.agent}" for c in res.cancelled]
     return "\n".join(lines)
 

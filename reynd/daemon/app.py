@@ -31,6 +31,7 @@ from reynd.daemon.coordinator import Coordinator, Gate
 from reynd.daemon.history_api import HistoryApi
 from reynd.daemon.publisher import Publish, Publisher
 from reynd.daemon.read_only import refuse_writes
+from reynd.daemon.reflog_api import ReflogApi
 from reynd.daemon.reset_api import ResetApi
 from reynd.daemon.retention_api import RetentionApi
 from reynd.daemon.retention_in_force import RetentionInForce
@@ -293,6 +294,7 @@ class App:
             **status.handlers(),
             **HistoryApi(store).handlers(),
             **ResetApi(coordinator).handlers(),
+            **ReflogApi(store, reads).handlers(),
             **StateApi(store, as_of).handlers(),
             **WalAppendApi(store, self._gate, writer.commit).handlers(),
         }

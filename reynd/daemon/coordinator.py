@@ -15,6 +15,7 @@ caller gets the error.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -25,11 +26,12 @@ from typing import Any, TypeVar, cast
 import structlog
 import trio
 
+from reynd.core.reflog import by_of, undo_target
 from reynd.daemon.committer import Committer
 from reynd.daemon.hooks import Substrate
 from reynd.protocol import methods as m
 from reynd.protocol.events import Event, Rewind
-from reynd.storage.store import ResetOp, Store
+from reynd.storage.store import NO_NOTE, ResetNote, ResetOp, Store
 
 __all__ = ["Coordinator", "Gate"]
 
@@ -135,18 +137,43 @@ class Coordinator:
         return cast(T, value)
 
     async def request(
-        self, op: ResetOp, seq: int, agent: str | None = None, *, force: bool = False
+        self,
+        op: ResetOp,
+        seq: int,
+        agent: str | None = None,
+        *,
+        force: bool = False,
+        note: ResetNote = NO_NOTE,
     ) -> m.RewindResult:
         """Queue a rewind, checkout or act-turn rewind and wait for its outcome."""
-        return await self.serialized(partial(self._reset, op, seq, agent, force))
+        return await self.serialized(partial(self._reset, op, seq, agent, force, note))
 
-    async def _reset(self, op: ResetOp, seq: int, agent: str | None, force: bool) -> m.RewindResult:
+    async def undo(self, steps: int, note: ResetNote) -> m.RewindResult:
+        """Check out where the tip was before the `steps`-th newest move.
+
+        Resolved inside the coordinator's task, so no other move can come
+        between reading the reflog and the checkout: two clients that undo at
+        once undo two moves, each its own.
+        """
+        return await self.serialized(partial(self._undo, steps, note))
+
+    async def _undo(self, steps: int, note: ResetNote) -> m.RewindResult:
+        reset, target = undo_target(self._store.lineage, steps)
+        if not note.reason:
+            note = dataclasses.replace(note, reason=f"undo of reset {reset}")
+        return await self._reset("checkout", target, None, False, note)
+
+    async def _reset(
+        self, op: ResetOp, seq: int, agent: str | None, force: bool, note: ResetNote
+    ) -> m.RewindResult:
         started = time.perf_counter()
         async with self._gate.exclusive():
             reset = self._store.prepare_reset(seq, op, agent)
             for substrate in self.substrates:
                 await substrate.before_reset(seq, force)  # may refuse: nothing written yet
             cancelled = await self._cancel_all()
+            pairs = tuple((c.agent, c.turn_id) for c in cancelled)
+            note = dataclasses.replace(note, cancelled=pairs)
             try:
                 rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
                 extra: list[Event] = []
@@ -155,7 +182,7 @@ class Coordinator:
                 # Built and staged in one step: the reset record supersedes
                 # the last record before it (what the substrates recorded
                 # stays on the branch it leaves).
-                batch = self._store.reset_batch(reset, extra)
+                batch = self._store.reset_batch(reset, extra, note)
                 *_, durable = await self._committer.append(batch, rebuilt)
             except Exception as exc:
                 # No reset record was acknowledged: the tip stands, and its
@@ -180,6 +207,8 @@ class Coordinator:
                 branch=self._store.lineage.branch_of(durable.seq),
                 cancelled=cancelled,
                 duration_ms=(time.perf_counter() - started) * 1000,
+                reason=durable.reason,
+                by=by_of(durable),
             )
         log.info(
             op,
@@ -187,6 +216,7 @@ class Coordinator:
             reset_seq=result.reset_seq,
             mode=reset.mode,
             cancelled=len(cancelled),
+            reason=note.reason,
             duration_ms=round(result.duration_ms, 3),
         )
         self._on_reset(result)

@@ -187,13 +187,21 @@ class Rewind(Event, tag="rewind", kw_only=True, frozen=True):
     """The reset record: moves the active pointer to `target_n`.
 
     `supersedes` is the tip this record replaced. `mode` says which operation
-    wrote it; all modes have the same lineage meaning.
+    wrote it; all modes have the same lineage meaning. The rest says why and
+    who (issue 24; absent from older records): the caller's `reason`, the
+    peer's `uid` and `pid` (SO_PEERCRED), the name its client gave
+    (`session.hello`), and the turns the move cancelled, `[agent, turn_id]`.
     """
 
     target_n: int
     supersedes: int
     mode: Literal["rewind", "checkout", "act_turn"] = "rewind"
     agent: str | None = None
+    reason: str = ""
+    uid: int | None = None
+    pid: int | None = None
+    client: str = ""
+    cancelled: tuple[tuple[str, str], ...] = ()
 
 
 class FileOp(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_fields=True):

@@ -15,13 +15,15 @@ from reynd.protocol import (
     agent_methods,
     audit_methods,
     errors,
+    moves,
     read_methods,
     retention_methods,
 )
 from reynd.protocol.appendable import DATA_SCHEMA, KINDS
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
 from reynd.protocol.events import GenerationKind
-from reynd.protocol.names import AgentRef, Ident
+from reynd.protocol.moves import ResetBy, UndoParams
+from reynd.protocol.names import AgentRef, Ident, Reason
 
 # Re-exported (listed in __all__): clients name every result type through this module.
 from reynd.protocol.retention_methods import (
@@ -237,6 +239,7 @@ class GenerationsResult(Result, kw_only=True):
 
 class RewindParams(Params, kw_only=True):
     seq: NonNegative
+    reason: Reason = ""
 
 
 class CheckoutParams(Params, kw_only=True):
@@ -246,6 +249,7 @@ class CheckoutParams(Params, kw_only=True):
 
     seq: NonNegative
     force: bool = False
+    reason: Reason = ""
 
 
 class CancelledChain(Result, kw_only=True):
@@ -260,6 +264,8 @@ class RewindResult(Result, kw_only=True):
     branch: int
     cancelled: list[CancelledChain] = []
     duration_ms: float = 0.0
+    reason: str = ""
+    by: ResetBy | None = None
 
 
 # -- branches.list ----------------------------------------------------------
@@ -471,6 +477,15 @@ METHODS: Final[dict[str, MethodDef]] = {
             (errors.NothingToDo, *_RANGE),
             mutating=True,
         ),
+        MethodDef(
+            "undo",
+            UndoParams,
+            RewindResult,
+            "Check out where the tip was before the last move (or `steps` moves back).",
+            (errors.NothingToDo, *_RANGE),
+            mutating=True,
+        ),
+        *moves.DEFS,
         MethodDef("branches.list", BranchesParams, BranchesResult, "The branch tree."),
         MethodDef(
             "state.get",

@@ -22,10 +22,13 @@ __all__ = [
     "IDENT_MAX",
     "LINE_MAX",
     "NO_CONTROLS_PATTERN",
+    "REASON_MAX",
     "AgentName",
     "AgentRef",
+    "ClientName",
     "Ident",
     "Line",
+    "Reason",
 ]
 
 # Python's `$` also matches before a final newline (`"a\n"` would pass); the
@@ -46,6 +49,7 @@ NO_CONTROLS_PATTERN: Final = rf"^[^{CONTROL_CHARS}]*{_END}"
 
 IDENT_MAX: Final = 128
 LINE_MAX: Final = 256
+REASON_MAX: Final = 256  # a reset's reason: kept in its WAL record, shown in one table row
 
 AgentName = Annotated[
     str,
@@ -90,3 +94,25 @@ Line = Annotated[
     ),
 ]
 """A short line of text shown in tables (a generation label, a plan step's title)."""
+
+Reason = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=REASON_MAX,
+        pattern=NO_CONTROLS_PATTERN,
+        description="Why the tip moves: at most 256 characters, no control characters; "
+        "kept in the reset record.",
+    ),
+]
+"""The reason a rewind, checkout, act-turn rewind or undo gives; kept in its reset record."""
+
+ClientName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=IDENT_MAX,
+        pattern=NO_CONTROLS_PATTERN,
+        description="A client program's name (`reynctl`): 1-128 characters, no control characters.",
+    ),
+]
+"""What a client calls itself in `session.hello`; reset records keep it as who moved the tip."""

@@ -22,6 +22,14 @@ used, and the segment is scanned.
 Version 2 added the workspace.files seqs. A version 1 chunk (reynd before
 workspace rewind was tied to the WAL) does not list them, so it is not used
 either: the segment is scanned once, and its index written again, as version 2.
+
+Version 3 (issue 24) describes the same payload; it marks segments that may
+hold reset records with a reason and who made them, which a reynd reading
+only version 2 cannot decode: such a reynd does not use the index, scans the
+segment and stops at the first such record ("does not decode (was it
+written by a newer reynd?)"), instead of trusting the index, serving, and
+taking the record for damage when it reads it back. A version 2 chunk is
+still complete for this reynd (its writer wrote no such record) and is used.
 """
 
 from __future__ import annotations
@@ -48,7 +56,8 @@ __all__ = [
     "encode_chunk",
 ]
 
-INDEX_VERSION: Final = 2  # 2: workspace.files seqs (`file_seqs`)
+INDEX_VERSION: Final = 3  # 2: workspace.files seqs (`file_seqs`); 3: issue 24's records
+OLDEST_COMPLETE: Final = 2  # older chunks do not list every workspace.files record
 MAGIC: Final = b"REYNSIDX"
 HEADER: Final = struct.Struct("<8sIQQQII")  # 44 bytes, the last 4 its own crc32
 HEADER_SIZE: Final = HEADER.size
@@ -191,7 +200,7 @@ def _framed_payload(data: bytes, pos: int, expected_seq: int) -> tuple[int, int,
         raise IndexUnusable(
             f"chunk at byte {pos} has version {version}, this reynd reads up to {INDEX_VERSION}"
         )
-    if version < INDEX_VERSION:
+    if version < OLDEST_COMPLETE:
         # It does not list the workspace.files seqs: what it does list is right, but
         # incomplete. Scanning the segment once rebuilds them, and the index anew.
         raise IndexUnusable(

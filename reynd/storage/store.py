@@ -29,7 +29,7 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
@@ -59,7 +59,16 @@ from reynd.storage.segindex import Chunk
 from reynd.storage.snapshots import SnapshotStore, encode_snapshot
 from reynd.storage.wal import Placement, Wal
 
-__all__ = ["AcceptLoss", "PendingIndex", "Reset", "ResetMode", "ResetOp", "Store"]
+__all__ = [
+    "NO_NOTE",
+    "AcceptLoss",
+    "PendingIndex",
+    "Reset",
+    "ResetMode",
+    "ResetNote",
+    "ResetOp",
+    "Store",
+]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +105,20 @@ class Reset:
     op: ResetOp
     agent: str | None
     mode: ResetMode
+
+
+@dataclass(frozen=True, slots=True)
+class ResetNote:
+    """What a reset record says besides its move: why, who, what it cancelled (issue 24)."""
+
+    reason: str = ""
+    uid: int | None = None
+    pid: int | None = None
+    client: str = ""
+    cancelled: tuple[tuple[str, str], ...] = ()
+
+
+NO_NOTE: Final = ResetNote()
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,7 +450,9 @@ class Store:
             )
         return Reset(target, op, agent, "undo" if active else "fork_switch")
 
-    def reset_batch(self, reset: Reset, before: Sequence[Event] = ()) -> list[Event]:
+    def reset_batch(
+        self, reset: Reset, before: Sequence[Event] = (), note: ResetNote = NO_NOTE
+    ) -> list[Event]:
         """`before`, then the reset record, complete: to be staged at once, as one append.
 
         The record supersedes the seq just before it, so `before` (what the
@@ -441,6 +466,11 @@ class Store:
             supersedes=self._next_seq + len(before) - 1,
             mode=reset.op,
             agent=reset.agent,
+            reason=note.reason,
+            uid=note.uid,
+            pid=note.pid,
+            client=note.client,
+            cancelled=note.cancelled,
         )
         return [*before, record]
 
