@@ -232,7 +232,7 @@ def test_unknown_method(client: Client) -> None:
     [
         ("state.get", {"seq": "ten"}, "seq", "must be an integer or null, not a string"),
         ("state.get", {"seq": -1}, "seq", "must be 0 or more"),
-        ("state.get", {"sek": 1}, "sek", "unknown field `sek` (state.get takes seq, agent)"),
+        ("state.get", {"sek": 1}, "sek", "unknown field `sek` (state.get takes seq, agent, tag)"),
         ("rewind", {}, "seq", "`seq` is required"),
         ("generations.list", {"limit": 0}, "limit", "must be 1 or more"),
         ("subscribe", {"topics": ["nope"]}, "topics[0]", "'nope' is not one of the allowed"),

@@ -20,6 +20,7 @@ from reynctl.cli import (  # noqa: F401
     frontends,
     moves,
     retention,
+    tags,
     timeline,
 )
 from reynctl.cli.group import cli

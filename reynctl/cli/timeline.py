@@ -14,6 +14,7 @@ from reynctl.cli.fields import field_option
 from reynctl.cli.group import cli
 from reynctl.cli.options import (
     SEQ,
+    SEQ_OR_TAG,
     Options,
     ask_move,
     columns,
@@ -22,6 +23,7 @@ from reynctl.cli.options import (
     json_option,
     pass_opts,
     reason_option,
+    seq_or_tag,
     width,
 )
 from reynctl.client import Client, Reply
@@ -75,6 +77,10 @@ _YES = click.option(
 R = TypeVar("R", m.RewindResult, a.ActTurnRewindResult)
 
 
+def _where(seq: int | str) -> str:
+    return f"seq {seq}" if isinstance(seq, int) else f"tag {seq}"
+
+
 def move(
     opts: Options,
     *,
@@ -115,12 +121,12 @@ def move(
         "reynctl checkout 57         # undo: back to the seq the tip was at",
     )
 )
-@click.argument("seq", type=SEQ, shell_complete=_complete_seq)
+@click.argument("seq", type=SEQ_OR_TAG, shell_complete=_complete_seq)
 @_YES
 @reason_option
 @json_option
 @pass_opts
-def rewind(opts: Options, seq: int, yes: bool, reason: str) -> None:
+def rewind(opts: Options, seq: int | str, yes: bool, reason: str) -> None:
     """Move the tip back to SEQ, an active seq below it.
 
     Every agent's state moves to SEQ and turns in flight are cancelled; work
@@ -130,11 +136,14 @@ def rewind(opts: Options, seq: int, yes: bool, reason: str) -> None:
     use checkout. Asks first on a terminal; elsewhere pass --yes.
     """
     confirm_move(yes, "rewind")
+    at, tag = seq_or_tag(seq)
     move(
         opts,
         yes=yes,
-        what=f"rewind to seq {seq}",
-        call=lambda c: c.call("rewind", m.RewindParams(seq=seq, reason=reason), m.RewindResult),
+        what=f"rewind to {_where(seq)}",
+        call=lambda c: c.call(
+            "rewind", m.RewindParams(seq=at, tag=tag, reason=reason), m.RewindResult
+        ),
         human=lambda res: render.rewind_text(res, opts.style),
     )
 
@@ -145,7 +154,7 @@ def rewind(opts: Options, seq: int, yes: bool, reason: str) -> None:
         "reynctl checkout 23 --yes   # switch to the abandoned branch holding seq 23",
     )
 )
-@click.argument("seq", type=SEQ, shell_complete=_complete_seq)
+@click.argument("seq", type=SEQ_OR_TAG, shell_complete=_complete_seq)
 @_YES
 @click.option(
     "--force",
@@ -157,7 +166,7 @@ def rewind(opts: Options, seq: int, yes: bool, reason: str) -> None:
 @reason_option
 @json_option
 @pass_opts
-def checkout(opts: Options, seq: int, yes: bool, force: bool, reason: str) -> None:
+def checkout(opts: Options, seq: int | str, yes: bool, force: bool, reason: str) -> None:
     """Undo to SEQ, or switch to the abandoned branch that holds it.
 
     Every agent's state moves to SEQ and turns in flight are cancelled; work
@@ -165,12 +174,15 @@ def checkout(opts: Options, seq: int, yes: bool, force: bool, reason: str) -> No
     pass --yes.
     """
     confirm_move(yes, "checkout")
+    at, tag = seq_or_tag(seq)
     move(
         opts,
         yes=yes,
-        what=f"checkout seq {seq}",
+        what=f"checkout {_where(seq)}",
         call=lambda c: c.call(
-            "checkout", m.CheckoutParams(seq=seq, force=force, reason=reason), m.RewindResult
+            "checkout",
+            m.CheckoutParams(seq=at, tag=tag, force=force, reason=reason),
+            m.RewindResult,
         ),
         human=lambda res: render.rewind_text(res, opts.style),
     )
@@ -192,18 +204,19 @@ def branches(opts: Options) -> None:
         "reynctl show 11 --agent ada   # ada as of seq 11, on any branch",
     )
 )
-@click.argument("seq", type=SEQ, required=False, shell_complete=_complete_seq)
+@click.argument("seq", type=SEQ_OR_TAG, required=False, shell_complete=_complete_seq)
 @click.option("--agent", help="Only this agent.")
 @json_option
 @pass_opts
-def show(opts: Options, seq: int | None, agent: str | None) -> None:
+def show(opts: Options, seq: int | str | None, agent: str | None) -> None:
     """Show the state as of SEQ (default: the tip).
 
     A read: it never moves the tip, and works for any retained seq, active
     or abandoned.
     """
     with opts.client() as c:
-        reply = c.call("state.get", m.StateParams(seq=seq, agent=agent), m.StateResult)
+        at, tag = seq_or_tag(seq)
+        reply = c.call("state.get", m.StateParams(seq=at, tag=tag, agent=agent), m.StateResult)
     opts.emit(reply, lambda: render.state_text(reply.value, opts.style, width()))
 
 
@@ -213,14 +226,15 @@ def show(opts: Options, seq: int | None, agent: str | None) -> None:
         "reynctl diff 27 57 --agent ada  # two futures of one agent",
     )
 )
-@click.argument("from_seq", metavar="FROM", type=SEQ, shell_complete=_complete_seq)
-@click.argument("to_seq", metavar="TO", type=SEQ, shell_complete=_complete_seq)
+@click.argument("from_seq", metavar="FROM", type=SEQ_OR_TAG, shell_complete=_complete_seq)
+@click.argument("to_seq", metavar="TO", type=SEQ_OR_TAG, shell_complete=_complete_seq)
 @click.option("--agent", help="Only this agent.")
 @json_option
 @pass_opts
-def diff(opts: Options, from_seq: int, to_seq: int, agent: str | None) -> None:
-    """Show what differs between the states as of FROM and TO."""
-    params = m.DiffParams(from_seq=from_seq, to_seq=to_seq, agent=agent)
+def diff(opts: Options, from_seq: int | str, to_seq: int | str, agent: str | None) -> None:
+    """Show what differs between the states as of FROM and TO (seqs or tags)."""
+    (a_seq, a_tag), (b_seq, b_tag) = seq_or_tag(from_seq), seq_or_tag(to_seq)
+    params = m.DiffParams(from_seq=a_seq, from_tag=a_tag, to_seq=b_seq, to_tag=b_tag, agent=agent)
     with opts.client() as c:
         reply = c.call("state.diff", params, m.DiffResult)
     opts.emit(reply, lambda: render.diff_text(reply.value, opts.style, width()))

@@ -40,6 +40,7 @@ from reynctl.render.retention import du_text, gc_text, retention_text
 from reynctl.render.state import diff_text, state_text
 from reynctl.render.status import status_text
 from reynctl.render.table import Cell, Style, table
+from reynctl.render.tags import tag_text, tags_table
 from reynctl.render.timeline import branch_tree, generations_table, rewind_text, runs_again
 from reynctl.render.watch import notification_line
 
@@ -79,6 +80,8 @@ __all__ = [
     "state_text",
     "status_text",
     "table",
+    "tag_text",
+    "tags_table",
     "truncate",
     "walk_text",
 ]

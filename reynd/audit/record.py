@@ -116,6 +116,10 @@ def summarize(e: ev.Event) -> str:  # noqa: C901, PLR0911, PLR0912 (one case per
         return text + (f": {e.reason}" if e.reason else "")
     if isinstance(e, ev.Lost):
         return f"lost: {e.reason}"
+    if isinstance(e, ev.TagSet):
+        return f"tag {e.name} names seq {e.target}"
+    if isinstance(e, ev.TagDeleted):
+        return f"tag {e.name} deleted"
     if isinstance(e, ev.WorkspaceFiles):
         gone = sum(1 for op in e.ops if op.kind == "-")
         paths = preview(", ".join(op.path for op in e.ops))

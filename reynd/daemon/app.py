@@ -41,6 +41,7 @@ from reynd.daemon.scrub import Scrub, guarded
 from reynd.daemon.snapshotter import Snapshotter
 from reynd.daemon.state_api import StateApi
 from reynd.daemon.status_api import StatusApi
+from reynd.daemon.tags_api import TagsApi
 from reynd.daemon.wal_append import WalAppendApi
 from reynd.daemon.wal_read import WalReadApi
 from reynd.daemon.writer import Writer
@@ -293,8 +294,9 @@ class App:
             **WalReadApi(store, reads).handlers(),
             **status.handlers(),
             **HistoryApi(store).handlers(),
-            **ResetApi(coordinator).handlers(),
+            **ResetApi(coordinator, store).handlers(),
             **ReflogApi(store, reads).handlers(),
+            **TagsApi(store, self._gate, writer.commit).handlers(),
             **StateApi(store, as_of).handlers(),
             **WalAppendApi(store, self._gate, writer.commit).handlers(),
         }

@@ -10,6 +10,7 @@ from reynd.core.diff import diff_values
 from reynd.daemon.as_of import ReadAsOf
 from reynd.daemon.context import CallContext
 from reynd.daemon.rpc import Handler
+from reynd.daemon.tags_api import seq_or_tag
 from reynd.daemon.tipreply import TipReply
 from reynd.protocol import errors
 from reynd.protocol import methods as m
@@ -21,7 +22,7 @@ __all__ = ["StateApi", "at_tip"]
 
 def at_tip(p: m.StateParams, head: int) -> bool:
     """A `state.get` of the whole state at the tip: answered from the reply kept for `head`."""
-    return p.agent is None and (p.seq is None or p.seq == head)
+    return p.agent is None and p.tag is None and (p.seq is None or p.seq == head)
 
 
 class StateApi:
@@ -39,7 +40,8 @@ class StateApi:
         if at_tip(p, head):
             # The hot read (a UI polling the tip): encoded once per head.
             return self._tip.get(head, lambda: self._result(head, store.state))
-        seq = head if p.seq is None else p.seq
+        given = seq_or_tag(store, p.seq, p.tag)
+        seq = head if given is None else given
         state = await self._as_of(seq)
         agents = state.agents
         if p.agent is not None:
@@ -62,8 +64,11 @@ class StateApi:
         )
 
     async def _diff(self, p: m.DiffParams, ctx: CallContext) -> m.DiffResult:
-        before_state = await self._as_of(p.from_seq)
-        after_state = await self._as_of(p.to_seq)
+        from_seq = _required(seq_or_tag(self._store, p.from_seq, p.from_tag, "from_seq"), "from")
+        to_seq = _required(seq_or_tag(self._store, p.to_seq, p.to_tag, "to_seq"), "to")
+        p = msgspec.structs.replace(p, from_seq=from_seq, to_seq=to_seq)
+        before_state = await self._as_of(from_seq)
+        after_state = await self._as_of(to_seq)
         before = msgspec.to_builtins(before_state.agents)
         after = msgspec.to_builtins(after_state.agents)
         if p.agent is not None:
@@ -86,4 +91,11 @@ class StateApi:
                     m.Change(path=path or "/", op=op, before=b, after=a)  # type: ignore[arg-type]
                     for path, op, b, a in changes
                 ]
-        return m.DiffResult(from_seq=p.from_seq, to_seq=p.to_seq, agents=agents)
+        return m.DiffResult(from_seq=from_seq, to_seq=to_seq, agents=agents)
+
+
+def _required(seq: int | None, side: str) -> int:
+    if seq is None:
+        why = f"`{side}_seq` is required (or `{side}_tag`, naming it)"
+        raise errors.InvalidParams(why, {"field": f"{side}_seq", "reason": why})
+    return seq

@@ -31,6 +31,8 @@ __all__ = [
     "SkillPhase",
     "SkillStarted",
     "StepCommitted",
+    "TagDeleted",
+    "TagSet",
     "StepStarted",
     "ToolCall",
     "TurnEnded",
@@ -234,6 +236,24 @@ class WorkspaceFiles(Event, tag="workspace.files", kw_only=True, frozen=True):
     cause: Literal["step", "boundary", "reset"] = "step"
 
 
+class TagSet(Event, tag="tag.set", kw_only=True, frozen=True):
+    """An operator named seq `target` `name` (issue 24); a later one of the same name moves it.
+
+    Operator metadata, like retention policy: it changes no runtime state and
+    is never rewound. Every tag record counts, on whatever branch it lies, in
+    seq order, so a tag made on a branch later abandoned still names its seq.
+    """
+
+    name: str
+    target: int
+
+
+class TagDeleted(Event, tag="tag.deleted", kw_only=True, frozen=True):
+    """The operator removed tag `name` (issue 24)."""
+
+    name: str
+
+
 class Lost(Event, tag="lost", kw_only=True, frozen=True):
     """A seq whose record an operator cut with `reynd repair`.
 
@@ -261,6 +281,8 @@ AnyEvent = (
     | InterventionAnswered
     | Rewind
     | WorkspaceFiles
+    | TagSet
+    | TagDeleted
     | Lost
 )
 

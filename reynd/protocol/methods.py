@@ -18,12 +18,13 @@ from reynd.protocol import (
     moves,
     read_methods,
     retention_methods,
+    tag_methods,
 )
 from reynd.protocol.appendable import DATA_SCHEMA, KINDS
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
 from reynd.protocol.events import GenerationKind
 from reynd.protocol.moves import ResetBy, UndoParams
-from reynd.protocol.names import AgentRef, Ident, Reason
+from reynd.protocol.names import AgentRef, Ident, Reason, TagName
 
 # Re-exported (listed in __all__): clients name every result type through this module.
 from reynd.protocol.retention_methods import (
@@ -225,6 +226,7 @@ class Generation(Result, kw_only=True):
     branch: int
     created_at: float
     label: str = ""
+    tags: list[str] = []  # the tags naming this seq (issue 24)
 
 
 class GenerationsResult(Result, kw_only=True):
@@ -238,8 +240,11 @@ class GenerationsResult(Result, kw_only=True):
 
 
 class RewindParams(Params, kw_only=True):
-    seq: NonNegative
+    """`seq`, or `tag` naming it (issue 24): exactly one."""
+
+    seq: NonNegative | None = None
     reason: Reason = ""
+    tag: TagName | None = None
 
 
 class CheckoutParams(Params, kw_only=True):
@@ -247,9 +252,10 @@ class CheckoutParams(Params, kw_only=True):
     reynd did not record; the overwritten content is recorded first, just before the
     reset record R, and `checkout R-1` brings it back."""
 
-    seq: NonNegative
+    seq: NonNegative | None = None
     force: bool = False
     reason: Reason = ""
+    tag: TagName | None = None
 
 
 class CancelledChain(Result, kw_only=True):
@@ -281,6 +287,7 @@ class BranchInfo(Result, kw_only=True):
     parent: int | None
     tip: Seq
     active: bool
+    tags: list[str] = []  # the tags naming a seq of this branch (issue 24)
 
 
 class BranchesResult(Result, kw_only=True):
@@ -294,6 +301,7 @@ class BranchesResult(Result, kw_only=True):
 class StateParams(Params, kw_only=True):
     seq: NonNegative | None = None
     agent: AgentRef | None = None
+    tag: TagName | None = None
 
 
 class StateResult(Result, kw_only=True):
@@ -304,9 +312,13 @@ class StateResult(Result, kw_only=True):
 
 
 class DiffParams(Params, kw_only=True):
-    from_seq: NonNegative
-    to_seq: NonNegative
+    """Each side is a seq or a tag naming it (`from_tag`, `to_tag`; issue 24)."""
+
+    from_seq: NonNegative | None = None
+    to_seq: NonNegative | None = None
     agent: AgentRef | None = None
+    from_tag: TagName | None = None
+    to_tag: TagName | None = None
 
 
 class Change(Result, kw_only=True):
@@ -486,6 +498,7 @@ METHODS: Final[dict[str, MethodDef]] = {
             mutating=True,
         ),
         *moves.DEFS,
+        *tag_methods.DEFS,
         MethodDef("branches.list", BranchesParams, BranchesResult, "The branch tree."),
         MethodDef(
             "state.get",

@@ -23,12 +23,14 @@ __all__ = [
     "LINE_MAX",
     "NO_CONTROLS_PATTERN",
     "REASON_MAX",
+    "TAG_NAME_PATTERN",
     "AgentName",
     "AgentRef",
     "ClientName",
     "Ident",
     "Line",
     "Reason",
+    "TagName",
 ]
 
 # Python's `$` also matches before a final newline (`"a\n"` would pass); the
@@ -46,6 +48,10 @@ AGENT_NAME_PATTERN: Final = rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{AGENT_NAME_MAX - 1
 # read these \x and \u escapes. reynctl escapes the same set when it prints.
 CONTROL_CHARS: Final = r"\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
 NO_CONTROLS_PATTERN: Final = rf"^[^{CONTROL_CHARS}]*{_END}"
+
+# A tag name follows the agent-name rules, and is not all digits: `reynctl rewind 42`
+# means seq 42, and any other argument is a tag name.
+TAG_NAME_PATTERN: Final = rf"^(?![0-9]+{_END})" + AGENT_NAME_PATTERN.removeprefix("^")
 
 IDENT_MAX: Final = 128
 LINE_MAX: Final = 256
@@ -116,3 +122,15 @@ ClientName = Annotated[
     ),
 ]
 """What a client calls itself in `session.hello`; reset records keep it as who moved the tip."""
+
+TagName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=AGENT_NAME_MAX,
+        pattern=TAG_NAME_PATTERN,
+        description="A tag name: 1-64 ASCII letters, digits, `_`, `.`, `-`; the first a "
+        "letter or digit; not all digits (those are seqs).",
+    ),
+]
+"""A name for a seq (`tags.set`), and wherever a seq may be given by its tag."""

@@ -38,6 +38,7 @@ from reynd.core.lineage import Lineage
 from reynd.core.reconstruct import ReplayPlan, plan_reconstruct
 from reynd.core.reduce import apply
 from reynd.core.seqs import SeqList
+from reynd.core.tags import Tags
 from reynd.protocol import errors
 from reynd.protocol.events import Event, GenerationKind, Rewind, kind_of
 from reynd.protocol.limits import MAX_DEPTH, nesting_exceeds
@@ -146,6 +147,7 @@ class Store:
         self.lineage = Lineage()
         self.catalog = Catalog()
         self.file_ops = SeqList()  # seqs of workspace.files records (workspace rewind)
+        self.tags = Tags()  # names for seqs (issue 24): operator metadata, never rewound
         self.state = RuntimeState()
         self.recovery = RecoveryReport()
         self.wal: Wal
@@ -236,6 +238,7 @@ class Store:
             log.warning("every record verified, none damaged: the damage mark is removed")
         self.lineage, self.catalog = rebuild.lineage, rebuild.catalog
         self.file_ops = rebuild.file_ops
+        self.tags = rebuild.tags
         self._unindexed = sum(
             s.size - (s.offsets[s.indexed] if s.indexed < len(s.offsets) else s.size)
             for s in self.wal.segments
@@ -422,7 +425,7 @@ class Store:
         return batch.commit()
 
     def _index(self, event: Event) -> None:
-        index_event(self.lineage, self.catalog, self.file_ops, event)
+        index_event(self.lineage, self.catalog, self.file_ops, event, self.tags)
 
     # -- rewind / checkout ---------------------------------------------------------------
 
@@ -620,6 +623,7 @@ class Store:
                 tuple(self.lineage.resets_between(lo, hi)),
                 self.catalog.columns(lo, hi),
                 array("Q", self.file_ops.between(lo, hi)),
+                tuple(self.tags.between(lo, hi)),
             )
             out.append((seg.path, chunk))
         self._unindexed = 0

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from reynd.core.lineage import Lineage
 from reynd.core.reflog import mode_of, undo_target
+from reynd.core.tags import Tags
 from reynd.protocol import errors
 
 # A history: each step appends `plain` records, then (maybe) a reset to a fraction of the head.
@@ -76,3 +77,26 @@ def test_a_move_is_an_undo_exactly_when_its_target_was_on_the_tip_it_left(
             cur = lineage.parent(cur)
         assert mode_of(lineage, seq, target, "checkout") == ("undo" if on else "fork_switch")
         assert mode_of(lineage, seq, target, "act_turn") == "act_turn"
+
+
+_TAG_OPS = st.lists(
+    st.tuples(st.sampled_from(["good", "bad", "v1"]), st.integers(-1, 50)), max_size=40
+)
+
+
+@given(_TAG_OPS, st.integers(0, 45))
+def test_tags_as_of_a_floor_then_the_rest_make_the_same_table(
+    ops: list[tuple[str, int]], floor: int
+) -> None:
+    """What `state/retained` keeps (the table below the floor) plus the records above it
+    rebuild exactly the table of every record: what a start after GC relies on."""
+    records = [(seq, name, target) for seq, (name, target) in enumerate(ops, start=1)]
+    whole = Tags()
+    whole.extend(records)
+    base = whole.as_of(floor)
+    again = Tags(base)
+    again.extend([r for r in records if r[0] >= floor])
+    assert again.all() == whole.all()
+    assert whole.between(floor, 10**9) == [r for r in records if r[0] >= floor]
+    for tag in whole.all():
+        assert tag.name in whole.naming(tag.target)
