@@ -248,3 +248,34 @@ def test_a_state_dir_written_before_shows_its_resets_with_no_reason(short_tmp: P
         assert newest.read_bytes().rfind(b"REYNSIDX\x03\x00\x00\x00") >= 0
     finally:
         d.stop()
+
+
+def test_a_move_whose_record_retention_collected_stays_in_the_reflog(short_tmp: Path) -> None:
+    """Below the floor only the seqs remain (state/retained keeps them): shown `collected`."""
+    config = "[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 4096\n"
+    d = start_daemon(short_tmp, config=config + "[retention]\ngc_interval_s = 0\n")
+    try:
+        seqs = _append(d, 20)
+        old = d.call("rewind", {"seq": seqs[5], "reason": "long ago"})
+        _append(d, 300)
+        d.call("retention.set", {"snapshot_keep": 1, "wal_keep_records": 100})
+        floor = d.call("retention.gc")["floor"]
+        assert floor > old["reset_seq"]
+        (entry,) = _reflog(d)
+        assert entry == {
+            "seq": old["reset_seq"],
+            "supersedes": old["reset_seq"] - 1,
+            "target": seqs[5],
+            "op": "rewind",
+            "mode": "undo",
+            "ts": 0.0,
+            "agent": None,
+            "reason": "",
+            "by": None,
+            "cancelled": [],
+            "collected": True,
+        }
+        out = reynctl("reflog", sock=d.socket)
+        assert "(collected)" in out.stdout, out
+    finally:
+        d.stop()

@@ -75,7 +75,8 @@ class ReflogEntry(Result, kw_only=True):
     """One move of the tip: its reset record.
 
     `collected`: the record lies below the retention floor; only its seq,
-    `supersedes` and `target` are still known (from `state/retained`).
+    `supersedes`, `target` and `mode` are still known (from `state/retained`):
+    `op` then reads "rewind" whatever wrote it, `ts` 0.
     """
 
     seq: int
