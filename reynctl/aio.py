@@ -55,7 +55,8 @@ from reynctl.jsonrpc import (
 )
 from reynctl.trust import check_daemon, daemon_uid_from_env
 from reynd.protocol import methods as m
-from reynd.protocol.errors import ReyndError, ShuttingDown
+from reynd.protocol import moves
+from reynd.protocol.errors import MethodNotFound, ReyndError, ShuttingDown
 
 __all__ = ["AsyncClient", "Resync", "Subscription", "connect", "open_client"]
 
@@ -149,8 +150,12 @@ class AsyncClient(AsyncMethods):
         daemon_uid: int | None = None,
         reconnect: bool = False,
         reconnect_timeout: float = 10.0,
+        name: str | None = None,
     ) -> None:
         self.path = path
+        self.name = name  # given with session.hello before each connection's first write
+        self._named = 0  # the connection (generation) that was given it
+        self._hello_lock = anyio.Lock()
         self.timeout = timeout
         self.daemon_uid = daemon_uid
         self.reconnect = reconnect
@@ -223,6 +228,7 @@ class AsyncClient(AsyncMethods):
         while True:
             gen = await self._connected()
             try:
+                await self._hello(gen, method)
                 raw = await self._roundtrip(gen, method, params)
             except (ConnectionClosed, ShuttingDown) as exc:
                 if isinstance(exc, ShuttingDown):  # stopping: for a read, as a drop
@@ -231,6 +237,18 @@ class AsyncClient(AsyncMethods):
                     continue
                 raise
             return Reply(method, raw, decode_result(raw, result_type))
+
+    async def _hello(self, gen: int, method: str) -> None:
+        """Say our name once per connection, before its first call that writes (see Client)."""
+        known = m.METHODS.get(method)
+        if self.name is None or self._named == gen or known is None or not known.mutating:
+            return
+        async with self._hello_lock:  # calls overlap: the others wait for the name
+            if self._named != gen:
+                with contextlib.suppress(MethodNotFound):
+                    hello = moves.SessionHelloParams(client=self.name)
+                    await self._roundtrip(gen, "session.hello", hello)
+                self._named = gen
 
     async def _roundtrip(self, gen: int, method: str, params: Any) -> bytes:
         rid, data = self._session.request(method, params)
@@ -433,6 +451,7 @@ async def open_client(
     daemon_uid: int | None = None,
     reconnect: bool = False,
     reconnect_timeout: float = 10.0,
+    name: str | None = None,
 ) -> AsyncClient:
     """Connect to the daemon at `path` (default: found as reynctl finds it); close it yourself.
 
@@ -447,6 +466,7 @@ async def open_client(
         daemon_uid=daemon_uid,
         reconnect=reconnect,
         reconnect_timeout=reconnect_timeout,
+        name=name,
     )
     await client._dial()
     return client
@@ -460,6 +480,7 @@ async def connect(
     daemon_uid: int | None = None,
     reconnect: bool = True,
     reconnect_timeout: float = 10.0,
+    name: str | None = None,
 ) -> AsyncIterator[AsyncClient]:
     """`async with connect() as client:` an AsyncClient that reconnects, closed on exit."""
     client = await open_client(
@@ -468,6 +489,7 @@ async def connect(
         daemon_uid=daemon_uid,
         reconnect=reconnect,
         reconnect_timeout=reconnect_timeout,
+        name=name,
     )
     try:
         yield client

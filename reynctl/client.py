@@ -16,6 +16,7 @@ the connection, e.g. after `idle_timeout_s`) never ran: it is sent again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -49,6 +50,7 @@ from reynctl.jsonrpc import (
 )
 from reynctl.trust import check_daemon, daemon_uid_from_env
 from reynd.protocol import methods as m
+from reynd.protocol import moves
 from reynd.protocol.errors import InvalidParams, MethodNotFound, ShuttingDown
 from reynd.protocol.paths import SOCKET_ENV, SYSTEM_SOCKET, find_state_dir, resolve_socket
 
@@ -128,8 +130,11 @@ class Client(SyncMethods):
         daemon_uid: int | None = None,
         reconnect: bool = False,
         reconnect_timeout: float = 10.0,
+        name: str | None = None,
     ) -> None:
         self.path = path
+        self.name = name  # given with session.hello before the connection's first write
+        self._named = False
         self.timeout = timeout
         self.daemon_uid = daemon_uid
         self.reconnect = reconnect
@@ -201,6 +206,7 @@ class Client(SyncMethods):
                     raise self._broken
                 self._redial()
             try:
+                self._hello(method)
                 raw = self._roundtrip(method, params, on_notify)
                 return Reply(method, raw, decode_result(raw, result_type))
             except (ConnectionClosed, ShuttingDown) as exc:
@@ -240,7 +246,21 @@ class Client(SyncMethods):
         self._session = Session()
         self._queued.clear()
         self._broken = None
+        self._named = False
         self.reconnects += 1
+
+    def _hello(self, method: str) -> None:
+        """Say our name once per connection, before the first call that writes.
+
+        Reset records keep it as who moved the tip; reads do without the
+        round trip. A daemon older than `session.hello` is left unnamed.
+        """
+        known = m.METHODS.get(method)
+        if self.name is None or self._named or known is None or not known.mutating:
+            return
+        self._named = True
+        with contextlib.suppress(MethodNotFound):
+            self._roundtrip("session.hello", moves.SessionHelloParams(client=self.name))
 
     def check_protocol(self) -> m.StatusResult | None:
         """Raise ProtocolMismatch unless the daemon speaks our protocol version.
@@ -372,6 +392,7 @@ def connect(
     daemon_uid: int | None = None,
     reconnect: bool = False,
     reconnect_timeout: float = 10.0,
+    name: str | None = None,
 ) -> Client:
     """Connect to the daemon found by `find_socket`; `daemon_uid` defaults to $REYN_DAEMON_UID."""
     if daemon_uid is None:
@@ -382,4 +403,5 @@ def connect(
         daemon_uid=daemon_uid,
         reconnect=reconnect,
         reconnect_timeout=reconnect_timeout,
+        name=name,
     )

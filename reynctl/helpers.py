@@ -25,7 +25,9 @@ from typing import Any, Final, Generic, ParamSpec, TypeVar, overload
 
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
+from reynd.protocol import moves as mv
 from reynd.protocol import read_methods as r
+from reynd.protocol import tag_methods as t
 from reynd.protocol.base import Params
 
 __all__ = ["NO_HELPER", "AsyncMethods", "Helper", "Methods", "Reply", "SyncMethods"]
@@ -90,6 +92,11 @@ class Methods:
     generations = Helper("generations.list", m.GenerationsParams, m.GenerationsResult)
     rewind = Helper("rewind", m.RewindParams, m.RewindResult)
     checkout = Helper("checkout", m.CheckoutParams, m.RewindResult)
+    undo = Helper("undo", mv.UndoParams, m.RewindResult)
+    reflog = Helper("reflog.list", mv.ReflogParams, mv.ReflogResult)
+    tag = Helper("tags.set", t.TagsSetParams, t.TagInfo)
+    delete_tag = Helper("tags.delete", t.TagsDeleteParams, t.TagInfo)
+    tags = Helper("tags.list", t.TagsListParams, t.TagsListResult)
     branches = Helper("branches.list", m.BranchesParams, m.BranchesResult)
     state = Helper("state.get", m.StateParams, m.StateResult)
     diff = Helper("state.diff", m.DiffParams, m.DiffResult)
@@ -120,6 +127,8 @@ NO_HELPER: Final[dict[str, str]] = {
     "subscribe": "each client has its own subscribe: the blocking one's notifications() "
     "read it, the async one returns a Subscription that renews itself",
     "unsubscribe": "the blocking client's own helper; the async one's Subscription.aclose()",
+    "session.hello": "each client sends it itself, once per connection, before its first "
+    "write, when it was given a `name`",
     "retention.get": _OPERATOR,
     "retention.set": _OPERATOR,
     "retention.gc": _OPERATOR,

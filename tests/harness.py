@@ -28,6 +28,9 @@ _Socket = socket.socket  # Daemon has a field named `socket`
 
 READY_TIMEOUT = 30.0
 IO_TIMEOUT = 15.0
+# retention.set params that turn the default rewind horizon off: a test that needs GC
+# to move the floor says so (storing a keep key keeps the horizon in force).
+NO_HORIZON = {"horizon_checkpoints": 0, "horizon_age_s": 0}
 
 # Variables of the test runner's environment that would change what the daemon does.
 _SCRUB = (

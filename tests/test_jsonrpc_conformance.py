@@ -232,8 +232,13 @@ def test_unknown_method(client: Client) -> None:
     [
         ("state.get", {"seq": "ten"}, "seq", "must be an integer or null, not a string"),
         ("state.get", {"seq": -1}, "seq", "must be 0 or more"),
-        ("state.get", {"sek": 1}, "sek", "unknown field `sek` (state.get takes seq, agent)"),
-        ("rewind", {}, "seq", "`seq` is required"),
+        (
+            "state.get",
+            {"sek": 1},
+            "sek",
+            "unknown field `sek` (state.get takes seq, agent, at, tag)",
+        ),
+        ("rewind", {}, "seq", "missing field `seq`: give exactly one of seq / tag / at / back"),
         ("generations.list", {"limit": 0}, "limit", "must be 1 or more"),
         ("subscribe", {"topics": ["nope"]}, "topics[0]", "'nope' is not one of the allowed"),
         ("state.get", ["ten"], "seq", "not a string"),

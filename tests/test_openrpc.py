@@ -76,14 +76,10 @@ def test_result_schema_and_errors(name: str) -> None:
 
 def test_params_validate_what_the_schema_describes() -> None:
     # A required integer with a minimum: the schema and the decoder agree.
-    seq, *_ = BY_NAME["state.diff"]["params"]
-    assert seq == {
-        "name": "from_seq",
-        "required": True,
-        "schema": {"type": "integer", "minimum": 0},
-    }
+    seq = next(p for p in BY_NAME["act_turn.rewind"]["params"] if p["name"] == "seq")
+    assert seq == {"name": "seq", "required": True, "schema": {"type": "integer", "minimum": 0}}
     with pytest.raises(msgspec.ValidationError):
-        msgspec.convert({"from_seq": -1, "to_seq": 0}, METHODS["state.diff"].params)
+        msgspec.convert({"agent": "a", "seq": -1}, METHODS["act_turn.rewind"].params)
 
 
 def test_notifications_are_in_the_document() -> None:

@@ -321,8 +321,7 @@ def test_violations_include_what_the_issue_names() -> None:
     for method in ("rewind", "checkout", "state.get"):
         wanted = {json.dumps(v) for v in (_RAW + "0.0", _RAW + "1e-400", "1", -1)}
         assert wanted <= set(cases[(method, "seq")]), method
-    # rewind's seq is optional (one of seq / at / back): state.diff's seqs are required.
-    assert json.dumps("<omitted>") in cases[("state.diff", "from_seq")]
+    assert json.dumps("<omitted>") in cases[("act_turn.rewind", "seq")]
     wanted = {json.dumps(v) for v in ("", "\u0000", "a" * 129, 1, "<omitted>")}
     assert wanted <= set(cases[("interventions.answer", "intervention_id")])
     assert len(cases) >= 100

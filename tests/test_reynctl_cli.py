@@ -97,7 +97,7 @@ def seed(sock: Path, turns: int = 3) -> list[int]:
         ["frobnicate"],
         ["--color", "purple", "status"],
         ["rewind", "-1"],
-        ["rewind", "five"],
+        ["rewind", "five!"],
         ["generations", "--kind", "epoch"],
         ["generations", "--limit", "0"],
         ["diff", "3"],

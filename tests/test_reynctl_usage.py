@@ -35,8 +35,8 @@ from tests.test_reynctl_cli import _completion, _env, _on_a_terminal, ok, reynct
     [
         ["--json", "frobnicate"],
         ["--json", "--color", "purple", "status"],
-        ["--json", "rewind", "five"],
-        ["rewind", "five", "--json"],
+        ["--json", "rewind", "five!"],
+        ["rewind", "five!", "--json"],
         ["status", "--json", "--bogus"],
         ["--json", "generations", "--limit", "0"],
         ["--json", "append", "ada", "message.received", "--data", "{not json"],
@@ -58,7 +58,7 @@ def test_usage_errors_under_json_are_one_json_line(args: list[str], tmp_path: Pa
 
 
 def test_usage_errors_without_json_stay_text(tmp_path: Path):
-    proc = reynctl("rewind", "five", sock=tmp_path / "none.sock")
+    proc = reynctl("rewind", "five!", sock=tmp_path / "none.sock")  # no seq, no tag name
     assert proc.returncode == 2
     assert proc.stderr.startswith("Usage: reynctl rewind [OPTIONS] [SEQ]")
     assert "Error: Invalid value for '[SEQ]'" in proc.stderr  # optional: or --at, --back

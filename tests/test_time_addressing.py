@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import Client, Daemon, start_daemon
+from tests.harness import NO_HORIZON, Client, Daemon, start_daemon
 from tests.runtime_helpers import wal_records
 from tests.test_clock_steps import SteppedClock, clock, stepped_daemon
 from tests.test_reynctl_cli import ok, reynctl
@@ -141,13 +141,13 @@ def test_rewind_back_counts_checkpoints_on_the_active_branch(
 
 
 BAD = [
-    ("rewind", {}, "exactly one of seq / at / back (got none)"),
-    ("rewind", {"seq": 1, "at": "10m"}, "exactly one of seq / at / back (got seq, at)"),
+    ("rewind", {}, "exactly one of seq / tag / at / back (got none)"),
+    ("rewind", {"seq": 1, "at": "10m"}, "exactly one of seq / tag / at / back (got seq, at)"),
     ("rewind", {"at": "10m", "back": 1}, "(got at, back)"),
     ("rewind", {"back": 0}, "back"),
     ("rewind", {"at": "yesterday"}, "duration ago (90s, 10m"),
     ("rewind", {"at": True}, "at"),
-    ("checkout", {}, "exactly one of seq / at (got none)"),
+    ("checkout", {}, "exactly one of seq / tag / at (got none)"),
     ("checkout", {"at": "10 minutes"}, "is not a time"),
     ("checkout", {"back": 1}, "back"),
     ("state.get", {"seq": 1, "at": 5}, "(got seq, at)"),
@@ -233,16 +233,7 @@ def test_a_time_before_the_oldest_kept_checkpoint_is_below_floor(short_tmp: Path
         for n in range(1, 41):
             h.turn(n)
         ts, g = h.ts(), h.ends  # before the collection drops the oldest records
-        d.call(
-            "retention.set",
-            # The default horizon off: this test needs GC to move the floor.
-            {
-                "snapshot_keep": 1,
-                "wal_keep_records": 30,
-                "horizon_checkpoints": 0,
-                "horizon_age_s": 0,
-            },
-        )
+        d.call("retention.set", {"snapshot_keep": 1, "wal_keep_records": 30, **NO_HORIZON})
         floor = d.call("retention.gc")["floor"]
         kept = [s for s in g.values() if s >= floor]
         assert floor > g[1] and kept, (floor, g)

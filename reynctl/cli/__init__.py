@@ -18,7 +18,9 @@ from reynctl.cli import (  # noqa: F401
     completion,
     daemon,
     frontends,
+    moves,
     retention,
+    tags,
     timeline,
 )
 from reynctl.cli.group import cli

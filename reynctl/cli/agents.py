@@ -24,6 +24,7 @@ from reynctl.cli.options import (
     fail_here,
     json_option,
     pass_opts,
+    reason_option,
 )
 from reynctl.cli.timeline import move
 from reynctl.errors import DaemonTimeout
@@ -424,9 +425,10 @@ def answer(opts: Options, agent: str, intervention_id: str, text: str) -> None:
 @click.option(
     "--yes", "-y", is_flag=True, help="Do not ask for confirmation (required off a terminal)."
 )
+@reason_option
 @json_option
 @pass_opts
-def act_turn_rewind(opts: Options, agent: str, seq: int, yes: bool) -> None:
+def act_turn_rewind(opts: Options, agent: str, seq: int, yes: bool, reason: str) -> None:
     """Rewind to SEQ inside one of AGENT's turns, between two act-steps.
 
     Like `rewind`, every agent moves to SEQ (an active seq), turns in flight
@@ -441,7 +443,9 @@ def act_turn_rewind(opts: Options, agent: str, seq: int, yes: bool) -> None:
         yes=yes,
         what=f"act-turn rewind of {agent} to seq {seq}",
         call=lambda c: c.call(
-            "act_turn.rewind", a.ActTurnRewindParams(agent=agent, seq=seq), a.ActTurnRewindResult
+            "act_turn.rewind",
+            a.ActTurnRewindParams(agent=agent, seq=seq, reason=reason),
+            a.ActTurnRewindResult,
         ),
         human=lambda res: render.act_turn_text(res, agent, opts.style),
         agent=agent,

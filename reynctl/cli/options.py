@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from reynctl.client import Client, Reply, find_socket
 from reynctl.errors import ClientError, NoDaemon, UntrustedDaemon
 from reynd.protocol import errors
 from reynd.protocol.errors import ReyndError
+from reynd.protocol.names import TAG_NAME_PATTERN
 from reynd.protocol.paths import SOCKET_ENV, find_state_dir
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "EXIT_USAGE",
     "REFUSALS",
     "SEQ",
+    "SEQ_OR_TAG",
     "Options",
     "ask_move",
     "columns",
@@ -37,6 +40,8 @@ __all__ = [
     "fail_here",
     "json_option",
     "pass_opts",
+    "reason_option",
+    "seq_or_tag",
     "usage_error_json",
     "use_color",
     "width",
@@ -96,7 +101,7 @@ class Options:
             timeout = max(timeout, at_least)
         path = find_socket(self.socket)
         try:
-            return Client(path, timeout=timeout, daemon_uid=self.daemon_uid)
+            return Client(path, timeout=timeout, daemon_uid=self.daemon_uid, name="reynctl")
         except NoDaemon:
             if self.socket or os.environ.get(SOCKET_ENV):
                 raise
@@ -213,6 +218,13 @@ def ask_move(opts: Options, head: int, what: str) -> None:
         decline(opts)
 
 
+reason_option = click.option(
+    "--reason",
+    default="",
+    help="Why (at most 256 characters): kept in the reset record, shown by `reynctl reflog`.",
+)
+
+
 def examples(*lines: str) -> str:
     """An `Examples:` epilog for --help, kept as written (click rewraps other paragraphs)."""
     return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
@@ -259,5 +271,26 @@ class _Seq(click.ParamType[int, str | int]):
         return seq
 
 
+class _SeqOrTag(click.ParamType[int | str, str | int]):
+    """A seq, or a tag's name (anything not all digits; `reynctl tags` lists them)."""
+
+    name = "seq|tag"
+
+    def convert(
+        self, value: str | int, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int | str:
+        if isinstance(value, str) and re.match(TAG_NAME_PATTERN, value):
+            return value
+        return SEQ.convert(value, param, ctx)
+
+
+def seq_or_tag(value: int | str | None) -> tuple[int | None, str | None]:
+    """(seq, tag): how params give SEQ_OR_TAG's result, one of them (or neither: None)."""
+    if isinstance(value, str):
+        return None, value
+    return value, None
+
+
 SEQ = _Seq()
+SEQ_OR_TAG = _SeqOrTag()
 pass_opts = click.make_pass_decorator(Options)

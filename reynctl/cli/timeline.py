@@ -14,6 +14,7 @@ from reynctl.cli.fields import field_option
 from reynctl.cli.group import cli
 from reynctl.cli.options import (
     SEQ,
+    SEQ_OR_TAG,
     Options,
     ask_move,
     columns,
@@ -21,6 +22,8 @@ from reynctl.cli.options import (
     examples,
     json_option,
     pass_opts,
+    reason_option,
+    seq_or_tag,
     width,
 )
 from reynctl.cli.times import AT_HELP, TIME, addressed, one_of
@@ -86,6 +89,10 @@ _YES = click.option(
 R = TypeVar("R", m.RewindResult, a.ActTurnRewindResult)
 
 
+def _where(seq: int | str) -> str:
+    return f"seq {seq}" if isinstance(seq, int) else f"tag {seq}"
+
+
 def move(
     opts: Options,
     *,
@@ -128,14 +135,21 @@ def move(
         "reynctl rewind --back 2     # two checkpoints back",
     )
 )
-@click.argument("seq", type=SEQ, required=False, shell_complete=_complete_seq)
+@click.argument("seq", type=SEQ_OR_TAG, required=False, shell_complete=_complete_seq)
 @_YES
 @click.option("--at", type=TIME, help=AT_HELP + " The newest checkpoint at or before it.")
 @click.option("--back", type=click.IntRange(min=1), help="N checkpoints back on the active branch.")
+@reason_option
 @json_option
 @pass_opts
 def rewind(
-    opts: Options, seq: int | None, yes: bool, *, at: float | str | None, back: int | None
+    opts: Options,
+    seq: int | str | None,
+    yes: bool,
+    reason: str,
+    *,
+    at: float | str | None,
+    back: int | None,
 ) -> None:
     """Move the tip back to SEQ, an active seq below it.
 
@@ -150,7 +164,8 @@ def rewind(
     """
     one_of(seq=seq, at=at, back=back)
     confirm_move(yes, "rewind")
-    params = m.RewindParams(seq=seq, at=at, back=back)
+    by_seq, tag = seq_or_tag(seq)
+    params = m.RewindParams(seq=by_seq, tag=tag, at=at, back=back, reason=reason)
     move(
         opts,
         yes=yes,
@@ -160,13 +175,14 @@ def rewind(
     )
 
 
-def _what(move: str, seq: int | None, at: float | str | None, back: int | None = None) -> str:
+def _what(move: str, seq: int | str | None, at: float | str | None, back: int | None = None) -> str:
     """The move as the confirmation question names it."""
     if at is not None:
         return f"{move} the checkpoint at {at}"
     if back is not None:
         return f"{move} {back} checkpoint(s) back"
-    return f"{move} seq {seq}"
+    assert seq is not None
+    return f"{move} {_where(seq)}"
 
 
 @cli.command(
@@ -176,7 +192,7 @@ def _what(move: str, seq: int | None, at: float | str | None, back: int | None =
         "reynctl checkout --at 2026-12-06T09:30   # where the tip was then, on any branch",
     )
 )
-@click.argument("seq", type=SEQ, required=False, shell_complete=_complete_seq)
+@click.argument("seq", type=SEQ_OR_TAG, required=False, shell_complete=_complete_seq)
 @_YES
 @click.option("--at", type=TIME, help=AT_HELP + " Where the tip was then, on any branch.")
 @click.option(
@@ -186,10 +202,17 @@ def _what(move: str, seq: int | None, at: float | str | None, back: int | None =
     "record (they are recorded first, just before the reset record R: `checkout R-1` "
     "brings them back).",
 )
+@reason_option
 @json_option
 @pass_opts
 def checkout(
-    opts: Options, seq: int | None, yes: bool, force: bool, *, at: float | str | None
+    opts: Options,
+    seq: int | str | None,
+    yes: bool,
+    force: bool,
+    reason: str,
+    *,
+    at: float | str | None,
 ) -> None:
     """Undo to SEQ, or switch to the abandoned branch that holds it.
 
@@ -199,7 +222,8 @@ def checkout(
     """
     one_of(seq=seq, at=at)
     confirm_move(yes, "checkout")
-    params = m.CheckoutParams(seq=seq, force=force, at=at)
+    by_seq, tag = seq_or_tag(seq)
+    params = m.CheckoutParams(seq=by_seq, tag=tag, force=force, at=at, reason=reason)
     move(
         opts,
         yes=yes,
@@ -226,12 +250,14 @@ def branches(opts: Options) -> None:
         "reynctl show --at 1h          # the state the tip had an hour ago",
     )
 )
-@click.argument("seq", type=SEQ, required=False, shell_complete=_complete_seq)
+@click.argument("seq", type=SEQ_OR_TAG, required=False, shell_complete=_complete_seq)
 @click.option("--agent", help="Only this agent.")
 @click.option("--at", type=TIME, help=AT_HELP + " Where the tip was then, on any branch.")
 @json_option
 @pass_opts
-def show(opts: Options, seq: int | None, agent: str | None, *, at: float | str | None) -> None:
+def show(
+    opts: Options, seq: int | str | None, agent: str | None, *, at: float | str | None
+) -> None:
     """Show the state as of SEQ (default: the tip).
 
     A read: it never moves the tip, and works for any retained seq, active
@@ -240,7 +266,8 @@ def show(opts: Options, seq: int | None, agent: str | None, *, at: float | str |
     if seq is not None and at is not None:
         one_of(seq=seq, at=at)
     with opts.client() as c:
-        params = m.StateParams(seq=seq, agent=agent, at=at)
+        by_seq, tag = seq_or_tag(seq)
+        params = m.StateParams(seq=by_seq, tag=tag, agent=agent, at=at)
         reply = c.call("state.get", params, m.StateResult)
     opts.emit(reply, lambda: render.state_text(reply.value, opts.style, width()))
 
@@ -251,14 +278,15 @@ def show(opts: Options, seq: int | None, agent: str | None, *, at: float | str |
         "reynctl diff 27 57 --agent ada  # two futures of one agent",
     )
 )
-@click.argument("from_seq", metavar="FROM", type=SEQ, shell_complete=_complete_seq)
-@click.argument("to_seq", metavar="TO", type=SEQ, shell_complete=_complete_seq)
+@click.argument("from_seq", metavar="FROM", type=SEQ_OR_TAG, shell_complete=_complete_seq)
+@click.argument("to_seq", metavar="TO", type=SEQ_OR_TAG, shell_complete=_complete_seq)
 @click.option("--agent", help="Only this agent.")
 @json_option
 @pass_opts
-def diff(opts: Options, from_seq: int, to_seq: int, agent: str | None) -> None:
-    """Show what differs between the states as of FROM and TO."""
-    params = m.DiffParams(from_seq=from_seq, to_seq=to_seq, agent=agent)
+def diff(opts: Options, from_seq: int | str, to_seq: int | str, agent: str | None) -> None:
+    """Show what differs between the states as of FROM and TO (seqs or tags)."""
+    (a_seq, a_tag), (b_seq, b_tag) = seq_or_tag(from_seq), seq_or_tag(to_seq)
+    params = m.DiffParams(from_seq=a_seq, from_tag=a_tag, to_seq=b_seq, to_tag=b_tag, agent=agent)
     with opts.client() as c:
         reply = c.call("state.diff", params, m.DiffResult)
     opts.emit(reply, lambda: render.diff_text(reply.value, opts.style, width()))

@@ -83,7 +83,9 @@ class ThreadStore:
         if self._client is None:
             # reconnect: the daemon closes a connection idle past idle_timeout_s (an
             # app waiting on a human): the next call dials again instead of failing.
-            self._client = connect(self._socket, timeout=self._timeout, reconnect=True)
+            self._client = connect(
+                self._socket, timeout=self._timeout, reconnect=True, name="reynd-langgraph"
+            )
         return self._client
 
     def close(self) -> None:

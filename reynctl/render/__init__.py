@@ -35,10 +35,12 @@ from reynctl.render.formats import (
     printable,
     truncate,
 )
+from reynctl.render.moves import by_text, reflog_table
 from reynctl.render.retention import du_text, gc_text, retention_text
 from reynctl.render.state import diff_text, state_text
 from reynctl.render.status import status_text
 from reynctl.render.table import Cell, Style, table
+from reynctl.render.tags import tag_text, tags_table
 from reynctl.render.timeline import branch_tree, generations_table, rewind_text, runs_again
 from reynctl.render.watch import notification_line
 
@@ -52,6 +54,7 @@ __all__ = [
     "answer_text",
     "audit_event_text",
     "branch_tree",
+    "by_text",
     "cancel_text",
     "compare_text",
     "diff_text",
@@ -65,6 +68,7 @@ __all__ = [
     "interventions_table",
     "notification_line",
     "printable",
+    "reflog_table",
     "resolve_command",
     "resolve_text",
     "retention_text",
@@ -76,6 +80,8 @@ __all__ = [
     "state_text",
     "status_text",
     "table",
+    "tag_text",
+    "tags_table",
     "truncate",
     "walk_text",
 ]

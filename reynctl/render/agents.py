@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reynctl.render.formats import _compact, _plural, truncate
+from reynctl.render.formats import _compact, _plural, printable, truncate
 from reynctl.render.table import Cell, Style, Text, _indent, _pairs, table
 from reynd.protocol import agent_methods as a
 
@@ -249,6 +249,8 @@ def act_turn_text(res: a.ActTurnRewindResult, agent: str, style: Style) -> str:
         f"  re-run          {_plural(res.rerun, 'step')} (after seq {res.target}: "
         "the executor runs them again)",
     ]
+    if res.reason:
+        lines.append(f"  reason: {printable(res.reason)}")
     lines += [
         f"  cancelled turn {c.get('turn_id', '?')} of {c.get('agent', '?')}" for c in res.cancelled
     ]

@@ -29,6 +29,10 @@ def generations_table(res: m.GenerationsResult, style: Style, tz: tzinfo | None 
         for g in res.generations
     ]
     headers = ["SEQ", "KIND", "AGENT", "BRANCH", "STATUS", "CREATED", "LABEL"]
+    if any(g.tags for g in res.generations):  # issue 24: a column only when there are tags
+        headers.append("TAGS")
+        for row, g in zip(rows, res.generations, strict=True):
+            row.append(", ".join(printable(t) for t in g.tags))
     return table(headers, rows, style, align="rllr")
 
 
@@ -42,6 +46,8 @@ def rewind_text(res: m.RewindResult, style: Style) -> str:
         f"{style(head, 'bold')}: reset record {res.reset_seq}, now on branch {res.branch}"
         + (f" ({res.duration_ms:.1f} ms)" if res.duration_ms else "")
     ]
+    if res.reason:
+        lines.append(f"  reason: {printable(res.reason)}")
     lines += [f"  cancelled turn {c.turn_id} of {c.agent}" for c in res.cancelled]
     return "\n".join(lines)
 
@@ -97,6 +103,9 @@ def branch_tree(res: m.BranchesResult, style: Style) -> str:
     def walk(b: m.BranchInfo, prefix: str, connector: str) -> None:
         label = f"{prefix}{connector}{b.id}"
         mark = Cell(f"* current (head {res.head})", ("green", "bold")) if b.active else Cell("")
+        if b.tags:  # issue 24: the tags naming a seq of the branch
+            tags = "tags: " + ", ".join(printable(t) for t in b.tags)
+            mark = Cell(f"{mark.text}  {tags}".strip(), mark.styles)
         styles = ("green", "bold") if b.active else ()
         rows.append(
             [

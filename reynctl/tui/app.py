@@ -53,6 +53,8 @@ from reynd.protocol.errors import ReyndError
 
 __all__ = ["ReyndTui", "run"]
 
+CLIENT_NAME = "reynctl-tui"  # what reset records this TUI makes say moved the tip
+
 PLAIN = render.Style(False)
 
 IN_TURN = ("turn.started", "step.started", "step.committed")
@@ -141,7 +143,7 @@ class ReyndTui(TuiHost):
             attempt += 1
             try:
                 client = await open_client(
-                    self.socket, timeout=self.timeout, daemon_uid=self.daemon_uid
+                    self.socket, timeout=self.timeout, daemon_uid=self.daemon_uid, name=CLIENT_NAME
                 )
             except (NoDaemon, StaleSocket) as exc:
                 self.set_conn(

@@ -112,9 +112,14 @@ def summarize(e: ev.Event) -> str:  # noqa: C901, PLR0911, PLR0912 (one case per
     if isinstance(e, ev.SkillEnded):
         return f"skill run {e.run_id} {e.outcome}"
     if isinstance(e, ev.Rewind):
-        return f"{line_kind(e)} to {e.target_n} (reset {e.seq}, tip was {e.supersedes})"
+        text = f"{line_kind(e)} to {e.target_n} (reset {e.seq}, tip was {e.supersedes})"
+        return text + (f": {e.reason}" if e.reason else "")
     if isinstance(e, ev.Lost):
         return f"lost: {e.reason}"
+    if isinstance(e, ev.TagSet):
+        return f"tag {e.name} names seq {e.target}"
+    if isinstance(e, ev.TagDeleted):
+        return f"tag {e.name} deleted"
     if isinstance(e, ev.WorkspaceFiles):
         gone = sum(1 for op in e.ops if op.kind == "-")
         paths = preview(", ".join(op.path for op in e.ops))
@@ -129,6 +134,8 @@ def reset_summary(info: am.ResetInfo, seq: int) -> str:
     if info.cancelled:
         turns = ", ".join(f"{c.agent}/{c.turn_id}" for c in info.cancelled)
         text += f", cancelled {turns}"
+    if info.reason:
+        text += f"; reason: {info.reason}"
     return text
 
 

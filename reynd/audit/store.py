@@ -45,6 +45,7 @@ from reynd.audit.record import (
     summarize,
 )
 from reynd.core.lineage import Lineage
+from reynd.core.reflog import by_of
 from reynd.protocol import audit_methods as am
 from reynd.protocol import events as ev
 from reynd.protocol import methods as m
@@ -163,6 +164,10 @@ class EventStore:
             target=event.target_n,
             supersedes=event.supersedes,
             agent=event.agent,
+            reason=event.reason,
+            by=by_of(event),
+            # What the record itself keeps (issue 24); the finished reset says the same.
+            cancelled=[am.CancelledTurn(agent=a, turn_id=t) for a, t in event.cancelled],
         )
         if result is not None:
             info.mode = result.mode

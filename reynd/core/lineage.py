@@ -133,6 +133,12 @@ class Lineage:
         b = bisect_right(self._reset_seqs, hi)
         return list(zip(self._reset_seqs[a:b], self._targets[a:b], strict=True))
 
+    def newest_resets(self, below: int | None, limit: int) -> list[tuple[int, int]]:
+        """Up to `limit` reset records with seq < `below` (None: all), newest first."""
+        b = len(self._reset_seqs) if below is None else bisect_left(self._reset_seqs, below)
+        a = max(0, b - limit)
+        return list(zip(self._reset_seqs[a:b], self._targets[a:b], strict=True))[::-1]
+
     def is_reset(self, seq: int) -> bool:
         i = bisect_right(self._reset_seqs, seq) - 1
         return i >= 0 and self._reset_seqs[i] == seq

@@ -1,4 +1,4 @@
-"""Addresses of a seq other than the seq itself: a time (`at`) and a count back (`back`).
+"""Addresses of a seq other than the seq itself: a tag, a time (`at`), a count back (`back`).
 
 The times are parsed by reynd.protocol.timespec (durations count back from
 this daemon's clock, the one that stamps the records) and looked up in the
@@ -13,12 +13,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from reynd.core.tags import resolve
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.timespec import TimeSpec, TimeSpecError, format_time, resolve_time
 from reynd.storage.store import Store
 
-__all__ = ["Address", "Addresses"]
+__all__ = ["Address", "Addresses", "dangling"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,20 +61,45 @@ class Addresses:
         if p.back is not None:
             back = p.back
             return Address(lambda: self.back(back), "back")
-        assert p.seq is not None  # the params hold exactly one address
-        seq = p.seq
-        return Address(lambda: seq, "seq")
+        return self._given(p.seq, p.tag)
 
     def checkout(self, p: m.CheckoutParams) -> Address:
         """The target of a checkout: its seq, or where the tip was at `at`."""
         if p.at is not None:
             t = self.time(p.at)
             return Address(lambda: self._moved(self.tip_at(t), t), "at", t)
-        assert p.seq is not None
-        seq = p.seq
-        return Address(lambda: seq, "seq")
+        return self._given(p.seq, p.tag)
+
+    def _given(self, seq: int | None, tag: str | None) -> Address:
+        """A seq, or the tag naming it (looked up when the move runs: a tag may move)."""
+        if tag is not None:
+            name = tag
+            return Address(lambda: self.tagged(name), "tag")
+        assert seq is not None  # the params hold exactly one address
+        given = seq
+        return Address(lambda: given, "seq")
 
     # -- lookups ----------------------------------------------------------------
+
+    def tagged(self, name: str) -> int:
+        """The seq tag `name` names: tag_not_found, or below_floor when it dangles."""
+        store = self._store
+        target = resolve(store.tags, name).target
+        if dangling(store, target):
+            raise errors.BelowFloor(
+                f"tag {name!r} names seq {target}, whose history retention collected "
+                f"(the floor is {store.floor}): the tag dangles; `reynctl tag --delete {name}` "
+                "removes it",
+                {"tag": name, "seq": target, "floor": store.floor},
+            )
+        return target
+
+    def seq_or_tag(self, seq: int | None, tag: str | None) -> int:
+        """A read's seq, given directly or by its tag (the params hold exactly one)."""
+        if tag is not None:
+            return self.tagged(tag)
+        assert seq is not None
+        return seq
 
     def tip_at(self, t: float) -> int:
         """The seq whose state the tip had at time `t`, on whatever branch."""
@@ -143,3 +169,14 @@ class Addresses:
         while seq and lineage.is_reset(seq):
             seq = lineage.target_of(seq)
         return seq
+
+
+def dangling(store: Store, target: int) -> bool:
+    """The seq can no longer be rebuilt: below the floor, and no coarse snapshot there."""
+    if target >= store.floor:
+        return False
+    try:
+        store.plan(target)
+    except errors.BelowFloor:
+        return True
+    return False

@@ -32,6 +32,7 @@ from reynd.daemon.coordinator import Coordinator, Gate
 from reynd.daemon.history_api import HistoryApi
 from reynd.daemon.publisher import Publish, Publisher
 from reynd.daemon.read_only import refuse_writes
+from reynd.daemon.reflog_api import ReflogApi
 from reynd.daemon.reset_api import ResetApi
 from reynd.daemon.retention_api import RetentionApi
 from reynd.daemon.retention_in_force import RetentionInForce
@@ -41,6 +42,7 @@ from reynd.daemon.scrub import Scrub, guarded
 from reynd.daemon.snapshotter import Snapshotter
 from reynd.daemon.state_api import StateApi
 from reynd.daemon.status_api import StatusApi
+from reynd.daemon.tags_api import TagsApi
 from reynd.daemon.wal_append import WalAppendApi
 from reynd.daemon.wal_read import WalReadApi
 from reynd.daemon.writer import Writer
@@ -294,6 +296,8 @@ class App:
             **status.handlers(),
             **HistoryApi(store).handlers(),
             **ResetApi(coordinator, Addresses(store)).handlers(),
+            **ReflogApi(store, reads).handlers(),
+            **TagsApi(store, self._gate, writer.commit).handlers(),
             **StateApi(store, as_of).handlers(),
             **WalAppendApi(store, self._gate, writer.commit).handlers(),
         }

@@ -32,8 +32,12 @@ class ServerInfo:
 
 @dataclass(frozen=True, slots=True)
 class CallContext:
-    """Passed to every handler with its decoded params."""
+    """Passed to every handler with its decoded params.
+
+    `client`: the name the connection's client gave with `session.hello` ("" if none).
+    """
 
     connection_id: int
     peer: Peer | None
     server: ServerInfo = field(default_factory=ServerInfo)
+    client: str = ""

@@ -15,6 +15,7 @@ caller gets the error.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -25,11 +26,12 @@ from typing import Any, TypeVar, cast
 import structlog
 import trio
 
+from reynd.core.reflog import by_of, undo_target
 from reynd.daemon.committer import Committer
 from reynd.daemon.hooks import Substrate
 from reynd.protocol import methods as m
 from reynd.protocol.events import Event, Rewind
-from reynd.storage.store import ResetOp, Store
+from reynd.storage.store import NO_NOTE, ResetNote, ResetOp, Store
 
 __all__ = ["Coordinator", "Gate"]
 
@@ -137,16 +139,37 @@ class Coordinator:
         return cast(T, value)
 
     async def request(
-        self, op: ResetOp, seq: Target, agent: str | None = None, *, force: bool = False
+        self,
+        op: ResetOp,
+        seq: Target,
+        agent: str | None = None,
+        *,
+        force: bool = False,
+        note: ResetNote = NO_NOTE,
     ) -> m.RewindResult:
         """Queue a rewind, checkout or act-turn rewind and wait for its outcome.
 
-        `seq` may be a function that names it (a time, a count back): it is
-        called when this reset runs, against the tip this reset moves."""
-        return await self.serialized(partial(self._reset, op, seq, agent, force))
+        `seq` may be a function that names it (a tag, a time, a count back): it
+        is called when this reset runs, against the tip this reset moves."""
+        return await self.serialized(partial(self._reset, op, seq, agent, force, note))
+
+    async def undo(self, steps: int, note: ResetNote) -> m.RewindResult:
+        """Check out where the tip was before the `steps`-th newest move.
+
+        Resolved inside the coordinator's task, so no other move can come
+        between reading the reflog and the checkout: two clients that undo at
+        once undo two moves, each its own.
+        """
+        return await self.serialized(partial(self._undo, steps, note))
+
+    async def _undo(self, steps: int, note: ResetNote) -> m.RewindResult:
+        reset, target = undo_target(self._store.lineage, steps)
+        if not note.reason:
+            note = dataclasses.replace(note, reason=f"undo of reset {reset}")
+        return await self._reset("checkout", target, None, False, note)
 
     async def _reset(
-        self, op: ResetOp, seq: Target, agent: str | None, force: bool
+        self, op: ResetOp, seq: Target, agent: str | None, force: bool, note: ResetNote
     ) -> m.RewindResult:
         started = time.perf_counter()
         async with self._gate.exclusive():
@@ -155,6 +178,8 @@ class Coordinator:
             for substrate in self.substrates:
                 await substrate.before_reset(seq, force)  # may refuse: nothing written yet
             cancelled = await self._cancel_all()
+            pairs = tuple((c.agent, c.turn_id) for c in cancelled)
+            note = dataclasses.replace(note, cancelled=pairs)
             try:
                 rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
                 extra: list[Event] = []
@@ -163,7 +188,7 @@ class Coordinator:
                 # Built and staged in one step: the reset record supersedes
                 # the last record before it (what the substrates recorded
                 # stays on the branch it leaves).
-                batch = self._store.reset_batch(reset, extra)
+                batch = self._store.reset_batch(reset, extra, note)
                 *_, durable = await self._committer.append(batch, rebuilt)
             except Exception as exc:
                 # No reset record was acknowledged: the tip stands, and its
@@ -188,6 +213,8 @@ class Coordinator:
                 branch=self._store.lineage.branch_of(durable.seq),
                 cancelled=cancelled,
                 duration_ms=(time.perf_counter() - started) * 1000,
+                reason=durable.reason,
+                by=by_of(durable),
             )
         log.info(
             op,
@@ -195,6 +222,7 @@ class Coordinator:
             reset_seq=result.reset_seq,
             mode=reset.mode,
             cancelled=len(cancelled),
+            reason=note.reason,
             duration_ms=round(result.duration_ms, 3),
         )
         self._on_reset(result)

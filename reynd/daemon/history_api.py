@@ -53,6 +53,7 @@ class HistoryApi:
                     branch=branch,
                     created_at=entry.created_at,
                     label=entry.label,
+                    tags=store.tags.naming(entry.seq),
                 )
             )
         return m.GenerationsResult(generations=out, next_cursor=next_cursor)
@@ -68,10 +69,18 @@ class HistoryApi:
 
     async def _branches(self, params: m.BranchesParams, ctx: CallContext) -> m.BranchesResult:
         lineage = self._store.lineage
+        by_branch: dict[int, list[str]] = {}
+        for tag in self._store.tags.all():  # by name: each branch's list stays sorted
+            by_branch.setdefault(lineage.branch_of(tag.target), []).append(tag.name)
         return m.BranchesResult(
             branches=[
                 m.BranchInfo(
-                    id=b.id, origin_seq=b.origin_seq, parent=b.parent, tip=b.tip, active=b.active
+                    id=b.id,
+                    origin_seq=b.origin_seq,
+                    parent=b.parent,
+                    tip=b.tip,
+                    active=b.active,
+                    tags=by_branch.get(b.id, []),
                 )
                 for b in lineage.branches()
             ],

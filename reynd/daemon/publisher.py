@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from reynd.core.reflog import by_of
 from reynd.protocol import methods as m
 from reynd.protocol.events import (
     AgentCreated,
@@ -74,8 +75,10 @@ class Publisher:
                 reset_seq=record.seq,
                 target=record.target_n,
                 branch=self._store.lineage.branch_of(record.seq),
-                cancelled=[],
+                cancelled=[m.CancelledChain(agent=a, turn_id=t) for a, t in record.cancelled],
                 duration_ms=0.0,
+                reason=record.reason,
+                by=by_of(record),
             )
         )
 

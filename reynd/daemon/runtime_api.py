@@ -5,6 +5,7 @@ from __future__ import annotations
 from reynd.daemon.as_of import ReadAsOf
 from reynd.daemon.context import CallContext
 from reynd.daemon.coordinator import Coordinator
+from reynd.daemon.reset_api import reset_note
 from reynd.daemon.rpc import Handler
 from reynd.protocol import agent_methods as a
 from reynd.protocol import errors
@@ -93,7 +94,8 @@ class RuntimeApi:
             )
         chain = agent.pending_chains[0]
         rerun = self._steps_committed_after(p.agent, chain.turn_id, p.seq)
-        result = await self._coordinator.request("act_turn", p.seq, agent=p.agent)
+        note = reset_note(ctx, p.reason)
+        result = await self._coordinator.request("act_turn", p.seq, agent=p.agent, note=note)
         return a.ActTurnRewindResult(
             reset_seq=result.reset_seq,
             target=result.target,
@@ -103,6 +105,7 @@ class RuntimeApi:
             rerun=rerun,
             cancelled=[{"agent": c.agent, "turn_id": c.turn_id} for c in result.cancelled],
             duration_ms=result.duration_ms,
+            reason=result.reason,
         )
 
     def _check_target(self, seq: int) -> None:

@@ -54,7 +54,7 @@ from reynd.daemon.rpc import (
     Send,
     encode_error_line,
 )
-from reynd.protocol import errors, limits
+from reynd.protocol import errors, limits, moves
 from reynd.protocol import methods as m
 from reynd.protocol.openrpc import openrpc_document
 from reynd.protocol.peer import peer_groups
@@ -97,6 +97,7 @@ class _Connection:
     __slots__ = (
         "budget",
         "calls",
+        "client",
         "closed",
         "id",
         "last_active",
@@ -117,6 +118,7 @@ class _Connection:
         self.id = id
         self.stream = stream
         self.peer = peer
+        self.client = ""  # named by session.hello
         self.lock = trio.Lock()
         self.closed = False
         self.budget = ReplyBudget(max_unsent)
@@ -653,7 +655,7 @@ class Server:
         slots: trio.Semaphore,
         quick: QuickCall | None = None,
     ) -> None:
-        ctx = CallContext(conn.id, conn.peer, self.info)
+        ctx = CallContext(conn.id, conn.peer, self.info, conn.client)
         try:
             try:
                 await self._dispatcher.handle(line, ctx, conn, quick)
@@ -693,7 +695,20 @@ class Server:
             "unsubscribe": self._unsubscribe,
             "daemon.shutdown": self._shutdown_method,
             "rpc.discover": self._rpc_discover,
+            "session.hello": self._hello,
         }
+
+    async def _hello(
+        self, params: moves.SessionHelloParams, ctx: CallContext
+    ) -> moves.SessionHelloResult:
+        """Name the connection's client: reset records it makes keep the name."""
+        self._connections[ctx.connection_id].client = params.client
+        peer = ctx.peer
+        return moves.SessionHelloResult(
+            client=params.client,
+            uid=None if peer is None else peer.uid,
+            pid=None if peer is None else peer.pid,
+        )
 
     async def _subscribe(self, params: m.SubscribeParams, ctx: CallContext) -> m.SubscribeResult:
         conn = self._connections[ctx.connection_id]

@@ -22,7 +22,7 @@ __all__ = ["StateApi", "at_tip"]
 
 def at_tip(p: m.StateParams, head: int) -> bool:
     """A `state.get` of the whole state at the tip: answered from the reply kept for `head`."""
-    return p.agent is None and p.at is None and (p.seq is None or p.seq == head)
+    return p.agent is None and p.at is None and p.tag is None and (p.seq is None or p.seq == head)
 
 
 class StateApi:
@@ -44,6 +44,8 @@ class StateApi:
         seq = head if p.seq is None else p.seq
         if p.at is not None:  # where the tip was at that time, on whatever branch
             seq = self._addresses.tip_at(self._addresses.time(p.at))
+        elif p.tag is not None:
+            seq = self._addresses.tagged(p.tag)
         state = await self._as_of(seq)
         agents = state.agents
         if p.agent is not None:
@@ -66,14 +68,16 @@ class StateApi:
         )
 
     async def _diff(self, p: m.DiffParams, ctx: CallContext) -> m.DiffResult:
-        before_state = await self._as_of(p.from_seq)
-        after_state = await self._as_of(p.to_seq)
+        from_seq = self._addresses.seq_or_tag(p.from_seq, p.from_tag)
+        to_seq = self._addresses.seq_or_tag(p.to_seq, p.to_tag)
+        before_state = await self._as_of(from_seq)
+        after_state = await self._as_of(to_seq)
         before = msgspec.to_builtins(before_state.agents)
         after = msgspec.to_builtins(after_state.agents)
         if p.agent is not None:
             if p.agent not in before and p.agent not in after:
                 raise errors.UnknownAgent(
-                    f"no agent {p.agent!r} as of seq {p.from_seq} or {p.to_seq}", {"agent": p.agent}
+                    f"no agent {p.agent!r} as of seq {from_seq} or {to_seq}", {"agent": p.agent}
                 )
             before = {p.agent: before.get(p.agent)} if p.agent in before else {}
             after = {p.agent: after.get(p.agent)} if p.agent in after else {}
@@ -90,4 +94,4 @@ class StateApi:
                     m.Change(path=path or "/", op=op, before=b, after=a)  # type: ignore[arg-type]
                     for path, op, b, a in changes
                 ]
-        return m.DiffResult(from_seq=p.from_seq, to_seq=p.to_seq, agents=agents)
+        return m.DiffResult(from_seq=from_seq, to_seq=to_seq, agents=agents)

@@ -9,7 +9,7 @@ import msgspec
 from reynd.protocol import errors
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
 from reynd.protocol.executor import DEFAULT_EXECUTOR, OPTIONS_SCHEMA, ExecutorName
-from reynd.protocol.names import AgentName, AgentRef, Ident
+from reynd.protocol.names import AgentName, AgentRef, Ident, Reason
 
 __all__ = [
     "DEFS",
@@ -176,6 +176,7 @@ class ActTurnRewindParams(Params, kw_only=True):
 
     agent: AgentRef
     seq: Annotated[int, msgspec.Meta(ge=0)]
+    reason: Reason = ""
 
 
 class ActTurnRewindResult(Result, kw_only=True):
@@ -187,6 +188,7 @@ class ActTurnRewindResult(Result, kw_only=True):
     rerun: int  # steps that had run after the target and will run again
     cancelled: list[dict[str, str]] = []
     duration_ms: float = 0.0
+    reason: str = ""
 
 
 _UNKNOWN = (errors.UnknownAgent,)

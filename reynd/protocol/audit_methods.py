@@ -14,6 +14,7 @@ import msgspec
 
 from reynd.protocol import errors
 from reynd.protocol.base import MethodDef, Params, Result
+from reynd.protocol.moves import ResetBy
 from reynd.protocol.names import AgentRef
 from reynd.protocol.state import AgentState
 
@@ -65,6 +66,8 @@ class ResetInfo(Result, kw_only=True):
     cancelled: list[CancelledTurn] = []
     duration_ms: float | None = None
     agent: str | None = None
+    reason: str = ""
+    by: ResetBy | None = None
 
 
 class AuditEvent(Result, kw_only=True):

@@ -204,6 +204,14 @@ class WorkspaceUnrestorable(ReyndError, code=-32023, name="workspace_unrestorabl
     """
 
 
+class TagExists(ReyndError, code=-32024, name="tag_exists"):
+    """tags.set of a name that already names another seq: pass `force` to move it."""
+
+
+class UnknownTag(ReyndError, code=-32025, name="tag_not_found"):
+    """No tag of that name: `reynctl tags` lists them."""
+
+
 ERRORS: Final[Mapping[int, type[ReyndError]]] = MappingProxyType(_BY_CODE)
 """Every error class by its code, in the order they are defined (the registry)."""
 

@@ -31,6 +31,8 @@ __all__ = [
     "SkillPhase",
     "SkillStarted",
     "StepCommitted",
+    "TagDeleted",
+    "TagSet",
     "StepStarted",
     "ToolCall",
     "TurnEnded",
@@ -187,13 +189,21 @@ class Rewind(Event, tag="rewind", kw_only=True, frozen=True):
     """The reset record: moves the active pointer to `target_n`.
 
     `supersedes` is the tip this record replaced. `mode` says which operation
-    wrote it; all modes have the same lineage meaning.
+    wrote it; all modes have the same lineage meaning. The rest says why and
+    who (issue 24; absent from older records): the caller's `reason`, the
+    peer's `uid` and `pid` (SO_PEERCRED), the name its client gave
+    (`session.hello`), and the turns the move cancelled, `[agent, turn_id]`.
     """
 
     target_n: int
     supersedes: int
     mode: Literal["rewind", "checkout", "act_turn"] = "rewind"
     agent: str | None = None
+    reason: str = ""
+    uid: int | None = None
+    pid: int | None = None
+    client: str = ""
+    cancelled: tuple[tuple[str, str], ...] = ()
 
 
 class FileOp(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_fields=True):
@@ -226,6 +236,24 @@ class WorkspaceFiles(Event, tag="workspace.files", kw_only=True, frozen=True):
     cause: Literal["step", "boundary", "reset"] = "step"
 
 
+class TagSet(Event, tag="tag.set", kw_only=True, frozen=True):
+    """An operator named seq `target` `name` (issue 24); a later one of the same name moves it.
+
+    Operator metadata, like retention policy: it changes no runtime state and
+    is never rewound. Every tag record counts, on whatever branch it lies, in
+    seq order, so a tag made on a branch later abandoned still names its seq.
+    """
+
+    name: str
+    target: int
+
+
+class TagDeleted(Event, tag="tag.deleted", kw_only=True, frozen=True):
+    """The operator removed tag `name` (issue 24)."""
+
+    name: str
+
+
 class Lost(Event, tag="lost", kw_only=True, frozen=True):
     """A seq whose record an operator cut with `reynd repair`.
 
@@ -253,6 +281,8 @@ AnyEvent = (
     | InterventionAnswered
     | Rewind
     | WorkspaceFiles
+    | TagSet
+    | TagDeleted
     | Lost
 )
 

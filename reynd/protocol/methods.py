@@ -15,13 +15,16 @@ from reynd.protocol import (
     agent_methods,
     audit_methods,
     errors,
+    moves,
     read_methods,
     retention_methods,
+    tag_methods,
 )
 from reynd.protocol.appendable import DATA_SCHEMA, KINDS
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
 from reynd.protocol.events import GenerationKind
-from reynd.protocol.names import AgentRef, Ident
+from reynd.protocol.moves import ResetBy, UndoParams
+from reynd.protocol.names import AgentRef, Ident, Reason, TagName
 
 # Re-exported (listed in __all__): clients name every result type through this module.
 from reynd.protocol.retention_methods import (
@@ -119,7 +122,9 @@ def one_address(params: Params, names: tuple[str, ...], *, required: bool = True
     if len(given) > 1 or (required and not given):
         choice = " / ".join(names)
         got = ", ".join(given) if given else "none"
-        raise ValueError(f"give exactly one of {choice} (got {got})")
+        # "field `x`" is how the answer's data names the field (validation_details).
+        which = f"field `{given[1]}` conflicts" if given else f"missing field `{names[0]}`"
+        raise ValueError(f"{which}: give exactly one of {choice} (got {got})")
 
 
 class OkResult(Result, kw_only=True):
@@ -253,6 +258,7 @@ class Generation(Result, kw_only=True):
     branch: int
     created_at: float
     label: str = ""
+    tags: list[str] = []  # the tags naming this seq (issue 24)
 
 
 class GenerationsResult(Result, kw_only=True):
@@ -265,18 +271,21 @@ class GenerationsResult(Result, kw_only=True):
 # -- rewind / checkout ------------------------------------------------------
 
 
-_REWIND_ADDRESSES: Final = ("seq", "at", "back")
-_CHECKOUT_ADDRESSES: Final = ("seq", "at")
-_STATE_ADDRESSES: Final = ("seq", "at")
+_REWIND_ADDRESSES: Final = ("seq", "tag", "at", "back")
+_CHECKOUT_ADDRESSES: Final = ("seq", "tag", "at")
+_STATE_ADDRESSES: Final = ("seq", "tag", "at")
 
 
 class RewindParams(Params, kw_only=True):
-    """Exactly one of `seq`; `at`, the newest checkpoint on the active branch at or
-    before that time; `back`, that many checkpoints back on the active branch."""
+    """Exactly one of `seq`; `tag`, the seq it names; `at`, the newest checkpoint on the
+    active branch at or before that time; `back`, that many checkpoints back on the
+    active branch. `reason`: kept in the reset record, shown wherever the move is."""
 
     seq: NonNegative | None = None
     at: Time | None = None
     back: Back | None = None
+    reason: Reason = ""
+    tag: TagName | None = None
 
     def __post_init__(self) -> None:
         one_address(self, _REWIND_ADDRESSES)
@@ -292,6 +301,8 @@ class CheckoutParams(Params, kw_only=True):
     seq: NonNegative | None = None
     force: bool = False
     at: Time | None = None
+    reason: Reason = ""
+    tag: TagName | None = None
 
     def __post_init__(self) -> None:
         one_address(self, _CHECKOUT_ADDRESSES)
@@ -309,9 +320,11 @@ class RewindResult(Result, kw_only=True):
     branch: int
     cancelled: list[CancelledChain] = []
     duration_ms: float = 0.0
-    # How the target was addressed (seq, at, back), and for `at` the time it meant.
+    # How the target was addressed (seq, tag, at, back), and for `at` the time it meant.
     resolved_from: str = "seq"
     at_time: float | None = None
+    reason: str = ""
+    by: ResetBy | None = None
 
 
 # -- branches.list ----------------------------------------------------------
@@ -327,6 +340,7 @@ class BranchInfo(Result, kw_only=True):
     parent: int | None
     tip: Seq
     active: bool
+    tags: list[str] = []  # the tags naming a seq of this branch (issue 24)
 
 
 class BranchesResult(Result, kw_only=True):
@@ -338,11 +352,12 @@ class BranchesResult(Result, kw_only=True):
 
 
 class StateParams(Params, kw_only=True):
-    """At most one of `seq` or `at` (where the tip was at that time); neither: the tip."""
+    """At most one of `seq`, `tag` or `at` (where the tip was at that time); none: the tip."""
 
     seq: NonNegative | None = None
     agent: AgentRef | None = None
     at: Time | None = None
+    tag: TagName | None = None
 
     def __post_init__(self) -> None:
         one_address(self, _STATE_ADDRESSES, required=False)
@@ -356,9 +371,17 @@ class StateResult(Result, kw_only=True):
 
 
 class DiffParams(Params, kw_only=True):
-    from_seq: NonNegative
-    to_seq: NonNegative
+    """Each side is a seq or a tag naming it (`from_tag`, `to_tag`): exactly one."""
+
+    from_seq: NonNegative | None = None
+    to_seq: NonNegative | None = None
     agent: AgentRef | None = None
+    from_tag: TagName | None = None
+    to_tag: TagName | None = None
+
+    def __post_init__(self) -> None:
+        one_address(self, ("from_seq", "from_tag"))
+        one_address(self, ("to_seq", "to_tag"))
 
 
 class Change(Result, kw_only=True):
@@ -529,6 +552,16 @@ METHODS: Final[dict[str, MethodDef]] = {
             (errors.NothingToDo, *_RANGE),
             mutating=True,
         ),
+        MethodDef(
+            "undo",
+            UndoParams,
+            RewindResult,
+            "Check out where the tip was before the last move (or `steps` moves back).",
+            (errors.NothingToDo, *_RANGE),
+            mutating=True,
+        ),
+        *moves.DEFS,
+        *tag_methods.DEFS,
         MethodDef("branches.list", BranchesParams, BranchesResult, "The branch tree."),
         MethodDef(
             "state.get",

@@ -22,10 +22,15 @@ __all__ = [
     "IDENT_MAX",
     "LINE_MAX",
     "NO_CONTROLS_PATTERN",
+    "REASON_MAX",
+    "TAG_NAME_PATTERN",
     "AgentName",
     "AgentRef",
+    "ClientName",
     "Ident",
     "Line",
+    "Reason",
+    "TagName",
 ]
 
 # Python's `$` also matches before a final newline (`"a\n"` would pass); the
@@ -44,8 +49,13 @@ AGENT_NAME_PATTERN: Final = rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{AGENT_NAME_MAX - 1
 CONTROL_CHARS: Final = r"\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
 NO_CONTROLS_PATTERN: Final = rf"^[^{CONTROL_CHARS}]*{_END}"
 
+# A tag name follows the agent-name rules, and is not all digits: `reynctl rewind 42`
+# means seq 42, and any other argument is a tag name.
+TAG_NAME_PATTERN: Final = rf"^(?![0-9]+{_END})" + AGENT_NAME_PATTERN.removeprefix("^")
+
 IDENT_MAX: Final = 128
 LINE_MAX: Final = 256
+REASON_MAX: Final = 256  # a reset's reason: kept in its WAL record, shown in one table row
 
 AgentName = Annotated[
     str,
@@ -90,3 +100,37 @@ Line = Annotated[
     ),
 ]
 """A short line of text shown in tables (a generation label, a plan step's title)."""
+
+Reason = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=REASON_MAX,
+        pattern=NO_CONTROLS_PATTERN,
+        description="Why the tip moves: at most 256 characters, no control characters; "
+        "kept in the reset record.",
+    ),
+]
+"""The reason a rewind, checkout, act-turn rewind or undo gives; kept in its reset record."""
+
+ClientName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=IDENT_MAX,
+        pattern=NO_CONTROLS_PATTERN,
+        description="A client program's name (`reynctl`): 1-128 characters, no control characters.",
+    ),
+]
+"""What a client calls itself in `session.hello`; reset records keep it as who moved the tip."""
+
+TagName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=AGENT_NAME_MAX,
+        pattern=TAG_NAME_PATTERN,
+        description="A tag name: 1-64 ASCII letters, digits, `_`, `.`, `-`; the first a "
+        "letter or digit; not all digits (those are seqs).",
+    ),
+]
+"""A name for a seq (`tags.set`), and wherever a seq may be given by its tag."""

@@ -342,5 +342,6 @@ def _write_retained(bucket: Bucket, plan: layout.RestorePlan, state: Path) -> No
             floor=source.floor,
             next_seq=plan.head + 1,
             resets=[(r, t) for r, t in source.resets if r <= plan.head],
+            tags=[t for t in source.tags if t[0] <= plan.head],
         ),
     )

@@ -223,9 +223,13 @@ def prepare_gc(store: Store, plan: GcPlan) -> None:
             for event in store.wal.read(lo, hi):
                 apply(state, event)
     resets = [(r, t) for r, t in store.lineage.resets if r < plan.floor]
-    save_retained(
-        store.root / "state", Retained(floor=plan.floor, next_seq=store.head + 1, resets=resets)
+    retained = Retained(
+        floor=plan.floor,
+        next_seq=store.head + 1,
+        resets=resets,
+        tags=store.tags.as_of(plan.floor),
     )
+    save_retained(store.root / "state", retained)
     crashpoints.hit("gc.after_retained")
 
 
@@ -241,6 +245,7 @@ def apply_gc(store: Store, plan: GcPlan) -> GcReport:
         floor=floor,
         next_seq=store.head + 1,
         resets=[(r, t) for r, t in store.lineage.resets if r < floor],
+        tags=store.tags.as_of(floor),
     )
     store.forget_below_floor()
     gone = reclaimable_snapshots(store, plan)  # plan.floor is store.floor by now

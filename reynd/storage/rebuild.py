@@ -12,7 +12,15 @@ from pathlib import Path
 from reynd.core.catalog import Catalog
 from reynd.core.lineage import Lineage
 from reynd.core.seqs import SeqList
-from reynd.protocol.events import Event, Rewind, WorkspaceFiles, boundary_kind
+from reynd.core.tags import DELETED, Tags
+from reynd.protocol.events import (
+    Event,
+    Rewind,
+    TagDeleted,
+    TagSet,
+    WorkspaceFiles,
+    boundary_kind,
+)
 from reynd.storage.errors import CorruptionError
 from reynd.storage.retained import Retained
 from reynd.storage.segindex import Chunk
@@ -32,12 +40,17 @@ def label(event: Event) -> str:
     return ""
 
 
-def index_event(lineage: Lineage, catalog: Catalog, file_ops: SeqList, event: Event) -> None:
-    """Add one record, the next seq, to the lineage, and to the catalog (a boundary)
-    or to the workspace's file records (a `workspace.files` record)."""
+def index_event(
+    lineage: Lineage, catalog: Catalog, file_ops: SeqList, event: Event, tags: Tags | None = None
+) -> None:
+    """Add one record, the next seq, to the lineage, and to the catalog (a boundary),
+    to the workspace's file records (a `workspace.files` record) or to the tags."""
     lineage.observe(event.seq, event.target_n if isinstance(event, Rewind) else None)
     if isinstance(event, WorkspaceFiles):
         file_ops.add(event.seq)
+    if tags is not None and isinstance(event, TagSet | TagDeleted):
+        target = event.target if isinstance(event, TagSet) else DELETED
+        tags.observe((event.seq, event.name, target))
     kind = boundary_kind(event)
     if kind is not None:
         catalog.add(event.seq, kind, getattr(event, "agent", ""), event.ts, label(event))
@@ -51,13 +64,14 @@ class Rebuild:
         self.lineage = Lineage()
         self.catalog = Catalog()
         self.file_ops = SeqList()  # seqs of workspace.files records
+        self.tags = Tags()
         self._retained = retained
         self._wal_dir = wal_dir
 
     def record(self, event: Event, nbytes: int = 0) -> None:
         """A scanned record (the signature of Wal.open's `on_record`)."""
         self._begin(event.seq)
-        index_event(self.lineage, self.catalog, self.file_ops, event)
+        index_event(self.lineage, self.catalog, self.file_ops, event, self.tags)
 
     def chunk(self, chunk: Chunk) -> None:
         """What `record` does for each record of `chunk`, taken from a segment index."""
@@ -68,6 +82,7 @@ class Rebuild:
         self.lineage.observe_plain_through(chunk.last)
         self.catalog.extend(chunk.generations)
         self.file_ops.extend(chunk.file_ops)
+        self.tags.extend(chunk.tags)
 
     def _begin(self, first: int) -> None:
         if self.lineage.head != 0 or first == 1:
@@ -87,6 +102,7 @@ class Rebuild:
                 f"{self._wal_dir.parent / 'retained'} are missing",
             )
         self.lineage = Lineage.restore([(r, t) for r, t in retained.resets if r < first], first - 1)
+        self.tags = Tags([t for t in retained.tags if t[0] < first])
 
     def check_end(self, head: int) -> None:
         """The log must not end below the seq watermark of the retained file."""

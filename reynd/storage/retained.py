@@ -5,6 +5,10 @@ checksummed and readable with jq):
 
     {"crc":"...","len":N,"rec":{"version":1,"floor":F,"next_seq":S,"resets":[[R,T],...]}}
 
+- `tags` (version 2, issue 24; only when there are any): the tag table made by
+  the tag records below the floor, `[seq, name, target]` per live tag. A file
+  without tags stays version 1, which every reynd reads.
+
 - `resets`: every reset record below the floor. They still shape the lineage
   of what is kept: dropping one would make an abandoned future look active.
 - `next_seq`: one past the highest seq ever issued when the file was written;
@@ -27,15 +31,22 @@ from reynd.storage.fsutil import atomic_write
 
 __all__ = ["RETAINED_VERSION", "Retained", "decode_retained", "load_retained", "save_retained"]
 
-RETAINED_VERSION: Final = 1
+RETAINED_VERSION: Final = 2  # 2: `tags`
 NAME: Final = "retained"
 
 
 class Retained(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    version: int = RETAINED_VERSION
+    version: int = 1
     floor: int = 1
     next_seq: int = 1
     resets: list[tuple[int, int]] = []
+    tags: list[tuple[int, str, int]] = []
+
+    def __post_init__(self) -> None:
+        # Version 2 only when it says more: an older reynd then refuses it by
+        # its version ("run the newer reynd") instead of losing the tags.
+        if self.tags and self.version < 2:
+            self.version = 2
 
 
 def load_retained(state_dir: Path) -> Retained:

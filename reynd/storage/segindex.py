@@ -22,6 +22,14 @@ used, and the segment is scanned.
 Version 2 added the workspace.files seqs. A version 1 chunk (reynd before
 workspace rewind was tied to the WAL) does not list them, so it is not used
 either: the segment is scanned once, and its index written again, as version 2.
+
+Version 3 (issue 24) adds the tag records (`tags`); it also marks segments
+that may hold reset records with a reason and who made them, or tag records,
+which a reynd reading only version 2 cannot decode: such a reynd does not use the index, scans the
+segment and stops at the first such record ("does not decode (was it
+written by a newer reynd?)"), instead of trusting the index, serving, and
+taking the record for damage when it reads it back. A version 2 chunk is
+still complete for this reynd (its writer wrote no such record: no tags) and is used.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import msgspec
 
 from reynd.core.catalog import KINDS, Columns
 from reynd.core.labels import Packed
+from reynd.core.tags import TagRecord
 
 __all__ = [
     "INDEX_VERSION",
@@ -48,7 +57,8 @@ __all__ = [
     "encode_chunk",
 ]
 
-INDEX_VERSION: Final = 2  # 2: workspace.files seqs (`file_seqs`)
+INDEX_VERSION: Final = 3  # 2: workspace.files seqs (`file_seqs`); 3: issue 24's records
+OLDEST_COMPLETE: Final = 2  # older chunks do not list every workspace.files record
 MAGIC: Final = b"REYNSIDX"
 HEADER: Final = struct.Struct("<8sIQQQII")  # 44 bytes, the last 4 its own crc32
 HEADER_SIZE: Final = HEADER.size
@@ -79,6 +89,7 @@ class _Payload(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     label_data: memoryview = _EMPTY  # the labels, UTF-8, one after the other
     label_ends: memoryview = _EMPTY  # u32 LE per generation: where its label ends in label_data
     file_seqs: memoryview = _EMPTY  # u64 LE per workspace.files record, ascending (version 2)
+    tags: list[tuple[int, str, int]] = []  # (seq, name, target or -1) per tag record (version 3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +104,7 @@ class Chunk:
     resets: tuple[tuple[int, int], ...]
     generations: Columns
     file_ops: array[int]  # "Q": the seqs of its workspace.files records, ascending
+    tags: tuple[TagRecord, ...] = ()  # its tag records: (seq, name, target or DELETED)
 
     @property
     def last(self) -> int:
@@ -139,6 +151,7 @@ def encode_chunk(chunk: Chunk) -> bytes:
             label_data=memoryview(gens.labels.data),
             label_ends=_le(gens.labels.ends),
             file_seqs=_le(chunk.file_ops),
+            tags=list(chunk.tags),
         )
     )
     head = HEADER.pack(
@@ -191,7 +204,7 @@ def _framed_payload(data: bytes, pos: int, expected_seq: int) -> tuple[int, int,
         raise IndexUnusable(
             f"chunk at byte {pos} has version {version}, this reynd reads up to {INDEX_VERSION}"
         )
-    if version < INDEX_VERSION:
+    if version < OLDEST_COMPLETE:
         # It does not list the workspace.files seqs: what it does list is right, but
         # incomplete. Scanning the segment once rebuilds them, and the index anew.
         raise IndexUnusable(
@@ -251,6 +264,7 @@ def _decode_one(data: bytes, pos: int, expected_seq: int) -> tuple[Chunk, int]:
             Packed(bytes(p.label_data), label_ends),
         ),
         _from_le("Q", p.file_seqs, "workspace.files seqs"),
+        tuple(p.tags),
     )
     _check(chunk, count, pos)
     return chunk, pos + HEADER_SIZE + len(payload)
@@ -301,3 +315,6 @@ def _check(chunk: Chunk, count: int, pos: int) -> None:
         and all(map(operator.lt, files, itertools.islice(files, 1, None)))
     ):
         raise IndexUnusable(f"chunk at byte {pos} holds workspace.files seqs out of order or range")
+    tag_seqs = [seq for seq, _, _ in chunk.tags]
+    if tag_seqs != sorted(set(tag_seqs)) or any(not first <= s <= last for s in tag_seqs):
+        raise IndexUnusable(f"chunk at byte {pos} holds tag records out of order or range")

@@ -29,7 +29,7 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
@@ -38,6 +38,7 @@ from reynd.core.lineage import Lineage
 from reynd.core.reconstruct import ReplayPlan, plan_reconstruct
 from reynd.core.reduce import apply
 from reynd.core.seqs import SeqList
+from reynd.core.tags import Tags
 from reynd.core.timeline import Timeline
 from reynd.protocol import errors
 from reynd.protocol.events import Event, GenerationKind, Rewind, boundary_kind, kind_of
@@ -60,7 +61,16 @@ from reynd.storage.segindex import Chunk
 from reynd.storage.snapshots import SnapshotStore, encode_snapshot
 from reynd.storage.wal import Placement, Wal
 
-__all__ = ["AcceptLoss", "PendingIndex", "Reset", "ResetMode", "ResetOp", "Store"]
+__all__ = [
+    "NO_NOTE",
+    "AcceptLoss",
+    "PendingIndex",
+    "Reset",
+    "ResetMode",
+    "ResetNote",
+    "ResetOp",
+    "Store",
+]
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +110,20 @@ class Reset:
 
 
 @dataclass(frozen=True, slots=True)
+class ResetNote:
+    """What a reset record says besides its move: why, who, what it cancelled (issue 24)."""
+
+    reason: str = ""
+    uid: int | None = None
+    pid: int | None = None
+    client: str = ""
+    cancelled: tuple[tuple[str, str], ...] = ()
+
+
+NO_NOTE: Final = ResetNote()
+
+
+@dataclass(frozen=True, slots=True)
 class PendingIndex:
     """Index chunks captured from the in-memory indexes, to be written (`Store.write_index`)."""
 
@@ -125,6 +149,7 @@ class Store:
         self.catalog = Catalog()
         self.file_ops = SeqList()  # seqs of workspace.files records (workspace rewind)
         self.timeline = Timeline()  # checkpoints and reset records by time
+        self.tags = Tags()  # names for seqs (issue 24): operator metadata, never rewound
         self.state = RuntimeState()
         self.recovery = RecoveryReport()
         self.wal: Wal
@@ -215,6 +240,7 @@ class Store:
             log.warning("every record verified, none damaged: the damage mark is removed")
         self.lineage, self.catalog = rebuild.lineage, rebuild.catalog
         self.file_ops = rebuild.file_ops
+        self.tags = rebuild.tags
         self._unindexed = sum(
             s.size - (s.offsets[s.indexed] if s.indexed < len(s.offsets) else s.size)
             for s in self.wal.segments
@@ -415,7 +441,7 @@ class Store:
         return batch.commit()
 
     def _index(self, event: Event) -> None:
-        index_event(self.lineage, self.catalog, self.file_ops, event)
+        index_event(self.lineage, self.catalog, self.file_ops, event, self.tags)
         if isinstance(event, Rewind):
             self.timeline.add(event.seq, event.ts, event.target_n)
         elif boundary_kind(event) is not None:
@@ -447,7 +473,9 @@ class Store:
             )
         return Reset(target, op, agent, "undo" if active else "fork_switch")
 
-    def reset_batch(self, reset: Reset, before: Sequence[Event] = ()) -> list[Event]:
+    def reset_batch(
+        self, reset: Reset, before: Sequence[Event] = (), note: ResetNote = NO_NOTE
+    ) -> list[Event]:
         """`before`, then the reset record, complete: to be staged at once, as one append.
 
         The record supersedes the seq just before it, so `before` (what the
@@ -461,6 +489,11 @@ class Store:
             supersedes=self._next_seq + len(before) - 1,
             mode=reset.op,
             agent=reset.agent,
+            reason=note.reason,
+            uid=note.uid,
+            pid=note.pid,
+            client=note.client,
+            cancelled=note.cancelled,
         )
         return [*before, record]
 
@@ -610,6 +643,7 @@ class Store:
                 tuple(self.lineage.resets_between(lo, hi)),
                 self.catalog.columns(lo, hi),
                 array("Q", self.file_ops.between(lo, hi)),
+                tuple(self.tags.between(lo, hi)),
             )
             out.append((seg.path, chunk))
         self._unindexed = 0

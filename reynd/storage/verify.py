@@ -265,6 +265,8 @@ def _summary_disagreement(chunk: Chunk, rebuild: Rebuild) -> str | None:
         return "reset records"
     if list(chunk.file_ops) != rebuild.file_ops.between(chunk.first, chunk.last):
         return "workspace.files records"
+    if list(chunk.tags) != rebuild.tags.between(chunk.first, chunk.last):
+        return "tag records"
     want, got = rebuild.catalog.columns(chunk.first, chunk.last), chunk.generations
     if want.seqs != got.seqs or want.kinds != got.kinds or want.times != got.times:
         return "generations"

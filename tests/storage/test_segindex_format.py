@@ -197,7 +197,16 @@ def test_a_version_1_chunk_is_refused_saying_why() -> None:
     lists is right but incomplete, so the segment is scanned (tests/storage/test_segment_index.py
     shows the rest: the same store, and the index written again as version 2)."""
     v1 = {k: v for k, v in msgspec.structs.asdict(GOOD).items() if k != "file_seqs"}
-    assert INDEX_VERSION == 2
+    assert INDEX_VERSION == 3
     assert len(decode_index(frame_chunk(v1, 1, 1, 2), 1)) == 1  # the same payload, sound
     with pytest.raises(IndexUnusable, match="version 1, written before the index listed"):
         decode_index(frame_chunk(v1, 1, 1, 1), 1)
+
+
+def test_a_version_2_chunk_is_still_used_and_a_version_3_one_too() -> None:
+    """Version 3 (issue 24) describes the same payload as 2: a chunk written before it is
+    complete (its writer wrote no reset record with a reason), so it is used as it is."""
+    payload = msgspec.structs.asdict(GOOD)
+    two = decode_index(frame_chunk(payload, 1, 1, 2), 1)
+    three = decode_index(frame_chunk(payload, 1, 1, 3), 1)
+    assert two == three and len(two) == 1

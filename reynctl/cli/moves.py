@@ -1,0 +1,83 @@
+"""The tip's moves: `reynctl reflog` lists them, `reynctl undo` goes back (issue 24)."""
+
+from __future__ import annotations
+
+import click
+
+from reynctl import render
+from reynctl.cli.group import cli
+from reynctl.cli.options import (
+    Options,
+    confirm_move,
+    examples,
+    json_option,
+    pass_opts,
+    reason_option,
+)
+from reynctl.cli.timeline import move
+from reynd.protocol import methods as m
+from reynd.protocol import moves
+
+
+@cli.command(
+    epilog=examples(
+        "reynctl reflog                 # every move of the tip, newest first",
+        "reynctl reflog --json | jq '.entries[0]'",
+    )
+)
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--cursor", type=click.IntRange(0), help="Continue from a previous page's cursor.")
+@json_option
+@pass_opts
+def reflog(opts: Options, limit: int, cursor: int | None) -> None:
+    """List every move of the tip, newest first: rewinds, checkouts, undos.
+
+    Each row is one reset record in the WAL: when, from which tip to which
+    seq, who (uid, pid, client) and why (`--reason`), and the turns it
+    cancelled. `reynctl undo` goes back to before the newest one.
+    """
+    with opts.client() as c:
+        reply = c.call(
+            "reflog.list", moves.ReflogParams(cursor=cursor, limit=limit), moves.ReflogResult
+        )
+    opts.emit(reply, lambda: render.reflog_table(reply.value, opts.style))
+    if reply.value.next_cursor is not None and not opts.json:
+        opts.note(f"more: reynctl reflog --cursor {reply.value.next_cursor}")
+
+
+@cli.command(
+    epilog=examples(
+        "reynctl undo                   # back to where the tip was before the last move",
+        "reynctl undo                   # again: back again (like `cd -`)",
+        "reynctl undo --steps 3 --yes   # before the third-newest move, in a script",
+    )
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(1, moves.MAX_UNDO_STEPS),
+    default=1,
+    show_default=True,
+    help="Go back to before the Nth newest move (see `reynctl reflog`).",
+)
+@click.option(
+    "--yes", "-y", is_flag=True, help="Do not ask for confirmation (required off a terminal)."
+)
+@reason_option
+@json_option
+@pass_opts
+def undo(opts: Options, steps: int, yes: bool, reason: str) -> None:
+    """Move the tip back to where it was before the last move.
+
+    A checkout of the seq the newest reset record superseded, written as one
+    more reset record: so `undo` again returns, and `--steps N` walks the
+    reflog N moves back. The daemon picks the move and checks out in one
+    step, so two clients that undo at once do not undo the same move twice.
+    """
+    confirm_move(yes, "undo")
+    move(
+        opts,
+        yes=yes,
+        what="undo of the last move" if steps == 1 else f"undo of the last {steps} moves",
+        call=lambda c: c.call("undo", moves.UndoParams(steps=steps, reason=reason), m.RewindResult),
+        human=lambda res: render.rewind_text(res, opts.style),
+    )
