@@ -248,6 +248,21 @@ def test_rewind_by_another_client_appears_live(daemon: Daemon) -> None:
     run(scenario)
 
 
+def test_a_tag_shows_on_the_checkpoint_it_names(daemon: Daemon) -> None:
+    g1, g2 = two_turns(daemon)
+    daemon.call("tags.set", {"name": "good", "seq": g1})
+
+    async def scenario() -> None:
+        app = ReyndTui(daemon.socket)
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot, g1, g2)
+            node = app.node_at(g1)
+            assert node is not None and node.tags == ("good",)
+            assert shows(app, "[good] ", main=True)
+
+    run(scenario)
+
+
 def test_act_turn_steps_and_a_refused_rewind(daemon: Daemon) -> None:
     g1, g2 = two_turns(daemon)
     steps = daemon.call("state.get", {"seq": g1 - 1, "agent": "a"})["agents"]["a"]

@@ -36,6 +36,7 @@ class Node:
     target: int | None = None  # a reset record's target seq
     parent: int | None = None  # the seq of the parent node
     here: bool = False  # the tip: "you are here"
+    tags: tuple[str, ...] = ()  # the tags that name this seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,7 @@ def build_nodes(
             agent=g.agent,
             label=g.label,
             created_at=g.created_at,
+            tags=tuple(g.tags),
         )
     for b in branches:
         if b.parent is not None:

@@ -104,6 +104,8 @@ def node_prompt(node: Node, graph: str, width: int, row_width: int | None = None
         label = "the empty state"
     elif node.kind == "tip":
         label = "the tip (no checkpoint here yet)"
+    if node.tags:  # a tag's name first: it is what the user looks for
+        label = f"[{', '.join(node.tags)}] {label}"
     text.append(body, style="" if node.active else "dim")
     tails = _tails(node)
     clock, mark = tails[0]
