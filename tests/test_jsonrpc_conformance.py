@@ -242,7 +242,7 @@ def test_unknown_method(client: Client) -> None:
         ("generations.list", {"limit": 0}, "limit", "must be 1 or more"),
         ("subscribe", {"topics": ["nope"]}, "topics[0]", "'nope' is not one of the allowed"),
         ("state.get", ["ten"], "seq", "not a string"),
-        ("agents.create", {"name": "a\nb"}, "name", "holds a character or form not allowed"),
+        ("agents.create", {"name": "a\nb"}, "name", "must be 1-64 ASCII letters, digits"),
     ],
 )
 def test_invalid_params_say_which_field_and_why(

@@ -53,6 +53,13 @@ NO_CONTROLS_PATTERN: Final = rf"^[^{CONTROL_CHARS}]*{_END}"
 # means seq 42, and any other argument is a tag name.
 TAG_NAME_PATTERN: Final = rf"^(?![0-9]+{_END})" + AGENT_NAME_PATTERN.removeprefix("^")
 
+_AGENT_RULE: Final = (
+    f"1-{AGENT_NAME_MAX} ASCII letters, digits, `_`, `.`, `-`; the first a letter or digit"
+)
+_TAG_RULE: Final = f"{_AGENT_RULE}; not all digits (those are seqs)"
+# What a name that fails its pattern must be, in words (protocol/validation.py says it so).
+PATTERN_RULES: Final = {AGENT_NAME_PATTERN: _AGENT_RULE, TAG_NAME_PATTERN: _TAG_RULE}
+
 IDENT_MAX: Final = 128
 LINE_MAX: Final = 256
 REASON_MAX: Final = 256  # a reset's reason: kept in its WAL record, shown in one table row
@@ -63,8 +70,7 @@ AgentName = Annotated[
         min_length=1,
         max_length=AGENT_NAME_MAX,
         pattern=AGENT_NAME_PATTERN,
-        description="An agent name: 1-64 ASCII letters, digits, `_`, `.`, `-`; "
-        "the first a letter or digit.",
+        description=f"An agent name: {_AGENT_RULE}.",
     ),
 ]
 """A new agent's name, as `agents.create` and `wal.append` of `agent.created` accept it."""
@@ -129,8 +135,7 @@ TagName = Annotated[
         min_length=1,
         max_length=AGENT_NAME_MAX,
         pattern=TAG_NAME_PATTERN,
-        description="A tag name: 1-64 ASCII letters, digits, `_`, `.`, `-`; the first a "
-        "letter or digit; not all digits (those are seqs).",
+        description=f"A tag name: {_TAG_RULE}.",
     ),
 ]
 """A name for a seq (`tags.set`), and wherever a seq may be given by its tag."""

@@ -15,6 +15,8 @@ from typing import Final
 
 import msgspec
 
+from reynd.protocol.names import PATTERN_RULES
+
 __all__ = ["plain_reason", "validation_details"]
 
 _TYPES: Final = {
@@ -44,6 +46,14 @@ def _bound(op: str, value: str) -> str:
     }[op]
 
 
+def _pattern(quoted: str) -> str:
+    """A failed pattern: the rule it stands for when names.py words it, else the pattern."""
+    rule = PATTERN_RULES.get(quoted[1:-1].replace("\\\\", "\\"))
+    if rule is not None:
+        return f"must be {rule}"
+    return f"holds a character or form not allowed here (it must match {quoted})"
+
+
 def _length(kind: str, op: str, value: str) -> str:
     unit = {"str": "characters", "bytes": "bytes"}.get(kind, "items")
     return f"must have {_bound(op, value)} {unit}"
@@ -62,10 +72,7 @@ _RULES: Final[tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...]
         re.compile(r"Expected `([^`]+)` (>=|>|<=|<) (-?[\d.e+-]+)"),
         lambda m: f"must be {_bound(m[2], m[3])}",
     ),
-    (
-        re.compile(r"Expected `str` matching regex (.+)"),
-        lambda m: f"holds a character or form not allowed here (it must match {m[1]})",
-    ),
+    (re.compile(r"Expected `str` matching regex (.+)"), lambda m: _pattern(m[1])),
     (re.compile(r"Object missing required field `([^`]+)`"), lambda m: f"`{m[1]}` is required"),
     (re.compile(r"Object contains unknown field `([^`]+)`"), lambda m: f"unknown field `{m[1]}`"),
     (re.compile(r"Invalid enum value (.+)"), lambda m: f"{m[1]} is not one of the allowed values"),
