@@ -9,6 +9,7 @@ whose history is collected is kept, dangling, and using it says so).
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.harness import NO_HORIZON, Daemon, start_daemon
 from tests.runtime_helpers import error_of, head
 from tests.test_reset_records import _append
 from tests.test_reynctl_cli import reynctl
+from tests.test_time_addressing import History
 
 SMALL = """
 [storage]
@@ -172,5 +174,59 @@ def test_reynctl_takes_a_tag_wherever_a_seq_goes(short_tmp: Path, arg: str) -> N
         assert out.returncode == 1 and "tag_not_found" in out.stderr, out
         out = reynctl("rewind", "-5", "--yes", sock=sock)
         assert out.returncode == 2 and "relative" in out.stderr, out
+    finally:
+        d.stop()
+
+
+def _set_at_once(d: Daemon, name: str, seqs: list[int]) -> list[dict[str, Any]]:
+    """`tags.set` of `name` by one connection per seq, released together."""
+    conns = [d.connect() for _ in seqs]
+    barrier = threading.Barrier(len(seqs))
+    replies: list[dict[str, Any]] = [{} for _ in seqs]
+
+    def go(i: int) -> None:
+        barrier.wait()
+        replies[i] = conns[i].request("tags.set", {"name": name, "seq": seqs[i]})
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(len(seqs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for c in conns:
+        c.close()
+    return replies
+
+
+def test_one_name_set_by_many_clients_at_once_is_set_once(short_tmp: Path) -> None:
+    """The check against the table and the durable record are one step (a review found
+    8 of 8 concurrent `tags.set` without force accepted, each told the last one's seq)."""
+    d = start_daemon(short_tmp)
+    try:
+        seqs = _append(d, 10)[:8]
+        for trial in range(5):
+            replies = _set_at_once(d, f"race{trial}", seqs)
+            won = [r["result"] for r in replies if "result" in r]
+            lost = [r["error"]["code"] for r in replies if "error" in r]
+            assert len(won) == 1 and lost == [-32024] * 7, (trial, won, lost)
+            assert won[0]["target"] in seqs, won
+            assert d.call("tags.list")["tags"][trial]["target"] == won[0]["target"]
+    finally:
+        d.stop()
+
+
+def test_a_tag_record_moves_no_address(short_tmp: Path) -> None:
+    """A tag record changes no state: `at` now is still nothing to do, and `back 1` is
+    still the checkpoint before the tip's (the review saw a no-op reset record written,
+    and `back 1` land on the tip's own checkpoint)."""
+    d = start_daemon(short_tmp)
+    try:
+        h = History(d)
+        for n in (1, 2, 3):
+            h.turn(n)
+        d.call("tags.set", {"name": "good"})  # names h.ends[3], the tip's checkpoint
+        assert error_of(d, "rewind", {"at": max(h.ts().values()) + 1})["code"] == -32004
+        moved = d.call("rewind", {"back": 1})
+        assert moved["target"] == h.ends[2], moved
     finally:
         d.stop()

@@ -71,6 +71,11 @@ class Tags:
         """The tags that name `seq`, sorted (tags are few: a scan)."""
         return sorted(t.name for t in self._table.values() if t.target == seq)
 
+    def is_record(self, seq: int) -> bool:
+        """True when `seq` is a tag record (it changes no state) kept above the floor."""
+        i = bisect_left(self._seqs, seq)
+        return i < len(self._seqs) and self._seqs[i] == seq
+
     def between(self, lo: int, hi: int) -> list[TagRecord]:
         """The tag records with lo <= seq <= hi, ascending (what a segment index chunk lists)."""
         a, b = bisect_left(self._seqs, lo), bisect_right(self._seqs, hi)

@@ -164,10 +164,18 @@ class Addresses:
         return seq
 
     def _state_seq(self, seq: int) -> int:
-        """The seq whose state `seq` has: a reset record's target (followed), else itself."""
-        lineage = self._store.lineage
-        while seq and lineage.is_reset(seq):
-            seq = lineage.target_of(seq)
+        """The seq whose state `seq` has: a reset record's target (followed), the record
+        before a tag record (tags change no state), else itself."""
+        lineage, tags = self._store.lineage, self._store.tags
+        while seq:
+            if lineage.is_reset(seq):
+                seq = lineage.target_of(seq)
+            elif tags.is_record(seq):
+                # Never a branch's first record (that is its reset record): the one
+                # before it is on the same branch.
+                seq -= 1
+            else:
+                break
         return seq
 
 

@@ -8,6 +8,8 @@ at start from the WAL, its segment indexes and the retained file.
 
 from __future__ import annotations
 
+import trio
+
 from reynd.core.tags import Tag
 from reynd.daemon.addresses import dangling
 from reynd.daemon.context import CallContext
@@ -33,6 +35,9 @@ class TagsApi:
         self._store = store
         self._gate = gate
         self._commit = commit
+        # Held from the check against the table to the durable record: two calls
+        # on one name never both pass the check (tag_exists, tag_not_found).
+        self._lock = trio.Lock()
 
     def handlers(self) -> dict[str, Handler]:
         return {"tags.set": self._set, "tags.delete": self._delete, "tags.list": self._list}
@@ -42,7 +47,7 @@ class TagsApi:
         return TagInfo(name=tag.name, target=tag.target, seq=tag.seq, dangling=gone)
 
     async def _set(self, p: TagsSetParams, ctx: CallContext) -> TagInfo:
-        async with self._gate.shared():
+        async with self._gate.shared(), self._lock:
             store = self._store
             target = store.head if p.seq is None else p.seq
             if target > store.head:
@@ -60,13 +65,11 @@ class TagsApi:
                     f"(`reynctl tag -f {p.name} {target}`) to move it to {target}",
                     {"tag": p.name, "seq": old.target},
                 )
-            await self._commit([TagSet(name=p.name, target=target)])
-        tag = store.tags.get(p.name)
-        assert tag is not None
-        return self._info(tag)
+            (durable,) = await self._commit([TagSet(name=p.name, target=target)])
+        return self._info(Tag(name=p.name, target=target, seq=durable.seq))
 
     async def _delete(self, p: TagsDeleteParams, ctx: CallContext) -> TagInfo:
-        async with self._gate.shared():
+        async with self._gate.shared(), self._lock:
             old = self._store.tags.get(p.name)
             if old is None:
                 raise errors.UnknownTag(

@@ -60,7 +60,7 @@ def resolve_time(value: TimeSpec, now: float) -> float:
         parsed = datetime.fromisoformat(text)
     except ValueError:
         return _time_of_day(text, value, now)
-    return parsed.timestamp()  # naive: local time
+    return _timestamp(parsed, value)  # naive: local time
 
 
 def _time_of_day(text: str, value: TimeSpec, now: float) -> float:
@@ -71,9 +71,18 @@ def _time_of_day(text: str, value: TimeSpec, now: float) -> float:
         raise TimeSpecError(f"{value!r} is not a time: {USAGE}") from None
     today = datetime.fromtimestamp(now, of_day.tzinfo)
     moment = datetime.combine(today.date(), of_day)
-    if moment.timestamp() > now:
+    if _timestamp(moment, value) > now:
         moment -= timedelta(days=1)
-    return moment.timestamp()
+    return _timestamp(moment, value)
+
+
+def _timestamp(moment: datetime, value: TimeSpec) -> float:
+    """`moment` as Unix seconds; a date the platform's clock cannot place (year 1 in
+    a zone east of UTC) is not a time, not an internal error."""
+    try:
+        return moment.timestamp()
+    except (OverflowError, ValueError, OSError):
+        raise TimeSpecError(f"{value!r} is outside the times this clock holds: {USAGE}") from None
 
 
 def is_duration(value: TimeSpec) -> bool:
