@@ -58,7 +58,12 @@ _AGENT_RULE: Final = (
 )
 _TAG_RULE: Final = f"{_AGENT_RULE}; not all digits (those are seqs)"
 # What a name that fails its pattern must be, in words (protocol/validation.py says it so).
-PATTERN_RULES: Final = {AGENT_NAME_PATTERN: _AGENT_RULE, TAG_NAME_PATTERN: _TAG_RULE}
+PATTERN_RULES: Final = {
+    AGENT_NAME_PATTERN: _AGENT_RULE,
+    TAG_NAME_PATTERN: _TAG_RULE,
+    NO_CONTROLS_PATTERN: "free of control characters (C0, C1, line and paragraph "
+    "separators, bidirectional controls)",
+}
 
 IDENT_MAX: Final = 128
 LINE_MAX: Final = 256
