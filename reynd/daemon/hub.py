@@ -1,6 +1,7 @@
-"""Subscriptions: fan-out of the App's events to connected clients.
+"""Subscriptions: fan-out of the daemon's events to connected clients.
 
-`Hub.publish` is called synchronously by the App (from its writer task) and
+`Hub.publish` is called synchronously (by the publisher's commit and reset
+hooks on the committer's leader, and by the agent registry) and
 must never block or fail: it only puts into each matching subscriber's bounded
 queue with `send_nowait`. A subscriber whose queue is full is dropped on the
 spot and its pump sends a final `lagged` notice after what was queued, so a

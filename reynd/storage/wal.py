@@ -5,9 +5,11 @@ Layout: `<state>/wal/<first seq, 20 digits>.jsonl`, one framed event per line
 by bisecting segment first seqs, then by its index in that segment's offset
 array: reads never scan.
 
-Threads: `write_batch` and `sync` run on the single writer thread and touch
-only the writer's file descriptor; `publish` and the readers run on the
-owner's thread and see only records that are already durable.
+Threads: `write_batch` and the sync run one batch at a time, on the owner's
+event loop (a small batch whose fdatasync runs in the kernel through AIO) or
+on the committer's one worker thread (storage/batch.py), and touch only the
+writer's file descriptor; `publish` and the readers run on the owner's
+thread and see only records that are already durable.
 """
 
 from __future__ import annotations
