@@ -114,8 +114,13 @@ def test_time_lookups_across_branches_and_a_restart(
         ts, g = h.ts(), h.ends
         # rewind --at: the newest checkpoint on the *active* branch at or before
         # g5's time is g3 (g4, g5 are on the abandoned branch r1).
-        res = d2.call("rewind", {"at": ts[g[5]]})
+        with d2.connect() as c, d2.connect() as listener:
+            listener.call("subscribe", {"topics": ["rewinds"]})
+            res = c.call("rewind", {"at": ts[g[5]]})
+            note = listener.recv_json()["params"]["data"]
         assert (res["target"], res["resolved_from"], res["at_time"]) == (g[3], "at", ts[g[5]])
+        # Subscribers are told how the target was addressed, as the caller is.
+        assert (note["resolved_from"], note["at_time"]) == ("at", ts[g[5]]), note
         # checkout --at: where the tip was at g5's time, its branch live again.
         res = d2.call("checkout", {"at": ts[g[5]]})
         assert (res["target"], res["mode"], res["resolved_from"]) == (g[5], "fork_switch", "at")

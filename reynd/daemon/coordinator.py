@@ -27,6 +27,7 @@ import structlog
 import trio
 
 from reynd.core.reflog import by_of, undo_target
+from reynd.daemon.addresses import Address
 from reynd.daemon.committer import Committer
 from reynd.daemon.hooks import Substrate
 from reynd.protocol import methods as m
@@ -82,8 +83,9 @@ class Gate:
 
 
 CancelAll = Callable[[], Awaitable[list[m.CancelledChain]]]
-# A reset's target: a seq, or a function that resolves it once the reset runs.
-Target = int | Callable[[], int]
+# A reset's target: a seq, or an address (a tag, a time, a count back) resolved
+# once the reset runs; its result says how the target was addressed.
+Target = int | Address
 
 
 T = TypeVar("T")
@@ -173,7 +175,7 @@ class Coordinator:
     ) -> m.RewindResult:
         started = time.perf_counter()
         async with self._gate.exclusive():
-            seq = seq() if callable(seq) else seq
+            address, seq = (seq, seq.resolve()) if isinstance(seq, Address) else (None, seq)
             reset = self._store.prepare_reset(seq, op, agent)
             for substrate in self.substrates:
                 await substrate.before_reset(seq, force)  # may refuse: nothing written yet
@@ -216,6 +218,8 @@ class Coordinator:
                 reason=durable.reason,
                 by=by_of(durable),
             )
+            if address is not None:
+                address.stamp(result)  # before the hooks: `rewinds` subscribers see it too
         log.info(
             op,
             target=seq,

@@ -35,15 +35,12 @@ class ResetApi:
     async def _rewind(self, p: m.RewindParams, ctx: CallContext) -> m.RewindResult:
         address = self._addresses.rewind(p)
         note = reset_note(ctx, p.reason)
-        return address.stamp(await self._coordinator.request("rewind", address.resolve, note=note))
+        return await self._coordinator.request("rewind", address, note=note)
 
     async def _checkout(self, p: m.CheckoutParams, ctx: CallContext) -> m.RewindResult:
         address = self._addresses.checkout(p)
         note = reset_note(ctx, p.reason)
-        result = await self._coordinator.request(
-            "checkout", address.resolve, force=p.force, note=note
-        )
-        return address.stamp(result)
+        return await self._coordinator.request("checkout", address, force=p.force, note=note)
 
     async def _undo(self, p: UndoParams, ctx: CallContext) -> m.RewindResult:
         return await self._coordinator.undo(p.steps, reset_note(ctx, p.reason))
