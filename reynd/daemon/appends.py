@@ -17,7 +17,7 @@ import msgspec
 from reynd.core.reduce import apply, check
 from reynd.protocol import appendable, errors
 from reynd.protocol import methods as m
-from reynd.protocol.events import AgentConfigured, AgentCreated, AgentEvent, AnyEvent, Event
+from reynd.protocol.events import AgentConfigured, AgentCreated, AgentEvent, Event
 from reynd.protocol.executor import AGENT_EXECUTORS, EXTERNAL
 from reynd.protocol.limits import MAX_APPEND_EVENTS
 from reynd.protocol.state import AgentState, Chain, Plan, RuntimeState, SkillRun
@@ -61,9 +61,10 @@ def event_of(p: m.WalAppendParams) -> Event:
     if p.kind == "agent.created":
         # An agent created by an outside runtime is driven by it, not by reynd.
         fields.setdefault("executor", EXTERNAL)
+    strict, plain = appendable.BY_KIND[p.kind]
     try:
-        msgspec.convert(fields, appendable.STRICT_EVENT)  # strict: a count is a JSON integer
-        event: Event = msgspec.convert(fields, AnyEvent)
+        msgspec.convert(fields, strict)  # strict: a count is a JSON integer
+        event: Event = msgspec.convert(fields, plain)
     except msgspec.ValidationError as exc:
         field, reason = validation_details(exc)
         field = param_path(field)
