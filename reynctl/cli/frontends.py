@@ -73,6 +73,13 @@ def demo(opts: Options, keep: bool, ready_timeout: float) -> None:
 @pass_opts
 def tui(opts: Options, agent: str | None) -> None:
     """Live timeline, rewind picker (Esc Esc) and chat pane, in the terminal."""
+    # Checked before connecting: a full-screen app on a pipe or file only fills it
+    # with escape codes, and nobody can quit it there.
+    if not sys.stdout.isatty():
+        raise click.UsageError(
+            "reynctl tui needs a terminal, and stdout is not a terminal "
+            "(for a stream a script can read, use `reynctl --json watch`)"
+        )
     from reynctl.tui import run
 
     run(find_socket(opts.socket), agent=agent, timeout=opts.timeout, daemon_uid=opts.daemon_uid)

@@ -85,7 +85,9 @@ class ReyndTui(TuiHost):
     #picker-list { width: 3fr; }
     #preview-pane { width: 2fr; border-left: solid $primary; padding: 0 1; }
     #picker-message { height: 1; padding: 0 1; }
-    ConfirmScreen { align: center middle; }
+    ConfirmScreen, HelpScreen { align: center middle; }
+    #help-box { width: 80; max-width: 100%; height: auto; max-height: 100%;
+                border: thick $primary; padding: 1 2; background: $surface; }
     #confirm-box { width: 80; max-width: 100%; height: auto; border: thick $warning;
                    padding: 1 2; background: $surface; }
     """

@@ -1,0 +1,60 @@
+"""The TUI's keys and commands (issue 25): `/rewind`, `?`, `q`, and what the picker offers.
+
+Driven as tests/test_tui.py drives it: the real app under textual's Pilot
+against a real `reynd serve`.
+"""
+
+from __future__ import annotations
+
+from textual.widgets import Input
+
+from reynctl.tui.app import ReyndTui
+from reynctl.tui.help import HelpScreen
+from reynctl.tui.main_screen import MainScreen
+from reynctl.tui.picker import PickerScreen
+from tests.harness import Daemon
+from tests.test_tui import SIZE, call, chat_lines, connected, run, shows, two_turns, until
+
+
+def test_slash_rewind_in_the_chat_opens_the_picker(daemon: Daemon) -> None:
+    g1, g2 = two_turns(daemon)
+
+    async def scenario() -> None:
+        app = ReyndTui(daemon.socket, agent="a")
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot, g1, g2)
+            head = (await call(daemon, "daemon.status"))["head"]
+            await pilot.click("#chat-input")
+            await pilot.press(*"/rewind", "enter")
+            await until(pilot, lambda: isinstance(app.screen, PickerScreen), "the picker")
+            # Not a message: the agent got nothing, the log says nothing was sent.
+            assert (await call(daemon, "daemon.status"))["head"] == head
+            assert not any("/rewind" in line and "you →" in line for line in chat_lines(app))
+
+    run(scenario)
+
+
+def test_question_mark_helps_and_q_quits_outside_the_chat_input(daemon: Daemon) -> None:
+    g1, g2 = two_turns(daemon)
+
+    async def scenario() -> None:
+        app = ReyndTui(daemon.socket, agent="a")
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot, g1, g2)
+            chat = app.screen.query_one("#chat-input", Input)
+            # In the chat input, both are text.
+            await pilot.click("#chat-input")
+            await pilot.press("question_mark", "q")
+            assert chat.value == "?q" and isinstance(app.screen, MainScreen)
+            chat.clear()
+            # Elsewhere (the timeline focused), ? is help and q quits.
+            app.screen.query_one("#timeline").focus()
+            await pilot.press("question_mark")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
+            assert shows(app, "Esc Esc", "/rewind", "ctrl+q")
+            await pilot.press("escape")
+            await until(pilot, lambda: isinstance(app.screen, MainScreen), "back")
+            await pilot.press("q")
+            await until(pilot, lambda: app.return_code is not None, "the app to quit")
+
+    run(scenario)
