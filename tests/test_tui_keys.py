@@ -6,14 +6,29 @@ against a real `reynd serve`.
 
 from __future__ import annotations
 
-from textual.widgets import Input
+from textual.widgets import Input, OptionList
 
 from reynctl.tui.app import ReyndTui
 from reynctl.tui.help import HelpScreen
 from reynctl.tui.main_screen import MainScreen
 from reynctl.tui.picker import PickerScreen
 from tests.harness import Daemon
-from tests.test_tui import SIZE, call, chat_lines, connected, run, shows, two_turns, until
+from tests.test_tui import (
+    SIZE,
+    call,
+    chat_lines,
+    connected,
+    highlighted,
+    move_to,
+    open_picker,
+    option_ids,
+    run,
+    shows,
+    two_turns,
+    until,
+)
+
+PICKER = "#picker-list"
 
 
 def test_slash_rewind_in_the_chat_opens_the_picker(daemon: Daemon) -> None:
@@ -56,5 +71,30 @@ def test_question_mark_helps_and_q_quits_outside_the_chat_input(daemon: Daemon) 
             await until(pilot, lambda: isinstance(app.screen, MainScreen), "back")
             await pilot.press("q")
             await until(pilot, lambda: app.return_code is not None, "the app to quit")
+
+    run(scenario)
+
+
+def test_picker_never_offers_an_act_turn_rewind_on_an_abandoned_step(daemon: Daemon) -> None:
+    g1, g2 = two_turns(daemon)
+    reset = daemon.call("rewind", {"seq": g1})["reset_seq"]  # g2's turn is now abandoned
+
+    async def scenario() -> None:
+        app = ReyndTui(daemon.socket, agent="a")
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot, g1, g2, reset)
+            await open_picker(pilot)
+            await move_to(pilot, f"n{g2}")
+            await pilot.press("right")
+            await until(
+                pilot, lambda: any(i.startswith("s") for i in option_ids(app, PICKER)), "steps"
+            )
+            ol = app.screen.query_one(PICKER, OptionList)
+            steps = [ol.get_option(i) for i in option_ids(app, PICKER) if i.startswith("s")]
+            assert steps and all(opt.disabled for opt in steps)
+            assert shows(app, "abandoned turn", f"checkout {g2}")
+            # The keys never reach them: down from the turn goes past its steps.
+            await pilot.press("down")
+            assert not str(highlighted(app)).startswith("s")
 
     run(scenario)

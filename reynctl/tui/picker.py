@@ -105,7 +105,7 @@ class PickerScreen(TuiScreen):
         item = self._resolve(event.option_id)
         if isinstance(item, Node):
             target = Target(seq=item.seq, action="checkout", active=item.active, branch=item.branch)
-        elif isinstance(item, StepRow):
+        elif isinstance(item, StepRow) and item.active:
             target = Target(
                 seq=item.seq,
                 action="act_turn",
