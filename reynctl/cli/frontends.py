@@ -16,6 +16,7 @@ from reynctl.client import find_socket
         "reynctl watch                                  # until Ctrl-C",
         "reynctl watch --topic rewinds --topic agents",
         "reynctl --json watch | jq -c 'select(.type == \"notify\")'",
+        "reynctl watch --no-initial                     # only what changes from now on",
     )
 )
 @click.option(
@@ -25,17 +26,23 @@ from reynctl.client import find_socket
     type=click.Choice(["records", "generations", "rewinds", "agents"]),
     help="Only these topics (repeatable; default: all).",
 )
+@click.option(
+    "--no-initial",
+    is_flag=True,
+    help="Do not print the current state first: only the changes from now on.",
+)
 @json_option
 @pass_opts
-def watch(opts: Options, topics: tuple[str, ...]) -> None:
+def watch(opts: Options, topics: tuple[str, ...], no_initial: bool) -> None:
     """Stream the current state, then each change (Ctrl-C stops).
 
     Each change is tagged with its seq. With --json, one JSON object per line.
+    A resync (after a gap or a lag) prints the state even with --no-initial.
     """
     from reynctl.watch import Watcher
 
     try:
-        Watcher(opts, list(topics) or None).run()  # type: ignore[arg-type]
+        Watcher(opts, list(topics) or None, initial=not no_initial).run()  # type: ignore[arg-type]
     except KeyboardInterrupt:
         sys.exit(130)
 
