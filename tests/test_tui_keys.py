@@ -6,7 +6,7 @@ against a real `reynd serve`.
 
 from __future__ import annotations
 
-from textual.widgets import Input, OptionList
+from textual.widgets import Input, OptionList, Static
 
 from reynctl.tui.app import ReyndTui
 from reynctl.tui.help import HelpScreen
@@ -23,6 +23,7 @@ from tests.test_tui import (
     open_picker,
     option_ids,
     run,
+    screen_lines,
     shows,
     two_turns,
     until,
@@ -96,5 +97,59 @@ def test_picker_never_offers_an_act_turn_rewind_on_an_abandoned_step(daemon: Dae
             # The keys never reach them: down from the turn goes past its steps.
             await pilot.press("down")
             assert not str(highlighted(app)).startswith("s")
+
+    run(scenario)
+
+
+def test_more_turns_counts_turns_not_checkpoints(daemon: Daemon) -> None:
+    g1, _ = two_turns(daemon)
+    # A plan turn cuts a generation per plan step as well as its turn's.
+    plan = daemon.call("agents.send", {"agent": "a", "text": "/plan x; y; z", "wait": True})
+    gens = daemon.call("generations.list", {"all_branches": True})["generations"]
+    after = [g for g in gens if g["seq"] > g1]
+    assert len(after) > 2, after  # more checkpoints than turns: the count can tell them apart
+    daemon.call("rewind", {"seq": g1})  # the second turn and the plan turn are abandoned
+
+    async def scenario() -> None:
+        app = ReyndTui(daemon.socket, agent="a")
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot, g1, int(plan["boundary_seq"]))
+            await until(pilot, lambda: any("more turn" in x for x in chat_lines(app)), "the count")
+            line = next(x for x in chat_lines(app) if "more turn" in x)
+            assert line.startswith("(2 more turns of a on abandoned branches"), line
+
+    run(scenario)
+
+
+def test_preview_and_messages_are_readable_at_80_by_24(daemon: Daemon) -> None:
+    daemon.call("agents.create", {"name": "a"})
+    long = "a message far longer than the preview pane is wide, " * 3 + "TAIL-END"
+    g1 = daemon.call("agents.send", {"agent": "a", "text": long, "wait": True})["boundary_seq"]
+    g2 = daemon.call("agents.send", {"agent": "a", "text": "again", "wait": True})["boundary_seq"]
+    refusal = (
+        "nothing changed, refused by the daemon: seq 3 is below the retention floor 40, "
+        "the oldest seq still rewindable; raise the retention or pick a later seq "
+        "(below_floor, -32003) END-OF-ERROR"
+    )
+
+    async def scenario() -> None:
+        app = ReyndTui(daemon.socket, agent="a")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await connected(pilot, g1, g2)
+            app.set_banner(refusal)
+            await until(pilot, lambda: "END-OF-ERROR" in "".join(screen_lines(app)), "banner")
+            await open_picker(pilot)
+            await move_to(pilot, f"n{g1}")
+            await until(pilot, lambda: shows(app, f"as of seq {g1}"), "the preview")
+            preview = app.screen.query_one("#preview", Static)
+            text = str(preview.content)
+            assert "TAIL-END" in text, text  # the whole message, not cut
+            pane = app.screen.query_one("#preview-pane")
+            assert preview.size.width <= pane.size.width  # wrapped, no line beyond the pane
+            assert preview.size.height > len(text.splitlines())  # ... so some lines wrapped
+            picker = app.screen
+            assert isinstance(picker, PickerScreen)
+            picker.message(refusal)
+            await until(pilot, lambda: "END-OF-ERROR" in "".join(screen_lines(app)), "message")
 
     run(scenario)
