@@ -55,6 +55,7 @@ class DemoFailed(ClientError):
     """The daemon did not do what the tour says it does."""
 
     name = "demo_failed"
+    code = -33010
 
 
 def expect(condition: bool, what: str) -> None:

@@ -31,6 +31,7 @@ class EmbeddedDaemonError(ClientError):
     """The embedded daemon did not start or stop as expected."""
 
     name = "embedded_daemon"
+    code = -33011
 
 
 def daemon_command(state_dir: Path, sock: Path) -> list[str]:

@@ -19,6 +19,7 @@ from reynd.protocol import errors as _daemon
 from reynd.protocol.errors import *  # noqa: F403  (every daemon error: one list, theirs)
 
 __all__ = [
+    "CLIENT_CODES",
     "ClientError",
     "ConnectionClosed",
     "DaemonTimeout",
@@ -37,10 +38,16 @@ if not TYPE_CHECKING:  # mypy takes them from the star import; the list is deriv
 START_HINT = "start it with `reynd serve` or `systemctl --user start reynd`"
 
 
+# The client's own codes, for `--json` errors (docs/cli.md): outside JSON-RPC's
+# reserved -32768..-32000, so never one of the daemon's.
+CLIENT_CODES = range(-33099, -32999)
+
+
 class ClientError(Exception):
-    """Base: the client could not complete a call. `name` is stable, for --json."""
+    """Base: the client could not complete a call. `name` and `code` are stable, for --json."""
 
     name = "client_error"
+    code = -33000
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -51,6 +58,7 @@ class DaemonUnreachable(ClientError):
     """The socket could not be connected to."""
 
     name = "unreachable"
+    code = -33001
 
     def __init__(self, path: Path, reason: str) -> None:
         super().__init__(f"cannot connect to the daemon at {path}: {reason}")
@@ -59,6 +67,7 @@ class DaemonUnreachable(ClientError):
 
 class NoDaemon(DaemonUnreachable):
     name = "no_daemon"
+    code = -33002
 
     def __init__(self, path: Path, why_here: str = "") -> None:
         ClientError.__init__(self, f"no daemon at {path}{why_here}: {START_HINT}")
@@ -69,6 +78,7 @@ class StaleSocket(DaemonUnreachable):
     """The file exists but nobody listens: the daemon died without removing it."""
 
     name = "stale_socket"
+    code = -33003
 
     def __init__(self, path: Path) -> None:
         ClientError.__init__(
@@ -81,6 +91,7 @@ class StaleSocket(DaemonUnreachable):
 
 class SocketPermissionDenied(DaemonUnreachable):
     name = "permission_denied"
+    code = -33004
 
     def __init__(self, path: Path) -> None:
         ClientError.__init__(
@@ -95,6 +106,7 @@ class UntrustedDaemon(ClientError):
     """The socket is served by a uid the user did not say to trust: nothing was sent."""
 
     name = "untrusted_daemon"
+    code = -33005
 
     def __init__(self, path: Path, uid: int, user: str | None, own_uid: int) -> None:
         who = f"uid {uid} ({user})" if user else f"uid {uid}"
@@ -112,6 +124,7 @@ class ConnectionClosed(ClientError):
     """The daemon hung up: it stopped, restarted, or dropped this client."""
 
     name = "connection_closed"
+    code = -33006
 
     def __init__(self, path: Path, detail: str = "") -> None:
         extra = f" ({detail})" if detail else ""
@@ -121,6 +134,7 @@ class ConnectionClosed(ClientError):
 
 class DaemonTimeout(ClientError):
     name = "timeout"
+    code = -33007
 
     def __init__(self, path: Path, method: str, timeout: float) -> None:
         super().__init__(
@@ -132,6 +146,7 @@ class DaemonTimeout(ClientError):
 
 class ProtocolMismatch(ClientError):
     name = "protocol_mismatch"
+    code = -33008
 
     def __init__(self, ours: int, theirs: int, daemon_version: str) -> None:
         older = "reynctl" if ours < theirs else "reynd"
@@ -147,6 +162,7 @@ class ProtocolViolation(ClientError):
     """The daemon sent something that is not valid JSON-RPC for this protocol."""
 
     name = "protocol_violation"
+    code = -33009
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"unexpected message from the daemon: {detail}")

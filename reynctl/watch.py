@@ -50,8 +50,11 @@ def check_order(last: int, n: m.Notification) -> bool:
 class Watcher:
     """One `watch` session; `run` returns only when the daemon goes away."""
 
-    def __init__(self, opts: Options, topics: list[m.Topic] | None) -> None:
+    def __init__(
+        self, opts: Options, topics: list[m.Topic] | None, *, initial: bool = True
+    ) -> None:
         self.opts = opts
+        self.initial = initial  # print the state first (`watch --no-initial`: False)
         self.topics = topics
         self.style = opts.style
         self.last = 0
@@ -104,6 +107,9 @@ class Watcher:
                 self.client = self.opts.client()
                 sub = self.client.subscribe(self.topics)
             at = sub.head
+        if reason == "initial" and not self.initial and at is not None:
+            self.last = at  # the changes follow the subscription's head: nothing to print
+            return
         reply = self.client.call("state.get", m.StateParams(seq=at), m.StateResult)
         self.last = reply.value.seq
         self._emit_state(reason, reply.raw, reply.value)

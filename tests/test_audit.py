@@ -384,7 +384,7 @@ def test_reynctl_events_and_replay(daemon: Daemon) -> None:
     assert out.returncode == 0, out.stderr
     assert "rewind to" in out.stdout and "RUN:INDEX" in out.stdout
     page = _reynctl(sock, "events", "--limit", "2")
-    assert page.returncode == 0 and "more: reynctl events --cursor run-" in page.stderr
+    assert page.returncode == 0 and "events --limit 2 --cursor run-" in page.stderr
     runs = _reynctl(sock, "--json", "events", "runs")
     run = json.loads(runs.stdout)["current"]
     assert "current" in _reynctl(sock, "events", "runs").stdout

@@ -432,7 +432,7 @@ def test_reynctl_refuses_a_daemon_of_another_uid(foreign_socket: Path) -> None:
     as_json = reynctl("--socket", str(foreign_socket), "--json", "discover")
     assert as_json.returncode == 4
     error = json.loads(as_json.stderr)["error"]
-    assert error["name"] == "untrusted_daemon" and error["code"] is None
+    assert error["name"] == "untrusted_daemon" and error["code"] == -33005
 
     for how, env in (
         (["--daemon-uid", "nobody"], None),

@@ -315,8 +315,8 @@ def test_interventions_and_answer(daemon: Daemon):
     history = daemon.call("state.get", {"agent": "ada"})["agents"]["ada"]["history"]
     assert "Kyoto" in history[-1]["content"]
 
-    # An answer to a question not asked (yet) is kept, and reynctl says so.
-    out = ok(reynctl("--color", "never", "answer", "ada", "t99.s0", "later", sock=sock))
+    # An answer to a question not asked (yet) is kept with --buffer, and reynctl says so.
+    out = ok(reynctl("--color", "never", "answer", "ada", "t99.s0", "later", "--buffer", sock=sock))
     assert out.startswith("buffered: ada has no open question t99.s0 yet")
     refused(reynctl("answer", "nobody", "x", "y", sock=sock), "unknown_agent", -32006)
 

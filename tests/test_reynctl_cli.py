@@ -174,7 +174,7 @@ def test_no_daemon_with_json_reports_a_json_error(tmp_path: Path):
     proc = reynctl("--json", "branches", sock=tmp_path / "absent.sock")
     assert proc.returncode == 3
     err = json.loads(proc.stderr)["error"]
-    assert err["name"] == "no_daemon" and err["code"] is None
+    assert err["name"] == "no_daemon" and err["code"] == -33002
 
 
 def test_default_socket_comes_from_the_environment(tmp_path: Path):

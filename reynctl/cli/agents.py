@@ -27,6 +27,7 @@ from reynctl.cli.options import (
     reason_option,
 )
 from reynctl.cli.timeline import move
+from reynctl.client import Client
 from reynctl.errors import DaemonTimeout
 from reynctl.jsonrpc import ServerMessage, decode_notification
 from reynd.protocol import agent_methods as a
@@ -393,23 +394,48 @@ def interventions(opts: Options, agent: str | None) -> None:
     epilog=examples(
         "reynctl interventions             # the questions, with their IDs",
         'reynctl answer ada t32.s0 "Kyoto"',
+        'reynctl answer ada t40.s1 "yes" --buffer   # for a question not asked yet',
     )
 )
 @click.argument("agent", shell_complete=_complete_agent)
 @click.argument("intervention_id", metavar="ID")
 @click.argument("text")
+@click.option(
+    "--buffer",
+    is_flag=True,
+    help="Keep the answer when AGENT has no open question ID yet (used when it is asked).",
+)
 @json_option
 @pass_opts
-def answer(opts: Options, agent: str, intervention_id: str, text: str) -> None:
+def answer(opts: Options, agent: str, intervention_id: str, text: str, buffer: bool) -> None:
     """Answer AGENT's question ID with TEXT; the waiting turn goes on.
 
-    An answer to a question not asked yet is kept (buffered) and used when it
-    is asked.
+    An ID with no open question is refused (a typo would be kept silently);
+    with --buffer the answer is kept and used when that question is asked.
     """
     params = a.InterventionsAnswerParams(agent=agent, intervention_id=intervention_id, answer=text)
     with opts.client() as c:
+        if not buffer:
+            _check_open(opts, c, agent, intervention_id)
         reply = c.call("interventions.answer", params, a.InterventionsAnswerResult)
     opts.emit(reply, lambda: render.answer_text(reply.value, agent, intervention_id, opts.style))
+
+
+def _check_open(opts: Options, c: Client, agent: str, intervention_id: str) -> None:
+    """Exit 1 (nothing recorded) unless AGENT has an open question `intervention_id`."""
+    listed = c.call(
+        "interventions.list", a.InterventionsListParams(agent=agent), a.InterventionsListResult
+    )
+    open_ids = [i.intervention_id for i in listed.value.interventions]
+    if intervention_id in open_ids:
+        return
+    have = f"its open questions: {', '.join(open_ids)}" if open_ids else "it has none open"
+    fail_here(
+        opts,
+        "no_open_question",
+        f"{agent} has no open question {intervention_id!r} ({have}; `reynctl interventions` "
+        "lists them): nothing recorded; pass --buffer to keep the answer for when it is asked",
+    )
 
 
 @cli.command(

@@ -7,7 +7,7 @@ import click
 from reynctl import render
 from reynctl.cli.fields import field_option
 from reynctl.cli.group import cli
-from reynctl.cli.options import SEQ, Options, examples, json_option, pass_opts, width
+from reynctl.cli.options import SEQ, Options, examples, json_option, next_page, pass_opts, width
 from reynd.protocol import audit_methods as am
 
 __all__ = ["parse_event_point", "parse_point"]
@@ -89,7 +89,7 @@ def events(
         reply = c.call("events.list", params, am.EventsListResult)
     opts.emit(reply, lambda: render.events_table(reply.value, opts.style, width()))
     if reply.value.next_cursor is not None and not opts.json:
-        opts.note(f"more: reynctl events --cursor {reply.value.next_cursor}")
+        opts.note(f"more: {next_page(reply.value.next_cursor)}")
 
 
 @events.command("runs")

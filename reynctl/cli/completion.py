@@ -13,6 +13,8 @@ from reynctl.client import Client, find_socket
 from reynctl.errors import ClientError
 from reynd.protocol.errors import ReyndError
 
+ACTIVE_ONLY = frozenset({"rewind"})  # commands whose SEQ must be on the active lineage
+
 
 def _client(root: dict[str, Any]) -> Client:
     path = find_socket(root.get("socket_path"))
@@ -21,10 +23,12 @@ def _client(root: dict[str, Any]) -> Client:
 
 def _complete_seq(ctx: click.Context, _p: click.Parameter, incomplete: str) -> list[CompletionItem]:
     # Best effort: offer the daemon's checkpoints; never fail a completion.
+    # `rewind` accepts only seqs of the active lineage; `checkout` (and the rest) any.
+    active_only = ctx.command.name in ACTIVE_ONLY
     root = ctx.find_root().params
     try:
         with _client(root) as c:
-            gens = c.generations(all_branches=True, limit=100)
+            gens = c.generations(all_branches=not active_only, limit=100)
     except (ClientError, ReyndError, OSError):
         return []
     return [

@@ -16,6 +16,7 @@ from reynctl.client import find_socket
         "reynctl watch                                  # until Ctrl-C",
         "reynctl watch --topic rewinds --topic agents",
         "reynctl --json watch | jq -c 'select(.type == \"notify\")'",
+        "reynctl watch --no-initial                     # only what changes from now on",
     )
 )
 @click.option(
@@ -25,17 +26,23 @@ from reynctl.client import find_socket
     type=click.Choice(["records", "generations", "rewinds", "agents"]),
     help="Only these topics (repeatable; default: all).",
 )
+@click.option(
+    "--no-initial",
+    is_flag=True,
+    help="Do not print the current state first: only the changes from now on.",
+)
 @json_option
 @pass_opts
-def watch(opts: Options, topics: tuple[str, ...]) -> None:
+def watch(opts: Options, topics: tuple[str, ...], no_initial: bool) -> None:
     """Stream the current state, then each change (Ctrl-C stops).
 
     Each change is tagged with its seq. With --json, one JSON object per line.
+    A resync (after a gap or a lag) prints the state even with --no-initial.
     """
     from reynctl.watch import Watcher
 
     try:
-        Watcher(opts, list(topics) or None).run()  # type: ignore[arg-type]
+        Watcher(opts, list(topics) or None, initial=not no_initial).run()  # type: ignore[arg-type]
     except KeyboardInterrupt:
         sys.exit(130)
 
@@ -73,6 +80,13 @@ def demo(opts: Options, keep: bool, ready_timeout: float) -> None:
 @pass_opts
 def tui(opts: Options, agent: str | None) -> None:
     """Live timeline, rewind picker (Esc Esc) and chat pane, in the terminal."""
+    # Checked before connecting: a full-screen app on a pipe or file only fills it
+    # with escape codes, and nobody can quit it there.
+    if not sys.stdout.isatty():
+        raise click.UsageError(
+            "reynctl tui needs a terminal, and stdout is not a terminal "
+            "(for a stream a script can read, use `reynctl --json watch`)"
+        )
     from reynctl.tui import run
 
     run(find_socket(opts.socket), agent=agent, timeout=opts.timeout, daemon_uid=opts.daemon_uid)

@@ -44,8 +44,35 @@ def _json_requested(args: Sequence[str]) -> bool:
     return "--json" in (words[: words.index("--")] if "--" in words else words)
 
 
+COLORS = ("auto", "always", "never")
+
+
+def _set_color(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    opts = ctx.find_object(Options)
+    if value is not None and opts is not None:
+        opts.color = value
+
+
+def _accept_color(command: click.Command) -> None:
+    """--color after the subcommand too (`reynctl status --color never`), like --json."""
+    if not any(p.name == "color" for p in command.params):  # the root has its own
+        command.params.append(
+            click.Option(
+                ["--color"],
+                type=click.Choice(COLORS),
+                expose_value=False,
+                callback=_set_color,
+                help="As the global --color (auto, always, never).",
+            )
+        )
+
+
 class _Command(click.Command):
     """A negative number is an argument's value (`rewind -5` is a bad SEQ, not an option)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _accept_color(self)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
@@ -64,6 +91,10 @@ class _Group(click.Group):
 
     command_class = _Command
     group_class = type  # subgroups are _Groups too
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _accept_color(self)
 
     def make_context(
         self,
@@ -102,13 +133,16 @@ def _usage_error(exc: click.ClickException, *, as_json: bool) -> NoReturn:
     "--socket",
     "socket_path",
     metavar="PATH",
-    help="Daemon socket. Default: $REYN_SOCKET, else `socket` in reynd.toml, else "
-    "$XDG_RUNTIME_DIR/reynd/reynd.sock, else /run/reynd/reynd.sock.",
+    # The lookup of reynctl.client.find_socket (docs/cli.md, "Finding the daemon").
+    help="Daemon socket. Default: $REYN_SOCKET, else `socket` in reynd.toml, else the "
+    "socket of the state dir ($REYN_STATE_DIR, else the nearest .reyn/ from here up), "
+    "else (outside any project) $XDG_RUNTIME_DIR/reynd/reynd.sock, or "
+    "/run/reynd/reynd.sock when only that one exists.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON-RPC result exactly.")
 @click.option(
     "--color",
-    type=click.Choice(["auto", "always", "never"]),
+    type=click.Choice(COLORS),
     default="auto",
     show_default=True,
     help="Colour output (auto: on a terminal, unless NO_COLOR is set).",
@@ -147,3 +181,23 @@ def cli(
         timeout=timeout or None,
         daemon_uid=daemon_uid,
     )
+
+
+@cli.command(
+    "help",
+    epilog="\b\nExamples:\n  reynctl help\n  reynctl help rewind\n  reynctl help agents create",
+)
+@click.argument("words", metavar="[COMMAND]...", nargs=-1)
+@click.pass_context
+def help_command(ctx: click.Context, words: tuple[str, ...]) -> None:
+    """Show the help of reynctl, or of COMMAND (the same as `reynctl COMMAND --help`)."""
+    target = ctx.find_root()
+    for word in words:
+        group = target.command
+        sub = group.get_command(target, word) if isinstance(group, click.Group) else None
+        if sub is None:
+            raise click.UsageError(
+                f"no command {' '.join(words)!r}: `reynctl help` lists the commands"
+            )
+        target = click.Context(sub, info_name=word, parent=target)
+    click.echo(target.get_help(), color=ctx.color)

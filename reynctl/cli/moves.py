@@ -11,6 +11,7 @@ from reynctl.cli.options import (
     confirm_move,
     examples,
     json_option,
+    next_page,
     pass_opts,
     reason_option,
 )
@@ -42,7 +43,7 @@ def reflog(opts: Options, limit: int, cursor: int | None) -> None:
         )
     opts.emit(reply, lambda: render.reflog_table(reply.value, opts.style))
     if reply.value.next_cursor is not None and not opts.json:
-        opts.note(f"more: reynctl reflog --cursor {reply.value.next_cursor}")
+        opts.note(f"more: {next_page(reply.value.next_cursor)}")
 
 
 @cli.command(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Callable
@@ -39,6 +40,7 @@ __all__ = [
     "fail",
     "fail_here",
     "json_option",
+    "next_page",
     "pass_opts",
     "reason_option",
     "seq_or_tag",
@@ -130,6 +132,48 @@ def columns() -> int:
     return shutil.get_terminal_size((100, 24)).columns
 
 
+def next_page(cursor: object, ctx: click.Context | None = None) -> str:
+    """The command for the next page: this one with the options it was given, and --cursor.
+
+    Only what was on the command line is repeated (`--all-branches --limit 5`,
+    a `--socket` before the subcommand), so the next page lists the same thing.
+    """
+    ctx = ctx or click.get_current_context()
+    chain: list[click.Context] = []
+    node: click.Context | None = ctx
+    while node is not None:
+        chain.append(node)
+        node = node.parent
+    words = ["reynctl"]
+    for level in reversed(chain):
+        if level.parent is not None:
+            words.append(level.info_name or level.command.name or "")
+        words += _given(level)
+    return shlex.join([*words, "--cursor", str(cursor)])
+
+
+def _given(ctx: click.Context) -> list[str]:
+    """The words of the options and arguments `ctx` got on the command line (not --cursor)."""
+    words: list[str] = []
+    for param in ctx.command.params:
+        name = param.name
+        if name is None or name == "cursor" or name not in ctx.params:
+            continue
+        if ctx.get_parameter_source(name) != click.core.ParameterSource.COMMANDLINE:
+            continue
+        value = ctx.params[name]
+        values = list(value) if param.multiple or param.nargs == -1 else [value]
+        if isinstance(param, click.Argument):
+            words += [str(v) for v in values]
+        elif isinstance(param, click.Option) and param.is_flag and not param.count:
+            on = bool(value) if param.is_bool_flag else value == param.flag_value
+            words += [param.opts[0]] if on else param.secondary_opts[:1]
+        else:
+            for v in values:
+                words += [param.opts[0], str(v)]
+    return words
+
+
 def width() -> int:
     """Room for one truncated value on a line of the terminal."""
     return max(40, columns() - 20)
@@ -141,14 +185,14 @@ def fail(opts: Options | None, exc: ClientError | ReyndError) -> NoReturn:
         code, name = exc.code, str(exc.data.get("error", exc.name))
         status = EXIT_UNREACHABLE if isinstance(exc, REFUSALS) else EXIT_DAEMON
     else:
-        code, name = None, exc.name
+        code, name = exc.code, exc.name  # the client's own code (reynctl.errors.CLIENT_CODES)
         status = EXIT_UNTRUSTED if isinstance(exc, UntrustedDaemon) else EXIT_UNREACHABLE
     if opts is not None and opts.json:
         data = exc.data if isinstance(exc, ReyndError) else {}
         _json_error(code, name, exc.message, data)
     else:
         style = opts.err_style if opts else render.Style()
-        where = f" ({name}, {code})" if code is not None else f" ({name})"
+        where = f" ({name}, {code})" if isinstance(exc, ReyndError) else f" ({name})"
         click.echo(
             f"{style('error:', 'red', 'bold')} {exc.message}{where}", err=True, color=style.color
         )

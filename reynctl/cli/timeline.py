@@ -21,6 +21,7 @@ from reynctl.cli.options import (
     confirm_move,
     examples,
     json_option,
+    next_page,
     pass_opts,
     reason_option,
     seq_or_tag,
@@ -79,7 +80,7 @@ def generations(
         reply = c.call("generations.list", params, m.GenerationsResult)
     opts.emit(reply, lambda: render.generations_table(reply.value, opts.style))
     if reply.value.next_cursor is not None and not opts.json:
-        opts.note(f"more: reynctl generations --cursor {reply.value.next_cursor}")
+        opts.note(f"more: {next_page(reply.value.next_cursor)}")
 
 
 _YES = click.option(

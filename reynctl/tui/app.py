@@ -70,9 +70,11 @@ class ReyndTui(TuiHost):
     }
     # One row per line at any width (80x24 included): long lines end in an ellipsis.
     CSS = """
-    OptionList, #conn, #agent-status, #banner, #picker-title, #picker-message, #preview {
+    OptionList, #conn, #agent-status, #picker-title {
         text-wrap: nowrap; text-overflow: ellipsis;
     }
+    /* Messages and the preview wrap instead: an error cut at 80 columns says nothing. */
+    #banner, #picker-message { height: auto; min-height: 1; max-height: 6; }
     #conn { height: 1; padding: 0 1; background: $boost; }
     #conn.bad { background: $error 30%; }
     #timeline-pane { width: 3fr; }
@@ -80,12 +82,14 @@ class ReyndTui(TuiHost):
     #timeline, #picker-list { height: 1fr; border: none; }
     #agent-status { height: 1; padding: 0 1; }
     #chat-log { height: 1fr; }
-    #banner { height: 1; padding: 0 1; }
+    #banner { padding: 0 1; }
     #picker-title { height: 1; padding: 0 1; background: $boost; }
     #picker-list { width: 3fr; }
     #preview-pane { width: 2fr; border-left: solid $primary; padding: 0 1; }
-    #picker-message { height: 1; padding: 0 1; }
-    ConfirmScreen { align: center middle; }
+    #picker-message { padding: 0 1; }
+    ConfirmScreen, HelpScreen { align: center middle; }
+    #help-box { width: 80; max-width: 100%; height: auto; max-height: 100%;
+                border: thick $primary; padding: 1 2; background: $surface; }
     #confirm-box { width: 80; max-width: 100%; height: auto; border: thick $warning;
                    padding: 1 2; background: $surface; }
     """
@@ -233,7 +237,10 @@ class ReyndTui(TuiHost):
         except ReyndError as exc:  # e.g. not an agent (any more): say so, stay connected
             lines = [f"cannot read {name}'s history: {exc.message}"]
         else:
-            abandoned = sum(1 for g in self.generations if g.agent == name and not g.active)
+            # Turns, not checkpoints: a plan turn also cuts one generation per plan step.
+            abandoned = sum(
+                1 for g in self.generations if g.agent == name and not g.active and g.kind == "turn"
+            )
             self.chat_seq = st.seq
             lines = transcript(name, st.agents.get(name), st.seq, abandoned)
         if name != self.agent:

@@ -16,10 +16,12 @@ from textual.widgets import Footer, Input, Static
 from reynctl.tui.base import TuiScreen, spawn
 from reynctl.tui.chat import ChatPane
 from reynctl.tui.connection import ConnectionStatus
+from reynctl.tui.help import HelpScreen
 from reynctl.tui.timeline import TimelineView
 
 __all__ = ["MainScreen"]
 
+REWIND_COMMAND = "/rewind"  # typed in the chat: opens the picker
 ESC_ESC_WINDOW = 0.8  # seconds between the two Escapes that open the picker
 
 
@@ -31,6 +33,9 @@ class MainScreen(TuiScreen):
         Binding("ctrl+x", "cancel_turn", "cancel turn", priority=True),
         Binding("ctrl+n", "next_agent", "next agent", priority=True),
         Binding("ctrl+q", "app.quit", "quit", priority=True),
+        # Not priority: typed into the chat input when it has the focus.
+        Binding("question_mark", "help", "help"),
+        Binding("q", "app.quit", "quit", show=False),
     ]
 
     def __init__(self) -> None:
@@ -57,6 +62,10 @@ class MainScreen(TuiScreen):
             self._last_escape = now
             self.tui.set_banner(Text("press Esc again to open the rewind picker", style="dim"))
 
+    def action_help(self) -> None:
+        if not isinstance(self.app.screen, HelpScreen):
+            self.app.push_screen(HelpScreen())
+
     def action_cancel_turn(self) -> None:
         self.tui.cancel_turn()
 
@@ -67,5 +76,7 @@ class MainScreen(TuiScreen):
     def _send(self, event: Input.Submitted) -> None:
         text = event.value.strip()
         event.input.clear()
-        if text:
+        if text == REWIND_COMMAND:  # the seeds' D7 command: the picker, not a message
+            self.tui.open_picker()
+        elif text:
             spawn(self, partial(self.query_one(ChatPane).send, text), group="chat")

@@ -23,6 +23,7 @@ from reynd.protocol.errors import ReyndError
 __all__ = ["PickerScreen"]
 
 PLAIN = render.Style(False)
+PREVIEW_CHARS = 2000  # a value in the preview is cut past this (as a chat line is)
 
 
 class PickerScreen(TuiScreen):
@@ -95,8 +96,8 @@ class PickerScreen(TuiScreen):
 
     async def _preview(self, seq: int) -> None:
         pane = self.query_one("#preview", Static)
-        width = self.query_one("#preview-pane").content_region.width
-        text = await self.preview_text(seq, width=max(20, width))
+        # Values are cut only past PREVIEW_CHARS; the pane wraps lines and scrolls.
+        text = await self.preview_text(seq, width=PREVIEW_CHARS)
         if text is not None:
             pane.update(text)
 
@@ -105,7 +106,7 @@ class PickerScreen(TuiScreen):
         item = self._resolve(event.option_id)
         if isinstance(item, Node):
             target = Target(seq=item.seq, action="checkout", active=item.active, branch=item.branch)
-        elif isinstance(item, StepRow):
+        elif isinstance(item, StepRow) and item.active:
             target = Target(
                 seq=item.seq,
                 action="act_turn",

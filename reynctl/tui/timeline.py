@@ -162,8 +162,22 @@ def timeline_options(
             cells = row.below.ljust(width)
             col = row.graph.find(next(c for c in row.graph if c in "◉●○"))
             graph = cells[:col] + "┊" + cells[col + 1 :]
+            # A step of an abandoned turn is no act-turn target (the daemon refuses
+            # it as not_active): shown, never offered; the turn's checkout comes first.
             for step in reversed(expanded):
-                out.append(Option(step_prompt(step, graph, width), id=f"s{step.seq}"))
+                out.append(
+                    Option(
+                        step_prompt(step, graph, width), id=f"s{step.seq}", disabled=not step.active
+                    )
+                )
+            if not node.active:
+                hint = Text(cells, style="magenta")
+                hint.append(
+                    f"        abandoned turn: its steps are not rewindable; checkout {node.seq} "
+                    "(Enter on the turn) first",
+                    style="dim italic",
+                )
+                out.append(Option(hint, id=f"h{node.seq}", disabled=True))
     return out
 
 
