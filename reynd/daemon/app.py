@@ -295,7 +295,7 @@ class App:
             **WalReadApi(store, reads).handlers(),
             **status.handlers(),
             **HistoryApi(store).handlers(),
-            **ResetApi(coordinator, Addresses(store)).handlers(),
+            **ResetApi(coordinator, Addresses(store), registry).handlers(),
             **ReflogApi(store, reads).handlers(),
             **TagsApi(store, self._gate, writer.commit).handlers(),
             **StateApi(store, as_of).handlers(),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -32,6 +32,7 @@ from reynd.daemon.committer import Committer
 from reynd.daemon.hooks import Substrate
 from reynd.protocol import methods as m
 from reynd.protocol.events import Event, Rewind
+from reynd.protocol.state import RuntimeState
 from reynd.storage.store import NO_NOTE, ResetNote, ResetOp, Store
 
 __all__ = ["Coordinator", "Gate"]
@@ -86,6 +87,9 @@ CancelAll = Callable[[], Awaitable[list[m.CancelledChain]]]
 # A reset's target: a seq, or an address (a tag, a time, a count back) resolved
 # once the reset runs; its result says how the target was addressed.
 Target = int | Address
+# Records to append right after the reset record, in its atomic batch, made for
+# the state as of the target (which they may refuse, before anything is written).
+Then = Callable[[RuntimeState], Sequence[Event]]
 
 
 T = TypeVar("T")
@@ -148,12 +152,15 @@ class Coordinator:
         *,
         force: bool = False,
         note: ResetNote = NO_NOTE,
+        then: Then | None = None,
     ) -> m.RewindResult:
         """Queue a rewind, checkout or act-turn rewind and wait for its outcome.
 
         `seq` may be a function that names it (a tag, a time, a count back): it
-        is called when this reset runs, against the tip this reset moves."""
-        return await self.serialized(partial(self._reset, op, seq, agent, force, note))
+        is called when this reset runs, against the tip this reset moves.
+        `then`: records to append right after the reset record, whole with it
+        or not at all (their seqs follow `reset_seq`)."""
+        return await self.serialized(partial(self._reset, op, seq, agent, force, note, then=then))
 
     async def undo(self, steps: int, note: ResetNote) -> m.RewindResult:
         """Check out where the tip was before the `steps`-th newest move.
@@ -171,7 +178,14 @@ class Coordinator:
         return await self._reset("checkout", target, None, False, note)
 
     async def _reset(
-        self, op: ResetOp, seq: Target, agent: str | None, force: bool, note: ResetNote
+        self,
+        op: ResetOp,
+        seq: Target,
+        agent: str | None,
+        force: bool,
+        note: ResetNote,
+        *,
+        then: Then | None = None,
     ) -> m.RewindResult:
         started = time.perf_counter()
         async with self._gate.exclusive():
@@ -179,11 +193,14 @@ class Coordinator:
             reset = self._store.prepare_reset(seq, op, agent)
             for substrate in self.substrates:
                 await substrate.before_reset(seq, force)  # may refuse: nothing written yet
+            # Built before any turn is cancelled: history up to the target never
+            # changes, and `then` may refuse with no turn cancelled for nothing.
+            rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
+            follow = [] if then is None else list(then(rebuilt.state))
             cancelled = await self._cancel_all()
             pairs = tuple((c.agent, c.turn_id) for c in cancelled)
             note = dataclasses.replace(note, cancelled=pairs)
             try:
-                rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
                 extra: list[Event] = []
                 for substrate in self.substrates:
                     extra.extend(await substrate.reset_records(seq))
@@ -191,7 +208,12 @@ class Coordinator:
                 # the last record before it (what the substrates recorded
                 # stays on the branch it leaves).
                 batch = self._store.reset_batch(reset, extra, note)
-                *_, durable = await self._committer.append(batch, rebuilt)
+                # With `then`, atomic: after a crash, recovery keeps the reset
+                # record and what follows it both, or neither (issue 25).
+                written = await self._committer.append(
+                    [*batch, *follow], rebuilt, atomic=bool(follow)
+                )
+                durable = written[len(batch) - 1]
             except Exception as exc:
                 # No reset record was acknowledged: the tip stands, and its
                 # agents run on. Not when the WAL failed or the daemon stops:

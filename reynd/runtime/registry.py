@@ -29,7 +29,7 @@ from reynd.protocol.agent_methods import (
     InterventionInfo,
 )
 from reynd.protocol.executor import EXTERNAL
-from reynd.protocol.state import AgentState
+from reynd.protocol.state import AgentState, RuntimeState
 from reynd.runtime.agent import AgentRunner, Append, Resolution, turn_id_for
 from reynd.runtime.clean_stop import CutStep, open_steps
 from reynd.runtime.executors import Executor, make_executor, validate_options
@@ -342,13 +342,41 @@ class AgentRegistry:
     async def send(
         self, name: str, text: str, *, wait: bool, wait_seconds: float
     ) -> AgentsSendResult:
-        self._agent(name)
-        message_id = f"m{uuid.uuid4().hex[:12]}"
-        (received,) = await self._append(
-            [ev.MessageReceived(agent=name, message_id=message_id, text=text)]
-        )
+        received = self.message(name, text)
+        (durable,) = await self._append([received])
+        assert isinstance(durable, ev.MessageReceived)
+        return await self.delivered(durable, wait=wait, wait_seconds=wait_seconds)
+
+    def message(
+        self, name: str, text: str, state: RuntimeState | None = None
+    ) -> ev.MessageReceived:
+        """The record that puts `text` in `name`'s inbox, for `state` (default the tip's).
+
+        Raises UnknownAgent when `name` does not exist in `state`: a rewind that
+        delivers a message (issue 25) checks it against the state as of its target.
+        """
+        agents = (self._store.state if state is None else state).agents
+        if name not in agents:
+            self._agent(name)  # the tip's error, saying how to create it
+            raise errors.UnknownAgent(
+                f"no agent {name!r} as of the rewind's target: it was created later "
+                "or on another branch",
+                {"agent": name},
+            )
+        return ev.MessageReceived(agent=name, message_id=f"m{uuid.uuid4().hex[:12]}", text=text)
+
+    async def delivered(
+        self, received: ev.MessageReceived, *, wait: bool, wait_seconds: float
+    ) -> AgentsSendResult:
+        """What agents.send answers for the durable `received`; with `wait`, once its turn
+        ended, asked a question, or was abandoned (or `wait_seconds` passed).
+
+        A turn ends only after more durable appends than the one that delivered the
+        message, so a caller that comes here straight from that append is in time.
+        """
+        name = received.agent
         turn_id = turn_id_for(received.seq)
-        result = AgentsSendResult(message_id=message_id, seq=received.seq, turn_id=turn_id)
+        result = AgentsSendResult(message_id=received.message_id, seq=received.seq, turn_id=turn_id)
         if not wait:
             return result
         waiter = self._waiters.setdefault(turn_id, _TurnWaiter(received.seq))

@@ -1,0 +1,153 @@
+"""Edit and retry (issue 25): `rewind {then}` / `checkout {then}` against the real daemon.
+
+The reset record and the new message are one atomic batch: the message lands
+right after the reset record, the turn runs at once, bad input is refused
+before anything is written, and a SIGKILL inside the batch leaves neither.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reynd.protocol import errors
+from reynd.storage.crashpoints import CRASH_ENV
+from tests.harness import Daemon, start_daemon
+from tests.runtime_helpers import (
+    DEADLINE,
+    create_builtin,
+    error_of,
+    head,
+    kill_daemon,
+    records,
+    restart,
+    send,
+    state,
+    wait_turn_end,
+)
+
+
+def then(agent: str, text: str, **more: Any) -> dict[str, Any]:
+    return {"agent": agent, "text": text, **more}
+
+
+def user_texts(d: Daemon, agent: str, seq: int | None = None) -> list[str]:
+    return [m["content"] for m in state(d, agent, seq)["history"] if m["role"] == "user"]
+
+
+def test_edit_abandons_the_old_message_and_runs_the_new_one(daemon: Daemon) -> None:
+    create_builtin(daemon, "a")
+    first = send(daemon, "a", "first")
+    second = send(daemon, "a", "second")
+    res = daemon.call(
+        "rewind",
+        {"seq": second["seq"] - 1, "then": then("a", "second, edited", wait=True)},
+    )
+    sent = res["sent"]
+    assert sent["seq"] == res["reset_seq"] + 1
+    assert sent["turn_id"] == f"t{sent['seq']}"
+    assert sent["outcome"] == "completed" and sent["boundary_seq"] > sent["seq"]
+    # The old message stays on the branch the reset left; the new one is on the new branch.
+    (old,) = records(daemon, kind="message.received", text="second")
+    (new,) = records(daemon, kind="message.received", text="second, edited")
+    assert new["seq"] == sent["seq"] and old["seq"] == second["seq"]
+    assert user_texts(daemon, "a") == ["first", "second, edited"]
+    assert user_texts(daemon, "a", second["boundary_seq"]) == ["first", "second"]
+    assert first["outcome"] == "completed"
+    err = error_of(daemon, "rewind", {"seq": second["seq"]})
+    assert err["code"] == errors.NotActive.code  # abandoned: only checkout reaches it
+    # A checkout of the old message's turn end brings the old conversation back.
+    daemon.call("checkout", {"seq": second["boundary_seq"]})
+    assert user_texts(daemon, "a") == ["first", "second"]
+
+
+def test_checkout_then_starts_the_turn_without_waiting(daemon: Daemon) -> None:
+    create_builtin(daemon, "a")
+    one = send(daemon, "a", "one")
+    res = daemon.call("checkout", {"seq": one["seq"] - 1, "then": then("a", "uno")})
+    sent = res["sent"]
+    assert sent["seq"] == res["reset_seq"] + 1 and sent["outcome"] is None
+    ended = wait_turn_end(daemon, sent["turn_id"], after=sent["seq"])
+    assert ended["outcome"] == "completed"
+    assert user_texts(daemon, "a") == ["uno"]
+
+
+def test_a_tag_address_takes_then_too(daemon: Daemon) -> None:
+    create_builtin(daemon, "a")
+    one = send(daemon, "a", "one")
+    daemon.call("tags.set", {"name": "good", "seq": one["boundary_seq"]})
+    send(daemon, "a", "two")
+    res = daemon.call("rewind", {"tag": "good", "then": then("a", "deux", wait=True)})
+    assert res["resolved_from"] == "tag" and res["sent"]["outcome"] == "completed"
+    assert user_texts(daemon, "a") == ["one", "deux"]
+
+
+@pytest.mark.parametrize(
+    ("params", "code", "says"),
+    [
+        ({"then": then("nobody", "hi")}, errors.UnknownAgent.code, "no agent 'nobody'"),
+        ({"then": then("a", "")}, errors.InvalidParams.code, "text"),
+        ({"then": {"agent": "a"}}, errors.InvalidParams.code, "text"),
+        ({"then": then("late", "hi")}, errors.UnknownAgent.code, "as of the rewind's target"),
+    ],
+)
+def test_bad_then_is_refused_before_anything_is_written(
+    daemon: Daemon, params: dict[str, Any], code: int, says: str
+) -> None:
+    create_builtin(daemon, "a")
+    sent = send(daemon, "a", "hello")
+    target = head(daemon)
+    create_builtin(daemon, "late")  # exists at the tip, not as of `target`
+    tip = head(daemon)
+    err = error_of(daemon, "rewind", {"seq": target, **params})
+    assert err["code"] == code and says in err["message"], err
+    assert head(daemon) == tip and not records(daemon, after=tip)
+    assert sent["outcome"] == "completed"
+
+
+def test_sigkill_inside_the_batch_leaves_neither(short_tmp: Path) -> None:
+    """Killed while writing the message (the reset record is whole in the file): neither stays."""
+    d = start_daemon(short_tmp, env={CRASH_ENV: "wal.mid_batch:1"})
+    try:
+        create_builtin(d, "a")
+        one = send(d, "a", "one", timeout=DEADLINE)
+        tip = head(d)
+        with d.connect() as c, pytest.raises(EOFError):
+            c.request("rewind", {"seq": one["seq"] - 1, "then": then("a", "uno")})
+        d.wait()
+        assert [r["kind"] for r in records(d, after=tip)] == ["rewind"]  # torn after it
+    finally:
+        kill_daemon(d)
+    d = restart(d, short_tmp)
+    try:
+        assert head(d) == tip and not records(d, after=tip)
+        assert user_texts(d, "a") == ["one"]
+    finally:
+        d.stop()
+
+
+def test_sigkill_once_the_batch_is_durable_keeps_both_and_the_turn_runs(
+    short_tmp: Path,
+) -> None:
+    d = start_daemon(short_tmp, env={CRASH_ENV: "reset.durable:1"})
+    try:
+        create_builtin(d, "a")
+        one = send(d, "a", "one")
+        tip = head(d)
+        with d.connect() as c, pytest.raises(EOFError):
+            c.request("rewind", {"seq": one["seq"] - 1, "then": then("a", "uno")})
+        d.wait()
+    finally:
+        kill_daemon(d)
+    d = restart(d, short_tmp)
+    try:
+        reset, message = records(d, after=tip)[:2]
+        assert reset["kind"] == "rewind" and reset["seq"] == tip + 1
+        assert message["kind"] == "message.received" and message["seq"] == tip + 2
+        ended = wait_turn_end(d, f"t{tip + 2}", after=tip + 2)
+        assert ended["outcome"] == "completed"
+        assert user_texts(d, "a") == ["uno"]
+    finally:
+        d.stop()
