@@ -7,6 +7,7 @@ before anything is written, and a SIGKILL inside the batch leaves neither.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from tests.runtime_helpers import (
     state,
     wait_turn_end,
 )
+from tests.test_reynctl_cli import ok, reynctl
 
 
 def then(agent: str, text: str, **more: Any) -> dict[str, Any]:
@@ -151,3 +153,38 @@ def test_sigkill_once_the_batch_is_durable_keeps_both_and_the_turn_runs(
         assert user_texts(d, "a") == ["uno"]
     finally:
         d.stop()
+
+
+# -- reynctl ------------------------------------------------------------------------
+
+
+def test_reynctl_edit_replaces_the_message_and_waits_for_its_turn(daemon: Daemon) -> None:
+    create_builtin(daemon, "a")
+    send(daemon, "a", "first")
+    second = send(daemon, "a", "second")
+    out = ok(reynctl("edit", str(second["seq"]), "second, edited", "--yes", sock=daemon.socket))
+    assert f"rewound to seq {second['seq'] - 1}" in out and "completed" in out
+    assert user_texts(daemon, "a") == ["first", "second, edited"]
+    (entry, *_) = daemon.call("reflog.list")["entries"]
+    assert entry["reason"] == f"edit of message {second['seq']}"
+
+
+def test_reynctl_edit_refuses_a_seq_that_is_not_a_message(daemon: Daemon) -> None:
+    create_builtin(daemon, "a")
+    sent = send(daemon, "a", "hello")
+    tip = head(daemon)
+    proc = reynctl("edit", str(sent["boundary_seq"]), "x", "--yes", sock=daemon.socket)
+    assert proc.returncode == 2 and "is not a received message" in proc.stderr, proc.stderr
+    assert head(daemon) == tip
+
+
+def test_reynctl_rewind_send_json_carries_the_message(daemon: Daemon) -> None:
+    create_builtin(daemon, "a")
+    one = send(daemon, "a", "one")
+    args = ["--json", "rewind", str(one["seq"] - 1), "--send", "a", "uno", "--no-wait", "-y"]
+    res = json.loads(ok(reynctl(*args, sock=daemon.socket)))
+    assert res["sent"]["seq"] == res["reset_seq"] + 1 and res["sent"]["outcome"] is None
+    wait_turn_end(daemon, res["sent"]["turn_id"], after=res["sent"]["seq"])
+    assert user_texts(daemon, "a") == ["uno"]
+    proc = reynctl("rewind", "0", "--wait", "-y", sock=daemon.socket)
+    assert proc.returncode == 2 and "--send AGENT TEXT" in proc.stderr
