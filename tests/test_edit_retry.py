@@ -8,6 +8,7 @@ before anything is written, and a SIGKILL inside the batch leaves neither.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from tests.runtime_helpers import (
     send,
     state,
     wait_turn_end,
+    wait_until,
 )
 from tests.test_reynctl_cli import ok, reynctl
 
@@ -188,3 +190,106 @@ def test_reynctl_rewind_send_json_carries_the_message(daemon: Daemon) -> None:
     assert user_texts(daemon, "a") == ["uno"]
     proc = reynctl("rewind", "0", "--wait", "-y", sock=daemon.socket)
     assert proc.returncode == 2 and "--send AGENT TEXT" in proc.stderr
+
+
+# -- reapply ------------------------------------------------------------------------
+
+
+def create_external(d: Daemon, name: str) -> None:
+    """An agent no runner drives: its messages wait in its inbox."""
+    d.call("wal.append", {"agent": name, "kind": "agent.created", "data": {}})
+
+
+def inbox_texts(d: Daemon, agent: str) -> list[str]:
+    return [m["text"] for m in state(d, agent)["inbox"]]
+
+
+def test_reapply_delivers_the_abandoned_messages_again_after_then(daemon: Daemon) -> None:
+    create_external(daemon, "x")
+    create_builtin(daemon, "a")
+    target = head(daemon)
+    one = send(daemon, "x", "one", wait=False)
+    two = send(daemon, "a", "two")  # its turn ran on the branch the rewind abandons
+    three = send(daemon, "x", "three", wait=False)
+    res = daemon.call("rewind", {"seq": target, "then": then("x", "zero"), "reapply": "messages"})
+    first = res["reset_seq"] + 1
+    assert res["sent"]["seq"] == first
+    assert [(r["agent"], r["from_seq"], r["seq"]) for r in res["reapplied"]] == [
+        ("x", one["seq"], first + 1),
+        ("a", two["seq"], first + 2),
+        ("x", three["seq"], first + 3),
+    ]
+    assert [r["message_id"] for r in res["reapplied"]] == [
+        one["message_id"],
+        two["message_id"],
+        three["message_id"],
+    ]
+    assert inbox_texts(daemon, "x") == ["zero", "one", "three"]
+    wait_turn_end(daemon, f"t{first + 2}", after=first + 2)
+    assert user_texts(daemon, "a") == ["two"]
+    # Nothing more is abandoned by a checkout of the tip's own lineage: a rewind
+    # without reapply leaves the inbox as of its target.
+    res = daemon.call("rewind", {"seq": res["reset_seq"]})
+    assert res["reapplied"] == [] and res["sent"] is None
+    assert inbox_texts(daemon, "x") == []
+
+
+def test_a_waiting_sender_is_told_its_message_was_delivered_again(daemon: Daemon) -> None:
+    create_external(daemon, "x")
+    target = head(daemon)
+    got: list[dict[str, Any]] = []
+    waiting = threading.Thread(target=lambda: got.append(send(daemon, "x", "hello")))
+    waiting.start()
+    (message,) = wait_until(lambda: records(daemon, kind="message.received"), "the message")
+    res = daemon.call("rewind", {"seq": target, "reapply": "messages"})
+    waiting.join(DEADLINE)
+    (redelivered,) = res["reapplied"]
+    assert redelivered["from_seq"] == message["seq"]
+    (answer,) = got
+    assert answer["outcome"] == "redelivered"
+    assert answer["redelivered_seq"] == redelivered["seq"] == res["reset_seq"] + 1
+
+
+def test_reapply_to_an_agent_missing_as_of_the_target_is_refused(daemon: Daemon) -> None:
+    target = head(daemon)
+    create_external(daemon, "x")
+    send(daemon, "x", "hello", wait=False)
+    tip = head(daemon)
+    err = error_of(daemon, "rewind", {"seq": target, "reapply": "messages"})
+    assert err["code"] == errors.UnknownAgent.code and "cannot be delivered again" in err["message"]
+    assert head(daemon) == tip and not records(daemon, after=tip)
+    err = error_of(daemon, "rewind", {"seq": target, "reapply": "all"})
+    assert err["code"] == errors.InvalidParams.code
+
+
+@pytest.mark.parametrize("nth", [1, 2])
+def test_sigkill_inside_a_reapply_batch_leaves_none_of_it(short_tmp: Path, nth: int) -> None:
+    d = start_daemon(short_tmp, env={CRASH_ENV: f"wal.mid_batch:{nth}"})
+    try:
+        create_external(d, "x")
+        target = head(d)
+        send(d, "x", "one", wait=False)
+        send(d, "x", "two", wait=False)
+        tip = head(d)
+        with d.connect() as c, pytest.raises(EOFError):
+            c.request("rewind", {"seq": target, "reapply": "messages"})
+        d.wait()
+        assert len(records(d, after=tip)) == nth  # torn inside the batch
+    finally:
+        kill_daemon(d)
+    d = restart(d, short_tmp)
+    try:
+        assert head(d) == tip and not records(d, after=tip)
+        assert inbox_texts(d, "x") == ["one", "two"]
+    finally:
+        d.stop()
+
+
+def test_reynctl_rewind_reapply(daemon: Daemon) -> None:
+    create_external(daemon, "x")
+    target = head(daemon)
+    one = send(daemon, "x", "one", wait=False)
+    args = ["rewind", str(target), "--reapply", "messages", "--yes"]
+    out = ok(reynctl(*args, sock=daemon.socket))
+    assert f"to x delivered again: seq {one['seq']} -> " in out
+    assert inbox_texts(daemon, "x") == ["one"]

@@ -17,7 +17,7 @@ from reynctl.render import Style
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 
-__all__ = ["send_options", "sent_text", "then_of", "wait_options"]
+__all__ = ["reapplied_text", "send_options", "sent_text", "then_of", "wait_options"]
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -39,8 +39,15 @@ def wait_options(f: F) -> F:
 
 
 def send_options(f: F) -> F:
-    """--send AGENT TEXT, with the wait options."""
+    """--send AGENT TEXT, with the wait options, and --reapply messages."""
     f = wait_options(f)
+    f = click.option(
+        "--reapply",
+        type=click.Choice(["messages"]),
+        default=None,
+        help="Deliver again, in the same atomic batch, the messages received on the "
+        "branch the move abandons (after --send's).",
+    )(f)
     return click.option(
         "--send",
         nargs=2,
@@ -72,3 +79,11 @@ def sent_text(res: m.RewindResult, then: a.AgentsSendParams | None, style: Style
         return ""
     waited = then.timeout if then.wait else None
     return "\n" + render.send_text(res.sent, style, waited=waited)
+
+
+def reapplied_text(res: m.RewindResult) -> str:
+    """One line per message `--reapply` delivered again (empty without any)."""
+    return "".join(
+        f"\nmessage {r.message_id} to {r.agent} delivered again: seq {r.from_seq} -> {r.seq}"
+        for r in res.reapplied
+    )

@@ -26,7 +26,7 @@ from reynctl.cli.options import (
     seq_or_tag,
     width,
 )
-from reynctl.cli.then import send_options, sent_text, then_of
+from reynctl.cli.then import reapplied_text, send_options, sent_text, then_of
 from reynctl.cli.times import AT_HELP, TIME, addressed, one_of
 from reynctl.client import Client, Reply
 from reynd.protocol import agent_methods as a
@@ -157,6 +157,7 @@ def rewind(
     send: tuple[str, str] | None,
     wait: bool | None,
     wait_timeout: float,
+    reapply: m.Reapply | None,
 ) -> None:
     """Move the tip back to SEQ, an active seq below it.
 
@@ -172,19 +173,46 @@ def rewind(
     --send AGENT TEXT delivers a message right after the reset record, in one
     atomic batch (both are written or neither); with --wait (the default with
     --send) the command returns once its turn ended, as `reynctl send` does.
+    --reapply messages delivers again, in that batch, every message received
+    after SEQ on the branch the rewind abandons.
     """
     one_of(seq=seq, at=at, back=back)
     then = then_of(send, wait, wait_timeout)
     confirm_move(yes, "rewind")
     by_seq, tag = seq_or_tag(seq)
-    params = m.RewindParams(seq=by_seq, tag=tag, at=at, back=back, reason=reason, then=then)
-    move(
+    params = m.RewindParams(
+        seq=by_seq, tag=tag, at=at, back=back, reason=reason, then=then, reapply=reapply
+    )
+    _reset_move(
         opts,
         yes=yes,
         what=_what("rewind to", seq, at, back),
         call=lambda c: c.call("rewind", params, m.RewindResult),
+        then=then,
+        wait_timeout=wait_timeout,
+    )
+
+
+def _reset_move(
+    opts: Options,
+    *,
+    yes: bool,
+    what: str,
+    call: Callable[[Client], Reply[m.RewindResult]],
+    then: a.AgentsSendParams | None,
+    wait_timeout: float,
+) -> None:
+    """A rewind or checkout: `move`, and what --send and --reapply delivered (issue 25)."""
+    move(
+        opts,
+        yes=yes,
+        what=what,
+        call=call,
         human=lambda res: (
-            render.rewind_text(res, opts.style) + addressed(res) + sent_text(res, then, opts.style)
+            render.rewind_text(res, opts.style)
+            + addressed(res)
+            + sent_text(res, then, opts.style)
+            + reapplied_text(res)
         ),
         at_least=wait_timeout + 10 if then and then.wait else None,
     )
@@ -232,28 +260,30 @@ def checkout(
     send: tuple[str, str] | None,
     wait: bool | None,
     wait_timeout: float,
+    reapply: m.Reapply | None,
 ) -> None:
     """Undo to SEQ, or switch to the abandoned branch that holds it.
 
     Every agent's state moves to SEQ and turns in flight are cancelled; work
     pending at SEQ runs again at once. Asks first on a terminal; elsewhere
     pass --yes. Instead of SEQ, --at TIME goes where the tip was at TIME.
-    --send AGENT TEXT: as for rewind, a message in the reset record's batch.
+    --send AGENT TEXT and --reapply messages: as for rewind, in the reset
+    record's batch.
     """
     one_of(seq=seq, at=at)
     then = then_of(send, wait, wait_timeout)
     confirm_move(yes, "checkout")
     by_seq, tag = seq_or_tag(seq)
-    params = m.CheckoutParams(seq=by_seq, tag=tag, force=force, at=at, reason=reason, then=then)
-    move(
+    params = m.CheckoutParams(
+        seq=by_seq, tag=tag, force=force, at=at, reason=reason, then=then, reapply=reapply
+    )
+    _reset_move(
         opts,
         yes=yes,
         what=_what("checkout", seq, at),
         call=lambda c: c.call("checkout", params, m.RewindResult),
-        human=lambda res: (
-            render.rewind_text(res, opts.style) + addressed(res) + sent_text(res, then, opts.style)
-        ),
-        at_least=wait_timeout + 10 if then and then.wait else None,
+        then=then,
+        wait_timeout=wait_timeout,
     )
 
 

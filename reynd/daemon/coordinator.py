@@ -32,7 +32,7 @@ from reynd.daemon.committer import Committer
 from reynd.daemon.hooks import Substrate
 from reynd.protocol import methods as m
 from reynd.protocol.events import Event, Rewind
-from reynd.protocol.state import RuntimeState
+from reynd.storage.batch import Rebuilt
 from reynd.storage.store import NO_NOTE, ResetNote, ResetOp, Store
 
 __all__ = ["Coordinator", "Gate"]
@@ -89,7 +89,7 @@ CancelAll = Callable[[], Awaitable[list[m.CancelledChain]]]
 Target = int | Address
 # Records to append right after the reset record, in its atomic batch, made for
 # the state as of the target (which they may refuse, before anything is written).
-Then = Callable[[RuntimeState], Sequence[Event]]
+Then = Callable[[Rebuilt], Awaitable[Sequence[Event]]]
 
 
 T = TypeVar("T")
@@ -196,7 +196,7 @@ class Coordinator:
             # Built before any turn is cancelled: history up to the target never
             # changes, and `then` may refuse with no turn cancelled for nothing.
             rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
-            follow = [] if then is None else list(then(rebuilt.state))
+            follow = [] if then is None else list(await then(rebuilt))
             cancelled = await self._cancel_all()
             pairs = tuple((c.agent, c.turn_id) for c in cancelled)
             note = dataclasses.replace(note, cancelled=pairs)

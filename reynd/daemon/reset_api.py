@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import msgspec
+from collections.abc import Callable
 
 from reynd.daemon.addresses import Address, Addresses
 from reynd.daemon.context import CallContext
 from reynd.daemon.coordinator import Coordinator
+from reynd.daemon.follow import Follow
 from reynd.daemon.rpc import Handler
 from reynd.protocol import agent_methods as a
-from reynd.protocol import events as ev
 from reynd.protocol import methods as m
 from reynd.protocol.moves import UndoParams
-from reynd.protocol.state import RuntimeState
-from reynd.runtime.registry import AgentRegistry
 from reynd.storage.store import ResetNote, ResetOp
 
-__all__ = ["ResetApi", "reset_note"]
+__all__ = ["FollowMaker", "ResetApi", "reset_note"]
+
+FollowMaker = Callable[[a.AgentsSendParams | None, m.Reapply | None], Follow]
 
 
 def reset_note(ctx: CallContext, reason: str) -> ResetNote:
@@ -30,67 +30,41 @@ def reset_note(ctx: CallContext, reason: str) -> ResetNote:
     )
 
 
-class _Then:
-    """A move's `then` (issue 25): the message delivered right after the reset record.
-
-    Made in the coordinator for the state as of the target (an agent that does
-    not exist there is refused, before anything is written), appended in the
-    reset record's atomic batch, then answered as agents.send answers.
-    """
-
-    def __init__(self, registry: AgentRegistry, p: a.AgentsSendParams) -> None:
-        self._registry = registry
-        self._p = p
-        self._record: ev.MessageReceived | None = None
-
-    def records(self, state: RuntimeState) -> list[ev.Event]:
-        self._record = self._registry.message(self._p.agent, self._p.text, state)
-        return [self._record]
-
-    async def answer(self, result: m.RewindResult) -> m.RewindResult:
-        assert self._record is not None  # the reset is durable, so its batch was made
-        # Staged right after the reset record, in one staging: the next seq.
-        durable = msgspec.structs.replace(self._record, seq=result.reset_seq + 1)
-        result.sent = await self._registry.delivered(
-            durable, wait=self._p.wait, wait_seconds=self._p.timeout
-        )
-        return result
-
-
 class ResetApi:
-    def __init__(
-        self, coordinator: Coordinator, addresses: Addresses, registry: AgentRegistry
-    ) -> None:
+    def __init__(self, coordinator: Coordinator, addresses: Addresses, follow: FollowMaker) -> None:
+        """`follow`: makes what a move appends after its reset record (`then`, `reapply`)."""
         self._coordinator = coordinator
         self._addresses = addresses
-        self._registry = registry
+        self._follow = follow
 
     def handlers(self) -> dict[str, Handler]:
         return {"rewind": self._rewind, "checkout": self._checkout, "undo": self._undo}
 
     async def _rewind(self, p: m.RewindParams, ctx: CallContext) -> m.RewindResult:
-        return await self._move("rewind", self._addresses.rewind(p), p.then, ctx, p.reason)
+        address = self._addresses.rewind(p)
+        return await self._move("rewind", address, p, ctx)
 
     async def _checkout(self, p: m.CheckoutParams, ctx: CallContext) -> m.RewindResult:
         address = self._addresses.checkout(p)
-        return await self._move("checkout", address, p.then, ctx, p.reason, force=p.force)
+        return await self._move("checkout", address, p, ctx, force=p.force)
 
     async def _move(
         self,
         op: ResetOp,
         address: Address,
-        then: a.AgentsSendParams | None,
+        p: m.RewindParams | m.CheckoutParams,
         ctx: CallContext,
-        reason: str,
         *,
         force: bool = False,
     ) -> m.RewindResult:
-        follow = None if then is None else _Then(self._registry, then)
+        follow = None
+        if p.then is not None or p.reapply is not None:
+            follow = self._follow(p.then, p.reapply)
         result = await self._coordinator.request(
             op,
             address,
             force=force,
-            note=reset_note(ctx, reason),
+            note=reset_note(ctx, p.reason),
             then=None if follow is None else follow.records,
         )
         return result if follow is None else await follow.answer(result)
