@@ -1,15 +1,16 @@
 """Rewinds and checkouts: queued to one task and run strictly one at a time.
 
 A rewind (a) closes the write gate and waits for in-flight appends, (b)
-cancels in-flight chains, (c) builds the state as of the target on a worker
-thread, (d) appends the reset record (after what the substrates record
+builds the state as of the target on a worker thread (and what follows the
+reset record, `then`, which may still refuse), (c) cancels in-flight
+chains, (d) appends the reset record (after what the substrates record
 first: the workspace's changes nothing recorded yet) and waits for its fsync (its commit moves
 the head and swaps in that state in one step), (e) lets the substrates
 restore, reopens the gate and notifies subscribers. Reads keep being answered
 throughout: they never take the gate, and they see either the old tip with
-its state or the reset record with the new one, never a mix. If (c) or (d)
-fails, the tip has not moved: the runners (b) stopped start again, and the
-caller gets the error.
+its state or the reset record with the new one, never a mix. If (b) fails,
+nothing was cancelled; if (d) fails, the tip has not moved: the runners (c)
+stopped start again, and the caller gets the error.
 """
 
 from __future__ import annotations

@@ -57,10 +57,13 @@ class Follow:
 
     def _abandoned_messages(self, target: int) -> list[ev.MessageReceived]:
         wal = self._store.wal
+        # What retention collected is gone (a checkout forking below the floor).
+        first = wal.first_seq
         return [
             event
             for lo, hi in self._store.lineage.leaving(target)
-            for event in wal.read(lo, hi)
+            if hi >= first
+            for event in wal.read(max(lo, first), hi)
             if isinstance(event, ev.MessageReceived)
         ]
 
