@@ -31,6 +31,7 @@ from tests.runtime_helpers import (
     wait_until,
 )
 from tests.test_reynctl_cli import ok, reynctl
+from tests.test_subscribe import next_notify
 
 
 def then(agent: str, text: str, **more: Any) -> dict[str, Any]:
@@ -293,3 +294,19 @@ def test_reynctl_rewind_reapply(daemon: Daemon) -> None:
     out = ok(reynctl(*args, sock=daemon.socket))
     assert f"to x delivered again: seq {one['seq']} -> " in out
     assert inbox_texts(daemon, "x") == ["one"]
+
+
+def test_the_rewinds_notification_says_where_the_messages_went(daemon: Daemon) -> None:
+    create_external(daemon, "x")
+    target = head(daemon)
+    one = send(daemon, "x", "one", wait=False)
+    with daemon.connect() as sub:
+        sub.call("subscribe", {"topics": ["rewinds"]})
+        res = daemon.call(
+            "rewind", {"seq": target, "then": then("x", "zero"), "reapply": "messages"}
+        )
+        note = next_notify(sub)
+    assert note["seq"] == res["reset_seq"]
+    assert note["data"]["sent"]["seq"] == res["sent"]["seq"] == res["reset_seq"] + 1
+    assert note["data"]["reapplied"] == res["reapplied"]
+    assert res["reapplied"][0]["from_seq"] == one["seq"]

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import structlog
 import trio
@@ -88,9 +88,17 @@ CancelAll = Callable[[], Awaitable[list[m.CancelledChain]]]
 # A reset's target: a seq, or an address (a tag, a time, a count back) resolved
 # once the reset runs; its result says how the target was addressed.
 Target = int | Address
-# Records to append right after the reset record, in its atomic batch, made for
-# the state as of the target (which they may refuse, before anything is written).
-Then = Callable[[Rebuilt], Awaitable[Sequence[Event]]]
+
+
+class Then(Protocol):
+    """Records to append right after the reset record, in its atomic batch (issue 25)."""
+
+    async def records(self, rebuilt: Rebuilt) -> Sequence[Event]:
+        """Made for the state as of the target; may refuse, before anything is written."""
+        ...
+
+    def stamp(self, result: m.RewindResult) -> None:
+        """Say in `result` where they went, before subscribers hear of the reset."""
 
 
 T = TypeVar("T")
@@ -197,7 +205,7 @@ class Coordinator:
             # Built before any turn is cancelled: history up to the target never
             # changes, and `then` may refuse with no turn cancelled for nothing.
             rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
-            follow = [] if then is None else list(await then(rebuilt))
+            follow = [] if then is None else list(await then.records(rebuilt))
             cancelled = await self._cancel_all()
             pairs = tuple((c.agent, c.turn_id) for c in cancelled)
             note = dataclasses.replace(note, cancelled=pairs)
@@ -243,6 +251,8 @@ class Coordinator:
             )
             if address is not None:
                 address.stamp(result)  # before the hooks: `rewinds` subscribers see it too
+            if then is not None:
+                then.stamp(result)
         log.info(
             op,
             target=seq,

@@ -67,21 +67,22 @@ class Follow:
             if isinstance(event, ev.MessageReceived)
         ]
 
-    async def answer(self, result: m.RewindResult) -> m.RewindResult:
-        """`result` with `sent` and `reapplied`; with `then.wait`, once that turn ended."""
+    def stamp(self, result: m.RewindResult) -> None:
+        """`result`'s `sent` (not waited for yet) and `reapplied`, before subscribers hear of it."""
         first = result.reset_seq + 1  # staged right after the reset record, in one staging
-        sent = self._sent
-        reapplied_from = first if sent is None else first + 1
+        if self._sent is not None:
+            self._sent = msgspec.structs.replace(self._sent, seq=first)
+            result.sent = self._registry.delivery(self._sent)
+        start = first if self._sent is None else first + 1
         result.reapplied = [
-            m.Redelivered(
-                agent=o.agent, message_id=o.message_id, from_seq=o.seq, seq=reapplied_from + i
-            )
+            m.Redelivered(agent=o.agent, message_id=o.message_id, from_seq=o.seq, seq=start + i)
             for i, o in enumerate(self._old)
         ]
-        if self._then is not None and sent is not None:
+
+    async def answer(self, result: m.RewindResult) -> m.RewindResult:
+        """`result` once `then`'s turn ended, with `then.wait` (as agents.send waits)."""
+        if self._then is not None and self._then.wait and self._sent is not None:
             result.sent = await self._registry.delivered(
-                msgspec.structs.replace(sent, seq=first),
-                wait=self._then.wait,
-                wait_seconds=self._then.timeout,
+                self._sent, wait=True, wait_seconds=self._then.timeout
             )
         return result

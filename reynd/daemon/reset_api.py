@@ -65,7 +65,7 @@ class ResetApi:
             address,
             force=force,
             note=reset_note(ctx, p.reason),
-            then=None if follow is None else follow.records,
+            then=follow,
         )
         return result if follow is None else await follow.answer(result)
 

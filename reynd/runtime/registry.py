@@ -402,6 +402,12 @@ class AgentRegistry:
             agent=old.agent, message_id=old.message_id, text=old.text, sender=old.sender
         )
 
+    def delivery(self, received: ev.MessageReceived) -> AgentsSendResult:
+        """What agents.send answers at once for the durable `received`."""
+        return AgentsSendResult(
+            message_id=received.message_id, seq=received.seq, turn_id=turn_id_for(received.seq)
+        )
+
     async def delivered(
         self, received: ev.MessageReceived, *, wait: bool, wait_seconds: float
     ) -> AgentsSendResult:
@@ -412,8 +418,8 @@ class AgentRegistry:
         message, so a caller that comes here straight from that append is in time.
         """
         name = received.agent
-        turn_id = turn_id_for(received.seq)
-        result = AgentsSendResult(message_id=received.message_id, seq=received.seq, turn_id=turn_id)
+        result = self.delivery(received)
+        turn_id = result.turn_id
         if not wait:
             return result
         waiter = self._waiters.setdefault(turn_id, _TurnWaiter(received.seq, received.message_id))
