@@ -202,6 +202,7 @@ def test_send_waits_for_the_reply_and_boundary(daemon: Daemon):
         "reply",
         "intervention_id",
         "question",
+        "redelivered_seq",
     }
 
     # `-` reads the message from stdin.

@@ -17,6 +17,7 @@ from reynctl.cli import (  # noqa: F401
     audit,
     completion,
     daemon,
+    edit,
     frontends,
     moves,
     retention,

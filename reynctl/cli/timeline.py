@@ -27,6 +27,7 @@ from reynctl.cli.options import (
     seq_or_tag,
     width,
 )
+from reynctl.cli.then import reapplied_text, send_options, sent_text, then_of
 from reynctl.cli.times import AT_HELP, TIME, addressed, one_of
 from reynctl.client import Client, Reply
 from reynd.protocol import agent_methods as a
@@ -102,6 +103,7 @@ def move(
     call: Callable[[Client], Reply[R]],
     human: Callable[[R], str],
     agent: str | None = None,
+    at_least: float | None = None,
 ) -> None:
     """A rewind, checkout or act-turn rewind: ask (unless --yes), move, say what runs again.
 
@@ -109,7 +111,7 @@ def move(
     human output adds the agents that take work up at once (the state as of
     the target, one more read) and, on stderr, the checkout that undoes it.
     """
-    with opts.client() as c:
+    with opts.client(at_least=at_least) as c:
         if not yes:
             ask_move(opts, c.status().head, what)
         reply = call(c)
@@ -134,12 +136,14 @@ def move(
         "reynctl checkout 57         # undo: back to the seq the tip was at",
         "reynctl rewind --at 10m     # the newest checkpoint of ten minutes ago",
         "reynctl rewind --back 2     # two checkpoints back",
+        'reynctl rewind 41 --send ada "Try it in Rust."   # then a message, atomically',
     )
 )
 @click.argument("seq", type=SEQ_OR_TAG, required=False, shell_complete=_complete_seq)
 @_YES
 @click.option("--at", type=TIME, help=AT_HELP + " The newest checkpoint at or before it.")
 @click.option("--back", type=click.IntRange(min=1), help="N checkpoints back on the active branch.")
+@send_options
 @reason_option
 @json_option
 @pass_opts
@@ -151,6 +155,10 @@ def rewind(
     *,
     at: float | str | None,
     back: int | None,
+    send: tuple[str, str] | None,
+    wait: bool | None,
+    wait_timeout: float,
+    reapply: m.Reapply | None,
 ) -> None:
     """Move the tip back to SEQ, an active seq below it.
 
@@ -162,17 +170,52 @@ def rewind(
 
     Instead of SEQ: --at TIME, the newest checkpoint on the active branch at
     or before TIME; --back N, N checkpoints back on the active branch.
+
+    --send AGENT TEXT delivers a message right after the reset record, in one
+    atomic batch (both are written or neither); with --wait (the default with
+    --send) the command returns once its turn ended, as `reynctl send` does.
+    --reapply messages delivers again, in that batch, every message received
+    after SEQ on the branch the rewind abandons.
     """
     one_of(seq=seq, at=at, back=back)
+    then = then_of(send, wait, wait_timeout)
     confirm_move(yes, "rewind")
     by_seq, tag = seq_or_tag(seq)
-    params = m.RewindParams(seq=by_seq, tag=tag, at=at, back=back, reason=reason)
-    move(
+    params = m.RewindParams(
+        seq=by_seq, tag=tag, at=at, back=back, reason=reason, then=then, reapply=reapply
+    )
+    _reset_move(
         opts,
         yes=yes,
         what=_what("rewind to", seq, at, back),
         call=lambda c: c.call("rewind", params, m.RewindResult),
-        human=lambda res: render.rewind_text(res, opts.style) + addressed(res),
+        then=then,
+        wait_timeout=wait_timeout,
+    )
+
+
+def _reset_move(
+    opts: Options,
+    *,
+    yes: bool,
+    what: str,
+    call: Callable[[Client], Reply[m.RewindResult]],
+    then: a.AgentsSendParams | None,
+    wait_timeout: float,
+) -> None:
+    """A rewind or checkout: `move`, and what --send and --reapply delivered (issue 25)."""
+    move(
+        opts,
+        yes=yes,
+        what=what,
+        call=call,
+        human=lambda res: (
+            render.rewind_text(res, opts.style)
+            + addressed(res)
+            + sent_text(res, then, opts.style)
+            + reapplied_text(res)
+        ),
+        at_least=wait_timeout + 10 if then and then.wait else None,
     )
 
 
@@ -203,6 +246,7 @@ def _what(move: str, seq: int | str | None, at: float | str | None, back: int | 
     "record (they are recorded first, just before the reset record R: `checkout R-1` "
     "brings them back).",
 )
+@send_options
 @reason_option
 @json_option
 @pass_opts
@@ -214,23 +258,33 @@ def checkout(
     reason: str,
     *,
     at: float | str | None,
+    send: tuple[str, str] | None,
+    wait: bool | None,
+    wait_timeout: float,
+    reapply: m.Reapply | None,
 ) -> None:
     """Undo to SEQ, or switch to the abandoned branch that holds it.
 
     Every agent's state moves to SEQ and turns in flight are cancelled; work
     pending at SEQ runs again at once. Asks first on a terminal; elsewhere
     pass --yes. Instead of SEQ, --at TIME goes where the tip was at TIME.
+    --send AGENT TEXT and --reapply messages: as for rewind, in the reset
+    record's batch.
     """
     one_of(seq=seq, at=at)
+    then = then_of(send, wait, wait_timeout)
     confirm_move(yes, "checkout")
     by_seq, tag = seq_or_tag(seq)
-    params = m.CheckoutParams(seq=by_seq, tag=tag, force=force, at=at, reason=reason)
-    move(
+    params = m.CheckoutParams(
+        seq=by_seq, tag=tag, force=force, at=at, reason=reason, then=then, reapply=reapply
+    )
+    _reset_move(
         opts,
         yes=yes,
         what=_what("checkout", seq, at),
         call=lambda c: c.call("checkout", params, m.RewindResult),
-        human=lambda res: render.rewind_text(res, opts.style) + addressed(res),
+        then=then,
+        wait_timeout=wait_timeout,
     )
 
 

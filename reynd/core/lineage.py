@@ -257,6 +257,17 @@ class Lineage:
             seqs.append((max(lo, target + 1), hi))
         return Abandoned(reset, target, tuple(seqs))
 
+    def leaving(self, target: int) -> list[Interval]:
+        """What a move of the tip to `target` abandons: lineage(head) above
+        common(head, target), as ascending intervals (empty when `target` is
+        the head; all of lineage(head) above `target` for an active one)."""
+        floor = self.common(self.head, target)
+        return [
+            (max(lo, floor + 1), hi)
+            for lo, hi in zip(self._active_lo, self._active_hi, strict=True)
+            if hi > floor
+        ]
+
     def _check(self, seq: int) -> None:
         if not 0 <= seq <= self.head:
             raise ValueError(f"seq {seq} is outside 0..{self.head}")

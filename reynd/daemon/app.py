@@ -29,6 +29,7 @@ from reynd.daemon.collector import Collector
 from reynd.daemon.commit_hooks import Hooks
 from reynd.daemon.committer import Committer, storage_failed
 from reynd.daemon.coordinator import Coordinator, Gate
+from reynd.daemon.follow import Follow
 from reynd.daemon.history_api import HistoryApi
 from reynd.daemon.publisher import Publish, Publisher
 from reynd.daemon.read_only import refuse_writes
@@ -295,7 +296,7 @@ class App:
             **WalReadApi(store, reads).handlers(),
             **status.handlers(),
             **HistoryApi(store).handlers(),
-            **ResetApi(coordinator, Addresses(store)).handlers(),
+            **ResetApi(coordinator, Addresses(store), partial(Follow, store, registry)).handlers(),
             **ReflogApi(store, reads).handlers(),
             **TagsApi(store, self._gate, writer.commit).handlers(),
             **StateApi(store, as_of).handlers(),

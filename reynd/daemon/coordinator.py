@@ -1,15 +1,16 @@
 """Rewinds and checkouts: queued to one task and run strictly one at a time.
 
 A rewind (a) closes the write gate and waits for in-flight appends, (b)
-cancels in-flight chains, (c) builds the state as of the target on a worker
-thread, (d) appends the reset record (after what the substrates record
+builds the state as of the target on a worker thread (and what follows the
+reset record, `then`, which may still refuse), (c) cancels in-flight
+chains, (d) appends the reset record (after what the substrates record
 first: the workspace's changes nothing recorded yet) and waits for its fsync (its commit moves
 the head and swaps in that state in one step), (e) lets the substrates
 restore, reopens the gate and notifies subscribers. Reads keep being answered
 throughout: they never take the gate, and they see either the old tip with
-its state or the reset record with the new one, never a mix. If (c) or (d)
-fails, the tip has not moved: the runners (b) stopped start again, and the
-caller gets the error.
+its state or the reset record with the new one, never a mix. If (b) fails,
+nothing was cancelled; if (d) fails, the tip has not moved: the runners (c)
+stopped start again, and the caller gets the error.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import structlog
 import trio
@@ -32,6 +33,7 @@ from reynd.daemon.committer import Committer
 from reynd.daemon.hooks import Substrate
 from reynd.protocol import methods as m
 from reynd.protocol.events import Event, Rewind
+from reynd.storage.batch import Rebuilt
 from reynd.storage.store import NO_NOTE, ResetNote, ResetOp, Store
 
 __all__ = ["Coordinator", "Gate"]
@@ -86,6 +88,17 @@ CancelAll = Callable[[], Awaitable[list[m.CancelledChain]]]
 # A reset's target: a seq, or an address (a tag, a time, a count back) resolved
 # once the reset runs; its result says how the target was addressed.
 Target = int | Address
+
+
+class Then(Protocol):
+    """Records to append right after the reset record, in its atomic batch (issue 25)."""
+
+    async def records(self, rebuilt: Rebuilt) -> Sequence[Event]:
+        """Made for the state as of the target; may refuse, before anything is written."""
+        ...
+
+    def stamp(self, result: m.RewindResult) -> None:
+        """Say in `result` where they went, before subscribers hear of the reset."""
 
 
 T = TypeVar("T")
@@ -148,12 +161,15 @@ class Coordinator:
         *,
         force: bool = False,
         note: ResetNote = NO_NOTE,
+        then: Then | None = None,
     ) -> m.RewindResult:
         """Queue a rewind, checkout or act-turn rewind and wait for its outcome.
 
         `seq` may be a function that names it (a tag, a time, a count back): it
-        is called when this reset runs, against the tip this reset moves."""
-        return await self.serialized(partial(self._reset, op, seq, agent, force, note))
+        is called when this reset runs, against the tip this reset moves.
+        `then`: records to append right after the reset record, whole with it
+        or not at all (their seqs follow `reset_seq`)."""
+        return await self.serialized(partial(self._reset, op, seq, agent, force, note, then=then))
 
     async def undo(self, steps: int, note: ResetNote) -> m.RewindResult:
         """Check out where the tip was before the `steps`-th newest move.
@@ -171,7 +187,14 @@ class Coordinator:
         return await self._reset("checkout", target, None, False, note)
 
     async def _reset(
-        self, op: ResetOp, seq: Target, agent: str | None, force: bool, note: ResetNote
+        self,
+        op: ResetOp,
+        seq: Target,
+        agent: str | None,
+        force: bool,
+        note: ResetNote,
+        *,
+        then: Then | None = None,
     ) -> m.RewindResult:
         started = time.perf_counter()
         async with self._gate.exclusive():
@@ -179,11 +202,14 @@ class Coordinator:
             reset = self._store.prepare_reset(seq, op, agent)
             for substrate in self.substrates:
                 await substrate.before_reset(seq, force)  # may refuse: nothing written yet
+            # Built before any turn is cancelled: history up to the target never
+            # changes, and `then` may refuse with no turn cancelled for nothing.
+            rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
+            follow = [] if then is None else list(await then.records(rebuilt))
             cancelled = await self._cancel_all()
             pairs = tuple((c.agent, c.turn_id) for c in cancelled)
             note = dataclasses.replace(note, cancelled=pairs)
             try:
-                rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
                 extra: list[Event] = []
                 for substrate in self.substrates:
                     extra.extend(await substrate.reset_records(seq))
@@ -191,7 +217,12 @@ class Coordinator:
                 # the last record before it (what the substrates recorded
                 # stays on the branch it leaves).
                 batch = self._store.reset_batch(reset, extra, note)
-                *_, durable = await self._committer.append(batch, rebuilt)
+                # With `then`, atomic: after a crash, recovery keeps the reset
+                # record and what follows it both, or neither (issue 25).
+                written = await self._committer.append(
+                    [*batch, *follow], rebuilt, atomic=bool(follow)
+                )
+                durable = written[len(batch) - 1]
             except Exception as exc:
                 # No reset record was acknowledged: the tip stands, and its
                 # agents run on. Not when the WAL failed or the daemon stops:
@@ -220,6 +251,8 @@ class Coordinator:
             )
             if address is not None:
                 address.stamp(result)  # before the hooks: `rewinds` subscribers see it too
+            if then is not None:
+                then.stamp(result)
         log.info(
             op,
             target=seq,

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from reynd.daemon.addresses import Addresses
+from collections.abc import Callable
+
+from reynd.daemon.addresses import Address, Addresses
 from reynd.daemon.context import CallContext
 from reynd.daemon.coordinator import Coordinator
+from reynd.daemon.follow import Follow
 from reynd.daemon.rpc import Handler
+from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 from reynd.protocol.moves import UndoParams
-from reynd.storage.store import ResetNote
+from reynd.storage.store import ResetNote, ResetOp
 
-__all__ = ["ResetApi", "reset_note"]
+__all__ = ["FollowMaker", "ResetApi", "reset_note"]
+
+FollowMaker = Callable[[a.AgentsSendParams | None, m.Reapply | None], Follow]
 
 
 def reset_note(ctx: CallContext, reason: str) -> ResetNote:
@@ -25,22 +31,43 @@ def reset_note(ctx: CallContext, reason: str) -> ResetNote:
 
 
 class ResetApi:
-    def __init__(self, coordinator: Coordinator, addresses: Addresses) -> None:
+    def __init__(self, coordinator: Coordinator, addresses: Addresses, follow: FollowMaker) -> None:
+        """`follow`: makes what a move appends after its reset record (`then`, `reapply`)."""
         self._coordinator = coordinator
         self._addresses = addresses
+        self._follow = follow
 
     def handlers(self) -> dict[str, Handler]:
         return {"rewind": self._rewind, "checkout": self._checkout, "undo": self._undo}
 
     async def _rewind(self, p: m.RewindParams, ctx: CallContext) -> m.RewindResult:
         address = self._addresses.rewind(p)
-        note = reset_note(ctx, p.reason)
-        return await self._coordinator.request("rewind", address, note=note)
+        return await self._move("rewind", address, p, ctx)
 
     async def _checkout(self, p: m.CheckoutParams, ctx: CallContext) -> m.RewindResult:
         address = self._addresses.checkout(p)
-        note = reset_note(ctx, p.reason)
-        return await self._coordinator.request("checkout", address, force=p.force, note=note)
+        return await self._move("checkout", address, p, ctx, force=p.force)
+
+    async def _move(
+        self,
+        op: ResetOp,
+        address: Address,
+        p: m.RewindParams | m.CheckoutParams,
+        ctx: CallContext,
+        *,
+        force: bool = False,
+    ) -> m.RewindResult:
+        follow = None
+        if p.then is not None or p.reapply is not None:
+            follow = self._follow(p.then, p.reapply)
+        result = await self._coordinator.request(
+            op,
+            address,
+            force=force,
+            note=reset_note(ctx, p.reason),
+            then=follow,
+        )
+        return result if follow is None else await follow.answer(result)
 
     async def _undo(self, p: UndoParams, ctx: CallContext) -> m.RewindResult:
         return await self._coordinator.undo(p.steps, reset_note(ctx, p.reason))

@@ -114,7 +114,9 @@ class AgentsSendResult(Result, kw_only=True):
     """`turn_id` is known at once; `boundary_seq` (the turn.ended seq) once it completed.
 
     `outcome` is the turn's outcome, or `abandoned` when a rewind abandoned
-    the message before its turn ended; None while the turn is in flight: the
+    the message before its turn ended, or `redelivered` when the rewind that
+    abandoned it delivered it again (`reapply`): at `redelivered_seq`, its
+    turn `t<redelivered_seq>`; None while the turn is in flight: the
     wait timed out, or the turn asked a question (`intervention_id`,
     `question`: answer it with interventions.answer and the turn goes on).
     """
@@ -127,6 +129,7 @@ class AgentsSendResult(Result, kw_only=True):
     reply: str | None = None
     intervention_id: str | None = None
     question: str | None = None
+    redelivered_seq: int | None = None
 
 
 class AgentsCancelParams(Params, kw_only=True):

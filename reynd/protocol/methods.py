@@ -276,16 +276,26 @@ _CHECKOUT_ADDRESSES: Final = ("seq", "tag", "at")
 _STATE_ADDRESSES: Final = ("seq", "tag", "at")
 
 
+# What a move delivers again from the branch it abandons (issue 25).
+Reapply = Literal["messages"]
+
+
 class RewindParams(Params, kw_only=True):
     """Exactly one of `seq`; `tag`, the seq it names; `at`, the newest checkpoint on the
     active branch at or before that time; `back`, that many checkpoints back on the
-    active branch. `reason`: kept in the reset record, shown wherever the move is."""
+    active branch. `reason`: kept in the reset record, shown wherever the move is.
+    `then`: deliver a message to an agent right after the reset, in the same atomic
+    batch (edit and retry, issue 25): after a crash there is either both or neither.
+    `reapply` "messages": the messages received on the branch the move abandons are
+    delivered again, in their order, after `then`, in the same batch."""
 
     seq: NonNegative | None = None
     at: Time | None = None
     back: Back | None = None
     reason: Reason = ""
     tag: TagName | None = None
+    then: agent_methods.AgentsSendParams | None = None
+    reapply: Reapply | None = None
 
     def __post_init__(self) -> None:
         one_address(self, _REWIND_ADDRESSES)
@@ -296,16 +306,28 @@ class CheckoutParams(Params, kw_only=True):
 
     `force`: restore the workspace (when workspace rewind is on) even over changes
     reynd did not record; the overwritten content is recorded first, just before the
-    reset record R, and `checkout R-1` brings it back."""
+    reset record R, and `checkout R-1` brings it back. `then`, `reapply`: as for rewind."""
 
     seq: NonNegative | None = None
     force: bool = False
     at: Time | None = None
     reason: Reason = ""
     tag: TagName | None = None
+    then: agent_methods.AgentsSendParams | None = None
+    reapply: Reapply | None = None
 
     def __post_init__(self) -> None:
         one_address(self, _CHECKOUT_ADDRESSES)
+
+
+class Redelivered(Result, kw_only=True):
+    """A message `reapply` delivered again: the same `message_id`, at `seq` on the new
+    branch, first received at `from_seq` on the branch the move abandoned."""
+
+    agent: str
+    message_id: str
+    from_seq: Seq
+    seq: Seq
 
 
 class CancelledChain(Result, kw_only=True):
@@ -325,6 +347,10 @@ class RewindResult(Result, kw_only=True):
     at_time: float | None = None
     reason: str = ""
     by: ResetBy | None = None
+    # The message `then` delivered right after the reset record (its seq is reset_seq + 1),
+    # and with `then.wait` how its turn went, as agents.send answers.
+    sent: agent_methods.AgentsSendResult | None = None
+    reapplied: list[Redelivered] = []  # with `reapply`, in seq order
 
 
 # -- branches.list ----------------------------------------------------------
@@ -541,7 +567,7 @@ METHODS: Final[dict[str, MethodDef]] = {
             RewindParams,
             RewindResult,
             "Move the tip back to an active seq by appending a reset record.",
-            (errors.NotActive, errors.NothingToDo, *_RANGE),
+            (errors.NotActive, errors.NothingToDo, errors.UnknownAgent, *_RANGE),
             mutating=True,
         ),
         MethodDef(
@@ -549,7 +575,7 @@ METHODS: Final[dict[str, MethodDef]] = {
             CheckoutParams,
             RewindResult,
             "Undo to an active seq or switch to an abandoned branch at any retained seq.",
-            (errors.NothingToDo, *_RANGE),
+            (errors.NothingToDo, errors.UnknownAgent, *_RANGE),
             mutating=True,
         ),
         MethodDef(

@@ -29,7 +29,7 @@ from reynd.protocol.agent_methods import (
     InterventionInfo,
 )
 from reynd.protocol.executor import EXTERNAL
-from reynd.protocol.state import AgentState
+from reynd.protocol.state import AgentState, RuntimeState
 from reynd.runtime.agent import AgentRunner, Append, Resolution, turn_id_for
 from reynd.runtime.clean_stop import CutStep, open_steps
 from reynd.runtime.executors import Executor, make_executor, validate_options
@@ -45,10 +45,21 @@ log = structlog.get_logger("reynd.registry")
 class _TurnWaiter:
     """A `send --wait` caller: woken when its turn ends, asks a question, or is abandoned."""
 
-    __slots__ = ("abandoned", "asked", "done", "ended", "error", "message_seq")
+    __slots__ = (
+        "abandoned",
+        "asked",
+        "done",
+        "ended",
+        "error",
+        "message_id",
+        "message_seq",
+        "redelivered",
+    )
 
-    def __init__(self, message_seq: int) -> None:
+    def __init__(self, message_seq: int, message_id: str) -> None:
         self.message_seq = message_seq
+        self.message_id = message_id
+        self.redelivered: int | None = None  # the seq a rewind delivered it again at
         self.done = trio.Event()
         self.ended: ev.TurnEnded | None = None
         self.asked: ev.InterventionAsked | None = None
@@ -130,13 +141,23 @@ class AgentRegistry:
         for name, agent in self._store.state.agents.items():
             open_seqs = {c.open_step_seq for c in agent.pending_chains if c.open_step is not None}
             self._start(name, rerun_open_step=not open_seqs & held.get(name, set()))
-        # A `send --wait` whose message the rewind abandoned will never see its turn end.
+        # A `send --wait` whose message the rewind abandoned will never see its turn end;
+        # one the rewind delivered again (reapply, issue 25) is told where it went.
         lineage = self._store.lineage
         for turn_id, waiter in list(self._waiters.items()):
             if not lineage.is_active(waiter.message_seq):
                 del self._waiters[turn_id]
+                waiter.redelivered = self._inbox_seq(waiter.message_id)
                 waiter.abandoned = True
                 waiter.done.set()
+
+    def _inbox_seq(self, message_id: str) -> int | None:
+        """The seq of the tip's inbox item `message_id`, if a reset just delivered it again."""
+        for agent in self._store.state.agents.values():
+            for item in agent.inbox:
+                if item.message_id == message_id:
+                    return item.seq
+        return None
 
     def _start(self, name: str, *, rerun_open_step: bool) -> None:
         assert self._nursery is not None
@@ -342,16 +363,66 @@ class AgentRegistry:
     async def send(
         self, name: str, text: str, *, wait: bool, wait_seconds: float
     ) -> AgentsSendResult:
-        self._agent(name)
-        message_id = f"m{uuid.uuid4().hex[:12]}"
-        (received,) = await self._append(
-            [ev.MessageReceived(agent=name, message_id=message_id, text=text)]
+        received = self.message(name, text)
+        (durable,) = await self._append([received])
+        assert isinstance(durable, ev.MessageReceived)
+        return await self.delivered(durable, wait=wait, wait_seconds=wait_seconds)
+
+    def message(
+        self, name: str, text: str, state: RuntimeState | None = None
+    ) -> ev.MessageReceived:
+        """The record that puts `text` in `name`'s inbox, for `state` (default the tip's).
+
+        Raises UnknownAgent when `name` does not exist in `state`: a rewind that
+        delivers a message (issue 25) checks it against the state as of its target.
+        """
+        agents = (self._store.state if state is None else state).agents
+        if name not in agents:
+            self._agent(name)  # the tip's error, saying how to create it
+            raise errors.UnknownAgent(
+                f"no agent {name!r} as of the rewind's target: it was created later "
+                "or on another branch",
+                {"agent": name},
+            )
+        return ev.MessageReceived(agent=name, message_id=f"m{uuid.uuid4().hex[:12]}", text=text)
+
+    def redelivery(self, old: ev.MessageReceived, state: RuntimeState) -> ev.MessageReceived:
+        """`old` (from a branch a move abandons) delivered again: same id, text and sender.
+
+        Raises UnknownAgent when its agent does not exist in `state` (the
+        target's): a reapply never drops a message silently.
+        """
+        if old.agent not in state.agents:
+            raise errors.UnknownAgent(
+                f"the message at seq {old.seq} cannot be delivered again: no agent "
+                f"{old.agent!r} as of the target; move without reapply to drop it",
+                {"agent": old.agent, "seq": old.seq},
+            )
+        return ev.MessageReceived(
+            agent=old.agent, message_id=old.message_id, text=old.text, sender=old.sender
         )
-        turn_id = turn_id_for(received.seq)
-        result = AgentsSendResult(message_id=message_id, seq=received.seq, turn_id=turn_id)
+
+    def delivery(self, received: ev.MessageReceived) -> AgentsSendResult:
+        """What agents.send answers at once for the durable `received`."""
+        return AgentsSendResult(
+            message_id=received.message_id, seq=received.seq, turn_id=turn_id_for(received.seq)
+        )
+
+    async def delivered(
+        self, received: ev.MessageReceived, *, wait: bool, wait_seconds: float
+    ) -> AgentsSendResult:
+        """What agents.send answers for the durable `received`; with `wait`, once its turn
+        ended, asked a question, or was abandoned (or `wait_seconds` passed).
+
+        A turn ends only after more durable appends than the one that delivered the
+        message, so a caller that comes here straight from that append is in time.
+        """
+        name = received.agent
+        result = self.delivery(received)
+        turn_id = result.turn_id
         if not wait:
             return result
-        waiter = self._waiters.setdefault(turn_id, _TurnWaiter(received.seq))
+        waiter = self._waiters.setdefault(turn_id, _TurnWaiter(received.seq, received.message_id))
         try:
             with trio.move_on_after(wait_seconds):
                 await waiter.done.wait()
@@ -371,6 +442,9 @@ class AgentRegistry:
         elif waiter.asked is not None:
             result.intervention_id = waiter.asked.intervention_id
             result.question = waiter.asked.question
+        elif waiter.redelivered is not None:
+            result.outcome = "redelivered"  # abandoned, and delivered again after the reset
+            result.redelivered_seq = waiter.redelivered
         elif waiter.abandoned:
             result.outcome = "abandoned"  # a rewind abandoned the message before its turn ended
         return result
