@@ -278,6 +278,7 @@ class App:
             self._coordinator,
         )
         as_of = AsOf(store, reads).read
+        addresses = Addresses(store)  # tags, times and counts back, for moves and reads
         status = StatusApi(
             store,
             self._state_dir,
@@ -295,11 +296,11 @@ class App:
             **AuditApi(self._audit, lambda: store.head).handlers(),
             **WalReadApi(store, reads).handlers(),
             **status.handlers(),
-            **HistoryApi(store).handlers(),
-            **ResetApi(coordinator, Addresses(store), partial(Follow, store, registry)).handlers(),
+            **HistoryApi(store, addresses).handlers(),
+            **ResetApi(coordinator, addresses, partial(Follow, store, registry)).handlers(),
             **ReflogApi(store, reads).handlers(),
             **TagsApi(store, self._gate, writer.commit).handlers(),
-            **StateApi(store, as_of).handlers(),
+            **StateApi(store, as_of, addresses).handlers(),
             **WalAppendApi(store, self._gate, writer.commit).handlers(),
         }
         handlers = {name: guarded(handler, self._scrub) for name, handler in handlers.items()}

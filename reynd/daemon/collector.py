@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 
+import msgspec
 import structlog
 import trio
 
@@ -148,10 +149,7 @@ class Collector:
         )
         log.warning(
             "gc.budget_forced",
-            dropped_through_seq=f.through_seq,
-            bytes=f.bytes,
-            segments=f.segments,
-            budget_bytes=f.budget,
+            **msgspec.structs.asdict(self.budget_forced),
             why=(
                 "the WAL is over the disk budget (budget_bytes, budget_free_pct): checkpoints "
                 "inside the default horizon were dropped, oldest first"

@@ -13,9 +13,9 @@ __all__ = ["HistoryApi"]
 
 
 class HistoryApi:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, addresses: Addresses) -> None:
         self._store = store
-        self._addresses = Addresses(store)
+        self._addresses = addresses
 
     def handlers(self) -> dict[str, Handler]:
         return {"generations.list": self._generations, "branches.list": self._branches}

@@ -26,11 +26,11 @@ def at_tip(p: m.StateParams, head: int) -> bool:
 
 
 class StateApi:
-    def __init__(self, store: Store, as_of: ReadAsOf) -> None:
+    def __init__(self, store: Store, as_of: ReadAsOf, addresses: Addresses) -> None:
         self._store = store
         self._as_of = as_of
         self._tip = TipReply()  # state.get at the tip, encoded once per head
-        self._addresses = Addresses(store)
+        self._addresses = addresses
 
     def handlers(self) -> dict[str, Handler]:
         return {"state.get": self._get, "state.diff": self._diff}
