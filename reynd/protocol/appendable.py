@@ -18,7 +18,7 @@ from reynd.protocol.limits import MAX_COUNT
 from reynd.protocol.names import AgentName, AgentRef, Ident, Line
 from reynd.protocol.schema import inline_schema
 
-__all__ = ["BY_KIND", "DATA_SCHEMA", "KINDS", "STRICT_EVENT", "strict_type"]
+__all__ = ["BY_KIND", "DATA_SCHEMA", "KINDS", "strict_type"]
 
 # What each string field of an agent event may hold, by field name. A new
 # string field must be listed (importing this module fails until it is): its
@@ -120,14 +120,12 @@ KINDS: Final[tuple[str, ...]] = tuple(
 )
 """The event kinds `wal.append` takes (reset and lost records are the daemon's own)."""
 
-STRICT_EVENT: Final[Any] = Union[tuple(strict_type(cls) for cls in _AGENT_EVENTS)]  # noqa: UP007
-"""Validate `{"kind", "agent", **data}` with msgspec.convert before building the event."""
-
 BY_KIND: Final[dict[str, tuple[type[msgspec.Struct], type[AgentEvent]]]] = {
     str(cls.__struct_config__.tag): (strict_type(cls), cls) for cls in _AGENT_EVENTS
 }
-"""Each kind's (strict twin, event type): a convert to one concrete type costs ~1 µs, to the
-unions ~25 µs (msgspec builds a union's decoder on every convert)."""
+"""Each kind's (strict twin, event type): `{"kind", "agent", **data}` is validated against
+the twin with msgspec.convert, then built as the event. One concrete type per convert: to the
+union of them all it cost ~25 µs (msgspec builds a union's decoder on every convert)."""
 
 
 def _data_schema(cls: type[msgspec.Struct]) -> dict[str, Any]:

@@ -484,8 +484,8 @@ class RpcDiscoverParams(Params, kw_only=True):
 # -- wal.append ------------------------------------------------------------
 
 # The method checks `kind` against KINDS itself (its refusal says which kinds there
-# are) and `data` against the kind's event (appendable.STRICT_EVENT, the source of
-# DATA_SCHEMA): the document shows both from the same tables.
+# are) and `data` against the kind's strict event (appendable.BY_KIND, from the same
+# strict types as DATA_SCHEMA): the document shows both from the same tables.
 EventKind = Annotated[Ident, msgspec.Meta(extra_json_schema={"enum": list(KINDS)})]
 EventData = Annotated[dict[str, Any], msgspec.Meta(extra_json_schema=DATA_SCHEMA)]
 
