@@ -138,11 +138,11 @@ def _data_schema(cls: type[msgspec.Struct]) -> dict[str, Any]:
     return schema
 
 
-_BY_KIND: Final = {str(cls.__struct_config__.tag): _data_schema(cls) for cls in _AGENT_EVENTS}
+_SCHEMA_BY_KIND: Final = {kind: _data_schema(types[1]) for kind, types in BY_KIND.items()}
 
 DATA_SCHEMA: Final[dict[str, Any]] = {
     "description": "The event's fields but `kind` and `agent`: see x-data-by-kind.",
-    "anyOf": list(_BY_KIND.values()),
-    "x-data-by-kind": _BY_KIND,
+    "anyOf": list(_SCHEMA_BY_KIND.values()),
+    "x-data-by-kind": _SCHEMA_BY_KIND,
 }
 """JSON Schema of `wal.append`'s `data` (the daemon checks it against `kind`'s event)."""
