@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import click
@@ -13,11 +12,10 @@ import click
 from reynctl import render
 from reynctl.cli.arguments import options_decorators, parse_options
 from reynctl.cli.completion import _complete_agent, _complete_seq
-from reynctl.cli.fields import field_option
+from reynctl.cli.fields import wait_timeout_option
 from reynctl.cli.group import cli
 from reynctl.cli.options import (
     SEQ,
-    F,
     Options,
     confirm_move,
     examples,
@@ -36,11 +34,6 @@ from reynd.protocol.executor import DEFAULT_EXECUTOR, EXECUTOR_NAMES
 from reynd.protocol.state import AgentState
 
 EXECUTORS = click.Choice(EXECUTOR_NAMES)
-
-
-def _wait_timeout(help_text: str) -> Callable[[F], F]:
-    """--timeout of a command that waits in the daemon (not reynctl's per-answer --timeout)."""
-    return field_option(a.AgentsSendParams, "timeout", "--timeout", "wait_timeout", help=help_text)
 
 
 @cli.group(
@@ -148,7 +141,7 @@ def _settled(info: a.AgentInfo, agent: AgentState | None) -> bool:
     ),
 )
 @click.argument("names", metavar="[NAME]...", nargs=-1, shell_complete=_complete_agent)
-@_wait_timeout("Give up after this many seconds (exit 1).")
+@wait_timeout_option("Give up after this many seconds (exit 1).")
 @json_option
 @pass_opts
 def agents_wait(opts: Options, names: tuple[str, ...], wait_timeout: float) -> None:
@@ -245,7 +238,7 @@ def agents_configure(
     show_default=True,
     help="Wait for the turn to end and print its reply, or return once it is queued.",
 )
-@_wait_timeout("With --wait, seconds to wait for the turn to end (it keeps running after).")
+@wait_timeout_option("With --wait, seconds to wait for the turn to end (it keeps running after).")
 @click.option(
     "--progress/--no-progress",
     default=None,

@@ -9,7 +9,9 @@ import click
 import msgspec
 import msgspec.inspect as mi
 
-__all__ = ["field_option"]
+from reynd.protocol.agent_methods import AgentsSendParams
+
+__all__ = ["field_option", "wait_timeout_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,3 +37,9 @@ def field_option(
     }
     ptype = click.IntRange(**bounds) if isinstance(kind, mi.IntType) else click.FloatRange(**bounds)
     return click.option(*decls, type=ptype, default=info.default, show_default=True, **kw)
+
+
+def wait_timeout_option(help_text: str) -> Callable[[F], F]:
+    """--timeout of a command that waits in the daemon (not reynctl's per-answer --timeout):
+    `agents.send`'s, into the parameter `wait_timeout`."""
+    return field_option(AgentsSendParams, "timeout", "--timeout", "wait_timeout", help=help_text)

@@ -12,7 +12,7 @@ from typing import TypeVar
 import click
 
 from reynctl import render
-from reynctl.cli.fields import field_option
+from reynctl.cli.fields import wait_timeout_option
 from reynctl.render import Style
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
@@ -24,12 +24,8 @@ F = TypeVar("F", bound=Callable[..., object])
 
 def wait_options(f: F) -> F:
     """--wait/--no-wait and --timeout, as `reynctl send` has them."""
-    f = field_option(
-        a.AgentsSendParams,
-        "timeout",
-        "--timeout",
-        "wait_timeout",
-        help="With --wait, seconds to wait for the turn to end (it keeps running after).",
+    f = wait_timeout_option(
+        "With --wait, seconds to wait for the turn to end (it keeps running after)."
     )(f)
     return click.option(
         "--wait/--no-wait",
