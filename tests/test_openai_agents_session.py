@@ -14,10 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,7 +26,7 @@ from hypothesis import strategies as st
 
 from reynctl.errors import StaleBranch
 from reynctl.openai_agents import ReyndSession
-from tests.harness import Daemon
+from tests.harness import Daemon, reynctl_json
 from tests.openai_agents_model import CountingModel, agent, run, text
 
 
@@ -49,21 +45,9 @@ def msgs(*texts: str) -> list[dict[str, Any]]:
     ]
 
 
-def reynctl(sock: Path, *args: str) -> Any:
-    out = subprocess.run(
-        [sys.executable, "-m", "reynctl", "--socket", str(sock), "--json", *args],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-        check=True,
-    )
-    return json.loads(out.stdout)
-
-
 def generations(daemon: Daemon, agent: str) -> list[dict[str, Any]]:
     """`reynctl generations` of one agent, newest first."""
-    out: list[dict[str, Any]] = reynctl(daemon.socket, "generations", "--agent", agent)[
+    out: list[dict[str, Any]] = reynctl_json(daemon.socket, "generations", "--agent", agent)[
         "generations"
     ]
     return out
@@ -343,7 +327,7 @@ def test_runner_turns_a_cli_rewind_and_the_next_run(daemon: Daemon) -> None:
         assert [g["label"] for g in gens] == [f"turn {n}: question {n}" for n in (3, 2, 1)]
         assert [g["kind"] for g in gens] == ["phase"] * 3
 
-        reynctl(daemon.socket, "rewind", str(gens[0]["seq"]), "--yes")  # before turn 3
+        reynctl_json(daemon.socket, "rewind", str(gens[0]["seq"]), "--yes")  # before turn 3
         assert ask(model, s, "question 3 again") == "reply 4"
         assert model.contents() == [
             "question 1",
@@ -353,7 +337,7 @@ def test_runner_turns_a_cli_rewind_and_the_next_run(daemon: Daemon) -> None:
             "question 3 again",
         ]
         assert [t["content"] for t in s.turns()] == ["question 1", "question 2", "question 3 again"]
-        branches = reynctl(daemon.socket, "branches")["branches"]
+        branches = reynctl_json(daemon.socket, "branches")["branches"]
         assert len(branches) == 2
 
 
@@ -446,8 +430,8 @@ def test_a_rewind_moves_every_session_together(daemon: Daemon) -> None:
         seq = daemon.call("daemon.status")["head"]
         ask(model, a, "a2")
         ask(model, b, "b2")
-        reynctl(daemon.socket, "rewind", str(seq), "--yes")
+        reynctl_json(daemon.socket, "rewind", str(seq), "--yes")
         assert contents(run(a.get_items())) == ["a1", "reply 1"]
         assert contents(run(b.get_items())) == ["b1", "reply 2"]
-        listed = reynctl(daemon.socket, "agents", "--session", "openai-agents")
+        listed = reynctl_json(daemon.socket, "agents", "--session", "openai-agents")
         assert sorted(x["name"] for x in listed["agents"]) == ["oa-left", "oa-right"]
