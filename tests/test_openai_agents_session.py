@@ -220,7 +220,7 @@ def test_concurrent_writers_to_one_session(daemon: Daemon) -> None:
         with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
             list(pool.map(add, range(10)))
         assert sorted(contents(run(s.get_items()))) == sorted(f"Message {n}" for n in range(10))
-        assert len(s.turns()) == 10
+        assert [t["turn"] for t in s.turns()] == list(range(1, 11))  # each numbered once
 
 
 def test_concurrent_sessions(daemon: Daemon) -> None:
@@ -260,6 +260,22 @@ def test_an_item_that_is_not_json_is_refused_before_anything_is_written(daemon: 
                 )
             )
         assert contents(run(s.get_items())) == ["kept"]
+
+
+def test_items_that_are_not_dicts_are_refused(daemon: Daemon) -> None:
+    with session(daemon, "bad-items") as s, pytest.raises(TypeError, match="a session item is"):
+        run(s.add_items(["just a string"]))
+
+
+def test_a_session_id_that_is_no_agent_name_is_hashed(daemon: Daemon) -> None:
+    sid = "user 42 / ünïcode"
+    with session(daemon, sid) as s:
+        run(s.add_items(msgs("hi")))
+        assert s.agent.startswith("oax-")
+        listed = reynctl_json(daemon.socket, "agents", "--session", "openai-agents")["agents"]
+        assert [a["options"] for a in listed] == [{"session_id": sid}]
+    with session(daemon, sid) as again:
+        assert contents(run(again.get_items())) == ["hi"]
 
 
 class Ops:

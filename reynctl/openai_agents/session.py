@@ -88,8 +88,14 @@ class ReyndSession:
         """Append `items`: one atomic batch (one fsync); a user message starts a turn."""
         if not items:
             return
+        for item in items:
+            if not isinstance(item, dict):
+                raise TypeError(f"a session item is a dict (a response input item), not {item!r}")
         values = msgspec.json.decode(msgspec.json.encode(items))  # refused here if not JSON
-        self._store.submit(Op(self.session_id, lambda _, view: added(view, values)))
+        # Under the lock: a batch of its own, built on the view the previous one left (two
+        # adds sharing a batch would both be numbered from the same view).
+        with self._lock:
+            self._store.submit(Op(self.session_id, lambda _, view: added(view, values)))
 
     def pop(self) -> Any:
         """Remove the newest item and return it (None when there is none): a `pop` record."""
