@@ -108,8 +108,9 @@ def since_opened(turn: str, view: AgentView) -> list[dict[str, Any]]:
 def batches(events: Sequence[Event]) -> Iterator[Sequence[Event]]:
     """`events` in requests the daemon takes: at most MAX_BATCH events and BATCH_BYTES.
 
-    Only a write with values split in `part` records needs more than one; its
-    parts then go first, and a crash between the two leaves only unused parts.
+    Only a write with values split in `part` records (or, for a session, an
+    add_items larger than a request) needs more than one; its parts then go
+    first, and a crash between the two leaves only unused parts.
     """
     start, size = 0, 0
     for i, (_, data) in enumerate(events):

@@ -108,7 +108,7 @@ class ReyndSession:
         with self._lock:
             self._view()  # fenced on the tip: a pop is of the newest item the daemon has
             self._store.submit(Op(self.session_id, build, opens=False))
-        return popped[0] if popped else None
+        return msgspec.json.decode(msgspec.json.encode(popped[0])) if popped else None
 
     def clear(self) -> None:
         """Forget every item and turn: a `clear` record (rewinding to before it undoes it)."""
