@@ -60,13 +60,22 @@ def ask(model: CountingModel, s: ReyndSession, text: str | list[Any], **kwargs: 
 # -- the SDK's own session cases ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", ["run", "run_sync"])
+async def streamed(model: CountingModel, s: ReyndSession, text: str) -> Any:
+    result = Runner.run_streamed(agent(model), text, session=s)
+    async for _ in result.stream_events():
+        pass
+    return result.final_output
+
+
+@pytest.mark.parametrize("method", ["run", "run_sync", "run_streamed"])
 def test_the_runner_hands_the_model_the_history(daemon: Daemon, method: str) -> None:
     model = CountingModel("San Francisco", "California")
     with session(daemon, f"basic-{method}") as s:
         for question in ("What city is the Golden Gate Bridge in?", "What state is it in?"):
             if method == "run":
                 ask(model, s, question)
+            elif method == "run_streamed":
+                run(streamed(model, s, question))
             else:  # run_sync makes its own loop: in a thread without one
                 with concurrent.futures.ThreadPoolExecutor(1) as pool:
                     pool.submit(
