@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,10 +25,12 @@ from agents import RunConfig, Runner, SessionSettings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reynctl.errors import StaleBranch
+from reynctl.errors import ConnectionClosed, StaleBranch
 from reynctl.openai_agents import ReyndSession
-from tests.harness import Daemon, reynctl_json
+from reynd.storage.crashpoints import CRASH_ENV
+from tests.harness import Daemon, reynctl_json, start_daemon
 from tests.openai_agents_model import CountingModel, agent, run, text
+from tests.runtime_helpers import kill_daemon, restart
 
 
 def session(daemon: Daemon, sid: str, **kwargs: Any) -> ReyndSession:
@@ -460,3 +463,31 @@ def test_a_rewind_moves_every_session_together(daemon: Daemon) -> None:
         assert contents(run(b.get_items())) == ["b1", "reply 2"]
         listed = reynctl_json(daemon.socket, "agents", "--session", "openai-agents")
         assert sorted(x["name"] for x in listed["agents"]) == ["oa-left", "oa-right"]
+
+
+def test_a_crash_mid_add_items_leaves_none_of_it(short_tmp: Path) -> None:
+    """The daemon SIGKILLed (a crashpoint) while writing an add_items' second record: after
+    recovery the session holds the turns before it, whole, and takes the next add."""
+    d = start_daemon(short_tmp)
+    try:
+        with session(d, "crash") as s:
+            run(s.add_items(msgs("q1", "a1")))
+    finally:
+        d.stop()
+    d = start_daemon(short_tmp, state_dir=d.state_dir, env={CRASH_ENV: "wal.mid_batch:1"})
+    try:
+        with session(d, "crash") as s, pytest.raises(ConnectionClosed):
+            run(s.add_items(msgs("q2", "a2")))  # its generation, then its items: killed between
+        d.wait()
+    finally:
+        kill_daemon(d)
+    d = restart(d, short_tmp)
+    try:
+        with session(d, "crash") as s:
+            assert contents(run(s.get_items())) == ["q1", "a1"]
+            assert [t["turn"] for t in s.turns()] == [1]
+            assert [g["label"] for g in generations(d, s.agent)] == ["turn 1: q1"]  # none of it
+            run(s.add_items(msgs("q2", "a2")))
+            assert [t["content"] for t in s.turns()] == ["q1", "q2"]
+    finally:
+        d.stop()
