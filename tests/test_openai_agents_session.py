@@ -192,8 +192,10 @@ def test_unicode_and_special_characters(daemon: Daemon) -> None:
         run(s.add_items(msgs(*texts)))
         assert contents(run(s.get_items())) == texts
         # Its user messages are turns, their generations labelled on one line.
+        run(s.add_items([{"role": "user", "content": [{"type": "input_text", "text": "parts"}]}]))
         labels = [g["label"] for g in generations(daemon, s.agent)]
         assert "turn 1: こんにちは" in labels
+        assert labels[0] == "turn 5: parts"  # a message of content parts: their text
         assert all("\x00" not in label for label in labels)
 
 

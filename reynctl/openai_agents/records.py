@@ -12,7 +12,7 @@ import msgspec
 from reynctl.external import records
 from reynctl.external.records import PART, Event, pack
 from reynctl.openai_agents.names import KIND
-from reynctl.openai_agents.view import SessionView, is_user_message
+from reynctl.openai_agents.view import SessionView, is_user_message, message_text
 from reynd.protocol.names import CONTROL_CHARS, IDENT_MAX
 
 __all__ = ["added", "step", "usage"]
@@ -77,6 +77,4 @@ def usage(turn: int, totals: dict[str, int]) -> Event:
 
 def _label(turn: int, message: dict[str, Any]) -> str:
     """The generation label of a turn: `turn 3: <its user message>`, one line."""
-    content = message.get("content")
-    text = content if isinstance(content, str) else "(message)"
-    return re.sub(_CONTROL, " ", f"turn {turn}: {text}")[:IDENT_MAX]
+    return re.sub(_CONTROL, " ", f"turn {turn}: {message_text(message)}")[:IDENT_MAX]

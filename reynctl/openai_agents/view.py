@@ -31,7 +31,7 @@ from reynctl.external.records import unpack
 from reynctl.external.view import AgentView
 from reynctl.openai_agents.names import KIND
 
-__all__ = ["Item", "SessionView", "Turn", "is_user_message"]
+__all__ = ["Item", "SessionView", "Turn", "is_user_message", "message_text"]
 
 
 @dataclass(slots=True)
@@ -89,7 +89,7 @@ class SessionView(AgentView):
             items[int(index)] = msgspec.json.decode(unpack("".join(self.parts.pop(ref, []))))
         number = data.get("turn")
         if number is not None:
-            self.turns.append(Turn(number, self.phase_seq, _text(items[0])))
+            self.turns.append(Turn(number, self.phase_seq, message_text(items[0])))
         current = self.turns[-1].number if self.turns else 0
         self.items.extend(Item(seq, current, item) for item in items)
 
@@ -116,7 +116,7 @@ def is_user_message(item: dict[str, Any]) -> bool:
     return item.get("role") == "user" and item.get("type", "message") == "message"
 
 
-def _text(item: dict[str, Any]) -> str:
+def message_text(item: dict[str, Any]) -> str:
     """The text of a message item: its content, or its text parts joined."""
     content = item.get("content")
     if isinstance(content, str):
