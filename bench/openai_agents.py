@@ -33,12 +33,10 @@ The machine is shared and noisy: read the ratios.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,7 +48,8 @@ os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 from agents import SQLiteSession
 from agents.extensions.memory import AdvancedSQLiteSession
 
-from bench.daemon import Proc, start_reynd, workdir
+from bench import sides
+from bench.daemon import Proc, start_reynd
 from reynctl.openai_agents import ReyndSession
 
 QUICK_ITEMS = (100, 1000)
@@ -73,10 +72,6 @@ def turn_items(i: int) -> list[dict[str, Any]]:
          "content": [{"type": "output_text", "annotations": [], "text": f"Ticket {i} is open "
                       "and assigned to the build team; I will follow up on the failing check."}]},
     ]  # fmt: skip
-
-
-def _files_bytes(paths: Any) -> int:
-    return sum(p.stat().st_size for p in paths if p.is_file())
 
 
 @dataclass
@@ -108,10 +103,10 @@ def reynd_contender(base: Path) -> Contender:
     return Contender(
         "reynd",
         session,
-        lambda: _files_bytes((state_dir / "state").rglob("*")),
+        lambda: sides.files_bytes((state_dir / "state").rglob("*")),
         close,
         lambda: ReyndSession("bench", str(proc.socket)),
-        lambda: _files_bytes((state_dir / "events").rglob("*")),
+        lambda: sides.files_bytes((state_dir / "events").rglob("*")),
     )
 
 
@@ -127,7 +122,7 @@ def sqlite_contender(base: Path, advanced: bool) -> Contender:
     def disk() -> int:
         with session._locked_connection() as conn:  # in SQLite's favour: folded back
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return _files_bytes(p for p in base.glob(f"{name}.db*"))
+        return sides.files_bytes(p for p in base.glob(f"{name}.db*"))
 
     return Contender(name, session, disk, session.close)
 
@@ -173,10 +168,6 @@ def _cold(fresh: Callable[[], Any]) -> Callable[[], Any]:
     return read
 
 
-def _ratio(a: float, b: float) -> float | None:
-    return round(a / b, 3) if b else None
-
-
 RATIO_KEYS = ("add_ms_mean", "add_ms_at_N", "get_all_ms", "get_last_ms", "bytes_per_turn")
 
 
@@ -220,7 +211,7 @@ def run_one(items: int, base: Path, log: Callable[[str], None]) -> dict[str, Any
         ours = out["contenders"]["reynd"]
         out["ratios"] = {
             other: {
-                key: _ratio(ours[key], row[key])
+                key: sides.ratio(ours[key], row[key])
                 for key in (*RATIO_KEYS, "branch_ms", "switch_ms")
                 if key in row
             }
@@ -262,27 +253,14 @@ def render(results: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    sides.main(
+        __doc__,
+        name="items",
+        quick=QUICK_ITEMS,
+        default=DEFAULT_ITEMS,
+        run_one=run_one,
+        render=render,
     )
-    ap.add_argument("--quick", action="store_true", help=f"N = {QUICK_ITEMS} (a CI-size run)")
-    ap.add_argument("--items", help="comma-separated N values (default 100,10000)")
-    ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    args = ap.parse_args()
-    if args.items:
-        sizes = tuple(int(n) for n in args.items.split(","))
-    else:
-        sizes = QUICK_ITEMS if args.quick else DEFAULT_ITEMS
-
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
-
-    results = []
-    for n in sizes:
-        with workdir() as base:
-            log(f"N={n} in {base} (pid {os.getpid()})")
-            results.append(run_one(n, base, log))
-    print(json.dumps(results, indent=2) if args.json else render(results))
 
 
 if __name__ == "__main__":
