@@ -206,15 +206,10 @@ def run_one(turns: int, base: Path, log: Callable[[str], None]) -> dict[str, Any
         for c in contenders:
             if c.audit_bytes is not None:
                 out["contenders"][c.name]["audit_bytes_per_turn"] = round(c.audit_bytes() / turns)
-        ours = out["contenders"]["reynd"]
-        out["ratios"] = {
-            other: {
-                key: sides.ratio(ours[key], row[key])
-                for key in ("turn_ms_mean", "turn_ms_at_T", "get_state_past_ms", "bytes_per_turn")
-            }
-            for other, row in out["contenders"].items()
-            if other != "reynd"
-        }
+        out["ratios"] = sides.ratios(
+            out["contenders"],
+            ("turn_ms_mean", "turn_ms_at_T", "get_state_past_ms", "bytes_per_turn"),
+        )
         return out
     except BaseException:
         for c in contenders:

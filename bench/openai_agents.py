@@ -208,16 +208,7 @@ def run_one(items: int, base: Path, log: Callable[[str], None]) -> dict[str, Any
         for c in contenders:
             if c.audit_bytes is not None:
                 out["contenders"][c.name]["audit_bytes_per_turn"] = round(c.audit_bytes() / turns)
-        ours = out["contenders"]["reynd"]
-        out["ratios"] = {
-            other: {
-                key: sides.ratio(ours[key], row[key])
-                for key in (*RATIO_KEYS, "branch_ms", "switch_ms")
-                if key in row
-            }
-            for other, row in out["contenders"].items()
-            if other != "reynd"
-        }
+        out["ratios"] = sides.ratios(out["contenders"], (*RATIO_KEYS, "branch_ms", "switch_ms"))
         return out
     except BaseException:
         for c in contenders:

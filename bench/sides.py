@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.daemon import workdir
 
-__all__ = ["files_bytes", "main", "ratio"]
+__all__ = ["files_bytes", "main", "ratio", "ratios"]
 
 
 def files_bytes(paths: Iterable[Path]) -> int:
@@ -25,6 +25,17 @@ def files_bytes(paths: Iterable[Path]) -> int:
 def ratio(a: float, b: float) -> float | None:
     """reynd / other, rounded (None when the other is 0)."""
     return round(a / b, 3) if b else None
+
+
+def ratios(rows: dict[str, dict[str, Any]], keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """For each contender but reynd, reynd's figure over its own, for each of `keys` both
+    have."""
+    ours = rows["reynd"]
+    return {
+        other: {key: ratio(ours[key], row[key]) for key in keys if key in row and key in ours}
+        for other, row in rows.items()
+        if other != "reynd"
+    }
 
 
 def main(
