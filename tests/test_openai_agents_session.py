@@ -435,6 +435,8 @@ def test_branches_from_a_turn_and_switching_back(daemon: Daemon) -> None:
         }
         old = run(s.list_branches())
         moved = run(s.create_branch_from_turn(2))
+        assert moved.by is not None and moved.by.client == "reynd-openai-agents"  # in the reflog
+        assert moved.reason == "branch session branchy from turn 2"
         assert contents(run(s.get_items())) == ["q1", "reply 1"]
         assert (run(s.get_session_usage()) or {}).get("requests") == 1
         ask(model, s, "q2 other")
