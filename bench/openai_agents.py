@@ -144,7 +144,7 @@ def _branching(c: Contender, turns: int) -> dict[str, float]:
         first = next(b.id for b in c.session.branches().branches if b.active)
         t_branch, _ = _timed(lambda: c.session.branch_from_turn(mid))
         n = len(asyncio.run(c.session.get_items()))
-        t_switch, _ = _timed(lambda: c.session.switch_to_branch(first))
+        t_switch, _ = _timed(lambda: c.session.switch_branch(first))
     else:
         t_branch, _ = _timed(lambda: asyncio.run(c.session.create_branch_from_turn(mid)))
         n = len(asyncio.run(c.session.get_items()))

@@ -445,13 +445,13 @@ def test_branches_from_a_turn_and_switching_back(daemon: Daemon) -> None:
         assert len(branches.branches) == len(old.branches) + 1
         assert moved.branch == next(b.id for b in branches.branches if b.active)
 
-        run(s.aswitch_to_branch(old.branches[0].id))  # back to the first branch, at its tip
+        run(s.switch_to_branch(old.branches[0].id))  # back to the first branch, at its tip
         assert [t["content"] for t in s.turns()] == ["q1", "q2", "q3"]
         assert (run(s.get_session_usage()) or {}).get("requests") == 3
         with pytest.raises(ValueError, match="no turn 9"):
             s.branch_from_turn(9)
         with pytest.raises(ValueError, match="no branch 99"):
-            s.switch_to_branch(99)
+            s.switch_branch(99)
 
 
 def test_a_rewind_moves_every_session_together(daemon: Daemon) -> None:

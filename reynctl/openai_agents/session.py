@@ -195,7 +195,7 @@ class ReyndSession:
         with self._lock:
             return self._store.conn().branches()
 
-    def switch_to_branch(self, branch: int, *, reason: str = "") -> m.RewindResult:
+    def switch_branch(self, branch: int, *, reason: str = "") -> m.RewindResult:
         """Make branch `branch` active again, at its tip: a checkout of the whole system."""
         with self._lock:
             tips = {b.id: b.tip for b in self._store.conn().branches().branches}
@@ -206,7 +206,7 @@ class ReyndSession:
             self._view()
             return result
 
-    # The same, async (the SDK's extensions name theirs so).
+    # The same, async, named as AdvancedSQLiteSession names them.
 
     async def get_conversation_turns(self) -> list[dict[str, Any]]:
         return await asyncio.to_thread(self.turns)
@@ -226,5 +226,5 @@ class ReyndSession:
     async def list_branches(self) -> m.BranchesResult:
         return await asyncio.to_thread(self.branches)
 
-    async def aswitch_to_branch(self, branch: int, *, reason: str = "") -> m.RewindResult:
-        return await asyncio.to_thread(lambda: self.switch_to_branch(branch, reason=reason))
+    async def switch_to_branch(self, branch: int, *, reason: str = "") -> m.RewindResult:
+        return await asyncio.to_thread(lambda: self.switch_branch(branch, reason=reason))
