@@ -82,7 +82,7 @@ class ReyndSession:
             held = self._view().items
             chosen = held if n is None else held[max(len(held) - n, 0) :] if n > 0 else []
             # A copy the caller may change: the SDK edits the items it is handed.
-            return list(msgspec.json.decode(msgspec.json.encode([i.value for i in chosen])))
+            return list(_copy([i.value for i in chosen]))
 
     def add(self, items: list[Any]) -> None:
         """Append `items`: one atomic batch (one fsync); a user message starts a turn."""
@@ -91,7 +91,7 @@ class ReyndSession:
         for item in items:
             if not isinstance(item, dict):
                 raise TypeError(f"a session item is a dict (a response input item), not {item!r}")
-        values = msgspec.json.decode(msgspec.json.encode(items))  # refused here if not JSON
+        values = _copy(items)  # refused here if not JSON
         # Under the lock: a batch of its own, built on the view the previous one left (two
         # adds sharing a batch would both be numbered from the same view).
         with self._lock:
@@ -108,7 +108,7 @@ class ReyndSession:
         with self._lock:
             self._view()  # fenced on the tip: a pop is of the newest item the daemon has
             self._store.submit(Op(self.session_id, build, opens=False))
-        return msgspec.json.decode(msgspec.json.encode(popped[0])) if popped else None
+        return _copy(popped[0]) if popped else None
 
     def clear(self) -> None:
         """Forget every item and turn: a `clear` record (rewinding to before it undoes it)."""
@@ -143,7 +143,7 @@ class ReyndSession:
         (`reynctl rewind` to it branches from that message), tokens when stored."""
         with self._lock:
             return [
-                {"turn": t.number, "content": t.message, "seq": t.seq, "usage": t.usage}
+                {"turn": t.number, "content": t.message, "seq": t.seq, "usage": _copy(t.usage)}
                 for t in self._view().turns
             ]
 
@@ -165,7 +165,7 @@ class ReyndSession:
         with self._lock:
             turns = self._view().turns
         return {
-            t.number: dict(t.usage)
+            t.number: _copy(t.usage)
             for t in turns
             if t.usage is not None and (turn is None or t.number == turn)
         }
@@ -228,3 +228,8 @@ class ReyndSession:
 
     async def switch_to_branch(self, branch: int, *, reason: str = "") -> m.RewindResult:
         return await asyncio.to_thread(lambda: self.switch_branch(branch, reason=reason))
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of JSON-like data the caller may change (the view's stays as read)."""
+    return msgspec.json.decode(msgspec.json.encode(value))
