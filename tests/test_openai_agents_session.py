@@ -423,6 +423,7 @@ def test_branches_from_a_turn_and_switching_back(daemon: Daemon) -> None:
             run(s.store_run_usage(result))
         turns = run(s.get_conversation_turns())
         assert [t["turn"] for t in turns] == [1, 2, 3]
+        assert [t["turn"] for t in run(s.find_turns_by_content("Q2"))] == [2]
         assert [t["usage"]["input_tokens"] for t in turns] == [10, 30, 50]
         assert run(s.get_session_usage()) == {
             "requests": 3,

@@ -147,6 +147,12 @@ class ReyndSession:
                 for t in self._view().turns
             ]
 
+    def find_turns(self, text: str) -> list[dict[str, Any]]:
+        """The turns whose user message contains `text` (case-insensitive), as turns() has
+        them: the turn to branch from when you know what was said."""
+        needle = text.casefold()
+        return [t for t in self.turns() if needle in t["content"].casefold()]
+
     def store_usage(self, result: RunResultBase) -> None:
         """Keep `result`'s token usage with the current turn (as AdvancedSQLiteSession's
         store_run_usage)."""
@@ -210,6 +216,9 @@ class ReyndSession:
 
     async def get_conversation_turns(self) -> list[dict[str, Any]]:
         return await asyncio.to_thread(self.turns)
+
+    async def find_turns_by_content(self, text: str) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.find_turns, text)
 
     async def store_run_usage(self, result: RunResultBase) -> None:
         await asyncio.to_thread(self.store_usage, result)
