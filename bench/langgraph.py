@@ -36,15 +36,10 @@ better. The machine is shared and noisy: read the ratios.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sqlite3
 import statistics
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -59,7 +54,8 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import _messages_delta_reducer, add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from bench.daemon import Proc, start_reynd, workdir
+from bench import sides
+from bench.daemon import Proc, start_reynd
 from reynctl.langgraph import ReyndSaver
 
 THREAD: RunnableConfig = {"configurable": {"thread_id": "bench"}}
@@ -112,10 +108,6 @@ def build(saver: BaseCheckpointSaver[Any], delta: bool = False) -> Any:
     return graph.compile(checkpointer=saver)
 
 
-def _files_bytes(paths: Iterator[Path]) -> int:
-    return sum(p.stat().st_size for p in paths if p.is_file())
-
-
 @dataclass
 class Contender:
     name: str
@@ -151,10 +143,10 @@ def reynd_contender(base: Path) -> Contender:
         # state/: the WAL, snapshots, segment indexes, config store: what time travel
         # reads. The audit log (events/) is apart: a second copy of every record for
         # people, never read by recovery, rotated within [audit] max_total_bytes.
-        lambda: _files_bytes((state_dir / "state").rglob("*")),
+        lambda: sides.files_bytes((state_dir / "state").rglob("*")),
         close,
         cold,
-        lambda: _files_bytes((state_dir / "events").rglob("*")),
+        lambda: sides.files_bytes((state_dir / "events").rglob("*")),
     )
 
 
@@ -168,13 +160,9 @@ def sqlite_contender(base: Path, delta: bool) -> Contender:
 
     def disk() -> int:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # in SQLite's favour: LangGraph never does
-        return _files_bytes(p for p in base.glob(f"{name}.db*"))
+        return sides.files_bytes(p for p in base.glob(f"{name}.db*"))
 
     return Contender(name, build(saver, delta), disk, conn.close)
-
-
-def _ratio(a: float, b: float) -> float | None:
-    return round(a / b, 3) if b else None
 
 
 def run_one(turns: int, base: Path, log: Callable[[str], None]) -> dict[str, Any]:
@@ -218,15 +206,10 @@ def run_one(turns: int, base: Path, log: Callable[[str], None]) -> dict[str, Any
         for c in contenders:
             if c.audit_bytes is not None:
                 out["contenders"][c.name]["audit_bytes_per_turn"] = round(c.audit_bytes() / turns)
-        ours = out["contenders"]["reynd"]
-        out["ratios"] = {
-            other: {
-                key: _ratio(ours[key], row[key])
-                for key in ("turn_ms_mean", "turn_ms_at_T", "get_state_past_ms", "bytes_per_turn")
-            }
-            for other, row in out["contenders"].items()
-            if other != "reynd"
-        }
+        out["ratios"] = sides.ratios(
+            out["contenders"],
+            ("turn_ms_mean", "turn_ms_at_T", "get_state_past_ms", "bytes_per_turn"),
+        )
         return out
     except BaseException:
         for c in contenders:
@@ -259,34 +242,15 @@ def render(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-@contextmanager
-def _quiet_base() -> Iterator[Path]:
-    with workdir() as base:
-        yield base
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    sides.main(
+        __doc__,
+        name="turns",
+        quick=QUICK_TURNS,
+        default=DEFAULT_TURNS,
+        run_one=run_one,
+        render=render,
     )
-    ap.add_argument("--quick", action="store_true", help=f"T = {QUICK_TURNS} (a CI-size run)")
-    ap.add_argument("--turns", help="comma-separated T values (default 100,1000)")
-    ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    args = ap.parse_args()
-    if args.turns:
-        turns = tuple(int(t) for t in args.turns.split(","))
-    else:
-        turns = QUICK_TURNS if args.quick else DEFAULT_TURNS
-
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
-
-    results = []
-    for t in turns:
-        with _quiet_base() as base:
-            log(f"T={t} in {base} (pid {os.getpid()})")
-            results.append(run_one(t, base, log))
-    print(json.dumps(results, indent=2) if args.json else render(results))
 
 
 if __name__ == "__main__":

@@ -350,3 +350,16 @@ def run_daemon_to_exit(
         timeout=timeout,
         check=False,
     )
+
+
+def reynctl_json(sock: Path, *args: str) -> Any:
+    """`reynctl --json ARGS` against the daemon at `sock`: its output, decoded."""
+    out = subprocess.run(
+        [sys.executable, "-m", "reynctl", "--socket", str(sock), "--json", *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(out.stdout)

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -31,7 +28,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 
 from reynctl.langgraph import ReyndSaver, agent_name
 from reynd.protocol.errors import StaleBranch
-from tests.harness import Daemon, start_daemon
+from tests.harness import Daemon, reynctl_json, start_daemon
 
 
 @tool
@@ -114,29 +111,17 @@ def test_turns_history_update_and_fork(daemon: Daemon) -> None:
         assert texts(build(other), config)[-1] == "noted"
 
 
-def reynctl(sock: Path, *args: str) -> Any:
-    out = subprocess.run(
-        [sys.executable, "-m", "reynctl", "--socket", str(sock), "--json", *args],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-        check=True,
-    )
-    return json.loads(out.stdout)
-
-
 def test_reynctl_rewind_moves_the_thread_back(daemon: Daemon) -> None:
     with ReyndSaver(str(daemon.socket)) as saver:
         graph = build(saver)
         config: RunnableConfig = {"configurable": {"thread_id": "chat-2"}}
         ask(graph, config, "1+1")
         ask(graph, config, "2+2")
-        seq = reynctl(daemon.socket, "status")["head"]
+        seq = reynctl_json(daemon.socket, "status")["head"]
         ask(graph, config, "3+3")
         assert texts(graph, config)[-1] == "the sum is 6"
 
-        reynctl(daemon.socket, "rewind", str(seq), "--yes")
+        reynctl_json(daemon.socket, "rewind", str(seq), "--yes")
         assert texts(graph, config) == ["1+1", "2", "the sum is 2", "2+2", "4", "the sum is 4"]
         assert len(list(graph.get_state_history(config))) == 10
 
@@ -146,9 +131,9 @@ def test_reynctl_rewind_moves_the_thread_back(daemon: Daemon) -> None:
 
         # And back again: checkout of the abandoned branch brings "3+3" back.
         abandoned = max(
-            b for b in reynctl(daemon.socket, "branches")["branches"] if not b["active"]
+            b for b in reynctl_json(daemon.socket, "branches")["branches"] if not b["active"]
         )
-        reynctl(daemon.socket, "checkout", str(abandoned["tip"]), "--yes")
+        reynctl_json(daemon.socket, "checkout", str(abandoned["tip"]), "--yes")
         assert texts(graph, config)[-1] == "the sum is 6"
 
 
@@ -158,7 +143,7 @@ def test_checkpoints_are_generations_to_rewind_to(daemon: Daemon) -> None:
         config: RunnableConfig = {"configurable": {"thread_id": "chat-4"}}
         ask(graph, config, "1+1")
         ask(graph, config, "2+2")
-        listed = reynctl(daemon.socket, "generations", "--agent", agent_name("chat-4"))
+        listed = reynctl_json(daemon.socket, "generations", "--agent", agent_name("chat-4"))
         gens = listed["generations"]
         assert [g["label"] for g in gens] == [
             *(f"loop step {i}" for i in range(8, 4, -1)),
@@ -170,7 +155,7 @@ def test_checkpoints_are_generations_to_rewind_to(daemon: Daemon) -> None:
 
         # `reynctl rewind` to the checkpoint that ended the first turn.
         end_of_first = next(g["seq"] for g in gens if g["label"] == "loop step 3")
-        reynctl(daemon.socket, "rewind", str(end_of_first), "--yes")
+        reynctl_json(daemon.socket, "rewind", str(end_of_first), "--yes")
         assert texts(graph, config) == ["1+1", "2", "the sum is 2"]
         assert not graph.get_state(config).next
 

@@ -41,18 +41,12 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from reynctl.external.records import PART, Event, constant, ending, since_opened
+from reynctl.external.store import Op, ThreadStore
 from reynctl.langgraph.checkpoints import MAX_DEPTH as MAX_CP_DEPTH
 from reynctl.langgraph.checkpoints import Decoded, apply_diff, diff
-from reynctl.langgraph.records import (
-    PART,
-    Event,
-    constant,
-    ending,
-    phase,
-    since_opened,
-    step,
-)
-from reynctl.langgraph.store import Op, ThreadStore
+from reynctl.langgraph.names import KIND
+from reynctl.langgraph.records import phase, step
 from reynctl.langgraph.values import Previous, base_for, decode, empty, encode, previous_of
 from reynctl.langgraph.view import TURN, Saved, ThreadView, pack, unpack
 
@@ -91,7 +85,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
     ) -> None:
         super().__init__(serde=serde)
         self._phases = generations
-        self._store = ThreadStore(socket, timeout=timeout, phases=generations)
+        self._store = ThreadStore(KIND, ThreadView, socket, timeout=timeout, phases=generations)
         self._lock = self._store.lock
         # By (agent name, namespace): changed by writes only, and by reads only (above).
         self._written: dict[tuple[str, str], _Bases] = {}
@@ -386,7 +380,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
     def _close_thread(self, tid: str, label: str) -> None:
         """End the thread as it is now (read first: a delete is not fenced on an older read)."""
         name, _ = self._store.read(tid)
-        self._store.submit(Op(tid, lambda _, view: ending(view, label), opens=False))
+        self._store.submit(Op(tid, lambda _, view: ending(KIND, view, label), opens=False))
         self._forget(name)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -409,7 +403,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         """Copy every checkpoint and write of one thread into another (records replayed as-is)."""
         with self._lock:
             _, src = self._store.read(str(source_thread_id))
-            copied = [step(dict(e["input"])) for e in since_opened(src.view)]
+            copied = [step(dict(e["input"])) for e in since_opened(TURN, src.view)]
             if copied:
                 self._store.submit(Op(str(target_thread_id), constant(copied)))
 

@@ -1,12 +1,11 @@
 """One LangGraph thread as reynd holds it: the agent's records replayed into an index (pure).
 
-A thread is one external agent (see `names`). Its records, on the active
-lineage, in order:
+A thread is one external agent (see `names`), its lifecycle as every external
+agent's (`reynctl.external.view`): open while turn `lg` is in flight. Its
+records, on the active lineage, in order:
 
 - `agent.created` (session `langgraph`, options `{"thread_id": ...}`), then
-  `message.received` + `turn.started` (turn `lg`): the thread is open. The
-  turn in flight is what keeps the thread's records from retention: reynd's
-  WAL floor never rises above a turn in flight (core/retention.py).
+  `message.received` + `turn.started` (turn `lg`): the thread is open.
 - `step.started` of turn `lg`, one per saver operation, its `input` one of:
   `{"lg": "put", ...}` a checkpoint (id, parent, metadata, the channel values
   that changed: `blobs`); `{"lg": "writes", ...}` pending writes of a task;
@@ -20,33 +19,23 @@ lineage, in order:
   once the WAL floor passes it, retention GC deletes the bytes). A later put
   opens the thread again with a new `turn.started`.
 
-reynd's state keeps only the last `step.started` input of the open turn, so
-the daemon's memory and snapshots do not grow with the thread. A rewind cuts
-records off the active lineage: `ThreadView.rebuild` replays what is left.
+A rewind cuts records off the active lineage: `ThreadView.rebuild` replays
+what is left.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
+
+from reynctl.external.records import pack, unpack
+from reynctl.external.view import AgentView
+from reynctl.langgraph.names import KIND
 
 __all__ = ["TURN", "Blob", "Saved", "ThreadView", "Write", "pack", "unpack"]
 
-TURN: Final = "lg"  # the turn id (and message id) of an open thread
+TURN: Final = KIND.turn  # the turn id (and message id) of an open thread
 WRITES_IDX: Final = {"__error__": -1, "__scheduled__": -2, "__interrupt__": -3, "__resume__": -4}
-
-
-def pack(data: bytes) -> str:
-    """Serialized bytes as a JSON string, one character per byte (latin-1).
-
-    JSON escapes only quotes, backslashes and control bytes, so msgpack text
-    grows by about 15% where base64 would add 33%; reading it back is exact.
-    """
-    return data.decode("latin-1")
-
-
-def unpack(text: str) -> bytes:
-    return text.encode("latin-1")
 
 
 @dataclass(slots=True)
@@ -86,13 +75,11 @@ class Blob:
 
 
 @dataclass
-class ThreadView:
+class ThreadView(AgentView):
     """The thread's checkpoints, writes and channel values as of the records applied."""
 
-    events: list[dict[str, Any]] = field(default_factory=list)
-    exists: bool = False  # the agent exists on this lineage
-    open: bool = False  # its turn `lg` is in flight
-    phases: bool = False  # its skill run `lg` is active (a generation per checkpoint)
+    TURN: ClassVar[str] = TURN
+
     thread_id: str | None = None
     checkpoints: dict[str, dict[str, Saved]] = field(default_factory=dict)  # ns -> id -> saved
     # Every checkpoint put since the thread opened, dropped runs too: the base of a diff.
@@ -101,42 +88,15 @@ class ThreadView:
     blobs: dict[tuple[str, str, Any], Blob] = field(default_factory=dict)
     parts: dict[str, list[str]] = field(default_factory=dict)
 
-    def apply(self, event: dict[str, Any]) -> None:
-        """Apply one record (as wal.read returns it) and keep it for a later rebuild."""
-        self.events.append(event)
-        self._apply(event)
+    def _created(self, options: dict[str, Any]) -> None:
+        self.thread_id = options.get("thread_id")
 
-    def rebuild(self, common: int) -> None:
-        """Forget every record above `common` (a rewind abandoned them) and replay the rest."""
-        if not self.events or self.events[-1]["seq"] <= common:
-            return
-        kept = [e for e in self.events if e["seq"] <= common]
-        self.__init__()  # type: ignore[misc]
-        for event in kept:
-            self.apply(event)
-
-    def _clear(self) -> None:
+    def _clear(self) -> None:  # delete_thread, or prune's fresh start
         self.checkpoints.clear()
         self.stored.clear()
         self.writes.clear()
         self.blobs.clear()
         self.parts.clear()
-
-    def _apply(self, event: dict[str, Any]) -> None:
-        kind = event["kind"]
-        if kind == "agent.created":
-            self.exists = True
-            options = event.get("options") or {}
-            self.thread_id = options.get("thread_id")
-        elif kind in ("skill.started", "skill.ended") and event.get("run_id") == TURN:
-            self.phases = kind == "skill.started"
-        elif kind == "turn.started" and event.get("turn_id") == TURN:
-            self.open = True
-        elif kind == "turn.ended" and event.get("turn_id") == TURN:
-            self.open = False
-            self._clear()  # delete_thread, or prune's fresh start
-        elif kind == "step.started" and event.get("turn_id") == TURN:
-            self._step(event["seq"], event.get("input") or {})
 
     def _step(self, seq: int, data: dict[str, Any]) -> None:
         op = data.get("lg")

@@ -1,12 +1,13 @@
-"""The threads of a running daemon as one ReyndSaver sees them: reads, and the one write path.
+"""The external agents of one kind as one writer sees them: reads, and the one write path.
 
-A read (`read`) brings the saver's view of a thread up to the daemon's tip;
-that tip is what the thread's next write is fenced on (`based_on`), so a
-writer that a rewind left behind is refused (StaleBranch) until it reads
+A thread here is one framework object (a LangGraph thread, an SDK session),
+kept as one agent. A read (`read`) brings the writer's view of it up to the
+daemon's tip; that tip is what its next write is fenced on (`based_on`), so
+a writer that a rewind left behind is refused (StaleBranch) until it reads
 again. Every write goes through `submit`: an `Op` builds its records against
 the view, ops submitted while a batch is in flight share the next one, and a
 batch is one `wal.append_batch` (all or nothing, one fsync), opened by the
-records that make the thread writable when one of its ops needs them.
+records that make the agent writable when one of its ops needs them.
 
 One retry rule, for every write: a batch refused because the view was out of
 date (`_STALE_VIEW`: another writer created the agent or closed the thread, a
@@ -18,18 +19,20 @@ the thread, and only a read puts the writer on the new branch.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Final
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar
 
 from reynctl.client import Client, connect
-from reynctl.langgraph.names import SESSION, agent_name
-from reynctl.langgraph.records import Build, Event, batches, opening
-from reynctl.langgraph.view import ThreadView
+from reynctl.external.kind import Kind
+from reynctl.external.records import Build, Event, batches, opening
+from reynctl.external.view import AgentView
 from reynd.protocol import errors, limits
 from reynd.protocol import methods as m
 
 __all__ = ["Op", "Thread", "ThreadStore"]
+
+V = TypeVar("V", bound=AgentView)
 
 # Records per wal.read (its most): a cold read is a few round trips.
 READ_PAGE: Final = limits.MAX_READ_RECORDS
@@ -54,37 +57,52 @@ class Op:
 
 
 @dataclass(slots=True)
-class Thread:
-    """What the saver knows of one thread: its records as read, the tip they are exact at."""
+class Thread(Generic[V]):
+    """What the writer knows of one thread: its records as read, the tip they are exact at."""
 
-    view: ThreadView = field(default_factory=ThreadView)
+    view: V
     upto: int = 0  # the tip the view was read (or written) at: the next write's based_on
     stale: bool = True  # it may lack records (never read; a write failed or raced): read first
 
 
-class ThreadStore:
-    """One connection to the daemon and what it knows of the threads; thread-safe.
+class ThreadStore(Generic[V]):
+    """One connection to the daemon and what it knows of the threads of `kind`; thread-safe.
 
-    `lock` serializes the reads and the writes (and the saver's own state
-    with them); it is reentrant, so a saver operation holding it may submit.
+    `view`: makes the empty view of a thread. `lock` serializes the reads and
+    the writes (and the writer's own state with them); it is reentrant, so an
+    operation holding it may submit.
     """
 
-    def __init__(self, socket: str | None, *, timeout: float | None, phases: bool) -> None:
+    def __init__(
+        self,
+        kind: Kind,
+        view: Callable[[], V],
+        socket: str | None,
+        *,
+        timeout: float | None,
+        phases: bool,
+    ) -> None:
+        self.kind = kind
+        self._view = view
         self._socket = socket
         self._timeout = timeout
         self._phases = phases
         self._client: Client | None = None
         self.lock = threading.RLock()
-        self._threads: dict[str, Thread] = {}  # by agent name
+        self._threads: dict[str, Thread[V]] = {}  # by agent name
         self._queued: list[Op] = []  # writes waiting for the next batch
         self._queued_lock = threading.Lock()
 
-    def _conn(self) -> Client:
+    def conn(self) -> Client:
+        """The connection to the daemon, opened on first use."""
         if self._client is None:
             # reconnect: the daemon closes a connection idle past idle_timeout_s (an
             # app waiting on a human): the next call dials again instead of failing.
             self._client = connect(
-                self._socket, timeout=self._timeout, reconnect=True, name="reynd-langgraph"
+                self._socket,
+                timeout=self._timeout,
+                reconnect=True,
+                name=f"reynd-{self.kind.session}",
             )
         return self._client
 
@@ -97,13 +115,15 @@ class ThreadStore:
 
     # -- reads -----------------------------------------------------------------------------
 
-    def read(self, tid: str) -> tuple[str, Thread]:
+    def read(self, tid: str) -> tuple[str, Thread[V]]:
         """The thread's agent name and view, brought up to the tip (one wal.read when nothing
         changed; a rewind that cut records off is replayed without them)."""
-        name = agent_name(tid)
-        thread = self._threads.setdefault(name, Thread())
+        name = self.kind.agent_name(tid)
+        thread = self._threads.get(name)
+        if thread is None:
+            thread = self._threads[name] = Thread(self._view())
         while True:
-            page = self._conn().read(agent=name, since=thread.upto, limit=READ_PAGE)
+            page = self.conn().read(agent=name, since=thread.upto, limit=READ_PAGE)
             if page.common < thread.upto:
                 thread.view.rebuild(page.common)
             for event in page.events:
@@ -116,8 +136,9 @@ class ThreadStore:
 
     def threads(self) -> list[str]:
         """Every thread the daemon holds, by thread id."""
-        agents = self._conn().agents(session=SESSION).agents
-        return sorted(str(a.options["thread_id"]) for a in agents if "thread_id" in a.options)
+        key = self.kind.id_option
+        agents = self.conn().agents(session=self.kind.session).agents
+        return sorted(str(a.options[key]) for a in agents if key in a.options)
 
     # -- the write path ------------------------------------------------------------------------
 
@@ -165,16 +186,16 @@ class ThreadStore:
             for op in ops:
                 op.done = True
 
-    def _fresh(self, tid: str) -> tuple[str, Thread]:
+    def _fresh(self, tid: str) -> tuple[str, Thread[V]]:
         """The view to write against: read again only when it may lack records."""
-        name = agent_name(tid)
+        name = self.kind.agent_name(tid)
         thread = self._threads.get(name)
         if thread is None or thread.stale:
             return self.read(tid)
         return name, thread
 
-    def _build(self, tid: str, name: str, view: ThreadView, ops: Sequence[Op]) -> list[Event]:
-        events = opening(tid, view, phases=self._phases) if ops[0].opens else []
+    def _build(self, tid: str, name: str, view: V, ops: Sequence[Op]) -> list[Event]:
+        events = opening(self.kind, tid, view, phases=self._phases) if ops[0].opens else []
         for op in ops:
             op.error = None
             try:
@@ -183,12 +204,12 @@ class ThreadStore:
                 op.error = exc
         return events
 
-    def _append(self, name: str, thread: Thread, events: Sequence[Event]) -> None:
+    def _append(self, name: str, thread: Thread[V], events: Sequence[Event]) -> None:
         """Append `events` to the thread's agent, fenced on the tip its view is exact at."""
         for chunk in batches(events):
             batch = [m.BatchEvent(kind=kind, data=data) for kind, data in chunk]
             try:
-                seqs = self._conn().append_batch(agent=name, events=batch, based_on=thread.upto)
+                seqs = self.conn().append_batch(agent=name, events=batch, based_on=thread.upto)
             except BaseException:
                 thread.stale = True  # refused, or not known to have landed: read before writing
                 raise
