@@ -65,7 +65,8 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from bench import postgres
 from bench.daemon import Proc, start_reynd, workdir
 from bench.postgres import Cluster
-from reynctl.langgraph import ReyndSaver
+from reynctl.client import connect
+from reynctl.langgraph import ReyndSaver, agent_name
 
 THREAD: RunnableConfig = {"configurable": {"thread_id": "bench"}}
 QUICK_TURNS = (50, 200)
@@ -300,6 +301,14 @@ def run_one(
                 "get_state_past_cold_ms": cold_ms,
                 "history_page_ms": _median_ms(partial(_history_page, c.graph), 3),
             }
+            if c.spec.kind == "reynd":
+                # What a history UI can list instead: the thread's checkpoints as
+                # generations, from the segment index, no value decoded (langgraph.md).
+                with connect(c.spec.where) as client:
+                    out["contenders"][c.name]["generations_page_ms"] = _median_ms(
+                        partial(client.generations, agent=agent_name("bench"), limit=HISTORY_PAGE),
+                        3,
+                    )
         for c in contenders:
             c.close()
         for c in contenders:
@@ -420,6 +429,11 @@ def render(results: dict[str, Any]) -> str:
                 f"{row['get_state_past_cold_ms']:>9.2f} {row['history_page_ms']:>8.2f} "
                 f"{row['bytes_per_turn']:>11,}"
                 + ("" if audit is None else f"   (of which audit log {audit:,})")
+                + (
+                    f"   generations.list page {row['generations_page_ms']:.2f} ms"
+                    if "generations_page_ms" in row
+                    else ""
+                )
             )
         for other, ratios in res["ratios"].items():
             lines.append(
