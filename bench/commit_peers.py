@@ -25,6 +25,7 @@ acknowledges more.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -199,14 +200,9 @@ def main() -> None:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    why = "--no-postgres" if args.no_postgres else postgres.missing()
-    with workdir() as base:
-        if why is not None:
-            log(f"PostgreSQL left out: {why}")
-            res = run(base, None, seconds=args.seconds, rounds=args.rounds, log=log)
-        else:
-            with postgres.cluster() as pg:
-                res = run(base, pg, seconds=args.seconds, rounds=args.rounds, log=log)
+    with workdir() as base, contextlib.ExitStack() as stack:
+        pg = None if args.no_postgres else stack.enter_context(postgres.cluster_or_none(log))
+        res = run(base, pg, seconds=args.seconds, rounds=args.rounds, log=log)
     print(json.dumps(res, indent=2) if args.json else render(res))
 
 

@@ -453,22 +453,13 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@contextmanager
-def postgres_or_none(log: Callable[[str], None]) -> Iterator[Cluster | None]:
-    """A cluster when the server binaries and the saver are here; else None, said once."""
-    why = postgres.missing()
-    if why is None:
-        try:
-            import langgraph.checkpoint.postgres  # noqa: F401
-        except ImportError:
-            why = "langgraph-checkpoint-postgres is not installed (pip install -e '.[bench]')"
-    if why is not None:
-        log(f"PostgreSQL rows skipped: {why}")
-        yield None
-        return
-    with postgres.cluster() as pg:
-        log(f"PostgreSQL {pg.version} on {pg.conninfo} (fsync, synchronous_commit on)")
-        yield pg
+def pg_saver_missing() -> str | None:
+    """Why PostgresSaver cannot run here, the server aside (None: it can)."""
+    try:
+        import langgraph.checkpoint.postgres  # noqa: F401
+    except ImportError:
+        return "langgraph-checkpoint-postgres is not installed (pip install -e '.[bench]')"
+    return None
 
 
 def main() -> None:
@@ -495,9 +486,10 @@ def main() -> None:
 
     results: dict[str, Any] = {"runs": []}
     with contextlib.ExitStack() as stack:
-        pg = None if args.no_postgres else stack.enter_context(postgres_or_none(log))
-        if pg is None and not args.no_postgres:
-            results["postgres_skipped"] = postgres.missing() or "langgraph-checkpoint-postgres"
+        why = "--no-postgres" if args.no_postgres else pg_saver_missing()
+        pg = None if why else stack.enter_context(postgres.cluster_or_none(log))
+        if pg is None:
+            results["postgres_skipped"] = why or postgres.missing()
         for t in turns:
             with workdir() as base:
                 log(f"T={t} in {base} (pid {os.getpid()})")

@@ -26,12 +26,12 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["INSTALL_HINT", "Cluster", "bindir", "cluster", "missing"]
+__all__ = ["INSTALL_HINT", "Cluster", "bindir", "cluster", "cluster_or_none", "missing"]
 
 INSTALL_HINT = "install PostgreSQL's server binaries: apt-get install postgresql"
 _DURABLE = ("fsync=on", "synchronous_commit=on", "full_page_writes=on")
@@ -64,6 +64,10 @@ def missing() -> str | None:
     """Why a cluster cannot start here (None: it can)."""
     if bindir() is None:
         return f"PostgreSQL server binaries not found; {INSTALL_HINT}"
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install -e '.[bench]')"
     if os.geteuid() == 0:
         try:
             pwd.getpwnam("postgres")
@@ -140,3 +144,16 @@ def _wait_ready(conninfo: str, proc: subprocess.Popen[bytes], log: Path) -> str:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+@contextmanager
+def cluster_or_none(log: Callable[[str], None]) -> Iterator[Cluster | None]:
+    """A cluster when one can start here; else None, and why, said once."""
+    why = missing()
+    if why is not None:
+        log(f"PostgreSQL rows skipped: {why}")
+        yield None
+        return
+    with cluster() as pg:
+        log(f"PostgreSQL {pg.version} on {pg.conninfo} (fsync, synchronous_commit on)")
+        yield pg
