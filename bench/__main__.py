@@ -17,7 +17,16 @@ Three parts, all in one run on the same file system:
 3. Scaling (bench/scaling.py): restart (through the segment indexes, and by a
    full scan), RSS, rewind, reconstruct and the first page of generations at
    10^4, 10^5, 10^6 WAL entries.
+4. RPC and replication against a trivial echo server and a plain daemon.
+5. Commit peers (bench/commit_peers.py): durable records/s over the socket
+   against SQLite (WAL, synchronous=FULL), pgbench on a PostgreSQL the bench
+   starts itself (bench/postgres.py; skipped, saying how to install it, when
+   the server binaries are absent) and the raw fdatasync limits.
+6. LangGraph savers (bench/langgraph.py): ReyndSaver, SqliteSaver and
+   PostgresSaver, each also with a DeltaChannel, at T = 100 and 1,000 and with
+   8 threads at once.
 
+--no-peer leaves out parts 1 and 6 and PostgreSQL.
 Writes bench.txt, bench.json and bench.png (latency and bytes per turn vs T)
 into --out. Needs the `bench` extra: pip install -e '.[bench]'.
 The machine may be shared and noisy: read the ratios, not the absolute figures.
@@ -26,6 +35,7 @@ The machine may be shared and noisy: read the ratios, not the absolute figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -40,7 +50,7 @@ from typing import Any
 
 import msgspec
 
-from bench import daemon, scaling, workload
+from bench import commit_peers, daemon, postgres, scaling, workload
 from bench.daemon import workdir
 from bench.storage import raw_fsync_per_batch, raw_fsync_per_record, trio_ack_floor, wal_appends
 from bench.targets import targets
@@ -311,6 +321,12 @@ def render(result: dict[str, Any]) -> str:
             f"{s['reconstruct_s'] * 1e3:9.2f} {s['page_s'] * 1e3:8.2f}"
         )
     out += _render_rpc(result)
+    if result.get("commit_peers"):
+        out += ["", "5. " + commit_peers.render(result["commit_peers"]).replace("\n", "\n   ")]
+    if result.get("langgraph"):
+        from bench import langgraph
+
+        out += ["", "6. " + langgraph.render(result["langgraph"]).replace("\n", "\n   ")]
     out.append("")
     out.append("Targets (value vs goal)")
     for t in result["targets"]:
@@ -518,6 +534,16 @@ def main() -> None:
         result["rpc"] = _rpc(base, seconds, rpc_rounds)
         _log("replication ...")
         result["replication"] = _replication(base, seconds, rpc_rounds)
+        with contextlib.ExitStack() as stack:
+            # The peers users deploy instead: PostgreSQL when it can start here.
+            pg = stack.enter_context(postgres.cluster_or_none(_log)) if with_peer else None
+            _log("commit peers ...")
+            (base / "commit").mkdir()
+            result["commit_peers"] = commit_peers.run(
+                base / "commit", pg, seconds=seconds, rounds=rpc_rounds, log=_log
+            )
+            if with_peer:
+                result["langgraph"] = _langgraph(base, pg, quick)
     for s in result["scaling"]:
         s.pop("root", None)
     result["workload"] = workload_rows(runs)
@@ -535,6 +561,29 @@ def main() -> None:
     else:
         print(text)
         print(f"\nwritten in {out_dir}: {written}", file=sys.stderr)
+
+
+def _langgraph(base: Path, pg: Any, quick: bool) -> dict[str, Any]:
+    """bench.langgraph's savers side by side: T = 100 (and 1,000), then 8 threads."""
+    from bench import langgraph
+
+    why = langgraph.pg_saver_missing()
+    if why is not None:
+        _log(f"PostgresSaver left out: {why}")
+        pg = None
+    out: dict[str, Any] = {"runs": [], "postgres": None if pg is None else pg.version}
+    for t in [100] if quick else [100, 1000]:
+        _log(f"LangGraph savers, T={t} ...")
+        d = base / f"lg-{t}"
+        d.mkdir()
+        out["runs"].append(langgraph.run_one(t, d, pg, _log))
+    _log("LangGraph savers, 8 threads ...")
+    d = base / "lg-8"
+    d.mkdir()
+    out["concurrent"] = langgraph.run_concurrent(
+        d, pg, threads=8, turns=5 if quick else 25, rounds=1 if quick else 2, log=_log
+    )
+    return out
 
 
 def _has_matplotlib() -> bool:

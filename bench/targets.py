@@ -40,6 +40,27 @@ GOALS: dict[str, str] = {
     "rpc.state_get_16_clients_vs_echo": ">= 0.5",
     "replication.append_1_client_vs_plain": ">= 0.9",
     "replication.append_16_clients_vs_plain": ">= 0.9",
+    # Issue 29: against what users would deploy instead (bench/commit_peers.py, over
+    # the socket; bench/langgraph.py: the worst reynd/peer ratio of each row).
+    "commit.1_writer_socket_vs_raw": ">= 0.7",
+    "commit.1_writer_vs_sqlite_full": ">= 1",
+    "commit.64_writers_vs_postgres": ">= 2",
+    "commit.64_writers_socket_vs_batched": ">= 0.3",
+    **{
+        f"langgraph.t{t}.{row}_vs_peers": "< 1"
+        for t in (100, 1000)
+        for row in ("turn", "get_warm", "get_cold", "history_page", "bytes")
+    },
+    "langgraph.8_threads_vs_peers": ">= 1",
+}
+
+# bench/langgraph.py's row keys, by the names of the targets above.
+_LANGGRAPH_ROWS = {
+    "turn": "turn_ms_mean",
+    "get_warm": "get_state_past_ms",
+    "get_cold": "get_state_past_cold_ms",
+    "history_page": "history_page_ms",
+    "bytes": "bytes_per_turn",
 }
 
 
@@ -56,6 +77,8 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     _commit(result, found)
     _rpc(result, found)
     _replication(result, found)
+    _commit_peers(result, found)
+    _langgraph(result, found)
     out = []
     for name, goal in GOALS.items():
         if name in found:
@@ -194,4 +217,65 @@ def _replication(result: dict[str, Any], found: dict[str, tuple[float, str]]) ->
             r["ratio"],
             f"wal.append/s with [replicate] on vs off, {clients} {suffix}: "
             f"{r['replicated_per_s']:,} vs {r['plain_per_s']:,}",
+        )
+
+
+def _commit_peers(result: dict[str, Any], found: dict[str, tuple[float, str]]) -> None:
+    cp = result.get("commit_peers")
+    if not cp:
+        return
+    per_s, ratios = cp["per_s"], cp["ratios"]
+    for name, key, a, b, what in (
+        ("commit.1_writer_socket_vs_raw", "1_writer_vs_raw", "reynd_1", "raw_1", "write+fdatasync"),
+        (
+            "commit.1_writer_vs_sqlite_full",
+            "1_writer_vs_sqlite_full",
+            "reynd_1",
+            "sqlite_1",
+            "SQLite WAL, synchronous=FULL",
+        ),
+        (
+            "commit.64_writers_vs_postgres",
+            "64_writers_vs_postgres",
+            "reynd_64",
+            "postgres_64",
+            "pgbench INSERT+COMMIT, 64 connections",
+        ),
+        (
+            "commit.64_writers_socket_vs_batched",
+            "64_writers_vs_batched",
+            "reynd_64",
+            "raw_batched_64",
+            "write+fdatasync per 64 records",
+        ),
+    ):
+        if ratios.get(key) is not None:
+            found[name] = (
+                ratios[key],
+                f"durable records/s over the socket vs {what}: {per_s[a]:,.0f} vs {per_s[b]:,.0f}",
+            )
+
+
+def _langgraph(result: dict[str, Any], found: dict[str, tuple[float, str]]) -> None:
+    lg = result.get("langgraph")
+    if not lg:
+        return
+    for run in lg["runs"]:
+        for row, key in _LANGGRAPH_ROWS.items():
+            ratios = {peer: r[key] for peer, r in run["ratios"].items() if r.get(key) is not None}
+            if not ratios:
+                continue
+            worst = max(ratios, key=lambda peer: ratios[peer])
+            found[f"langgraph.t{run['turns']}.{row}_vs_peers"] = (
+                ratios[worst],
+                f"{key}, reynd / the best peer ({worst}); all: "
+                + ", ".join(f"{p} {v}" for p, v in ratios.items()),
+            )
+    conc = lg.get("concurrent")
+    if conc and conc["ratios"]:
+        worst = min(conc["ratios"], key=lambda peer: conc["ratios"][peer])
+        found["langgraph.8_threads_vs_peers"] = (
+            conc["ratios"][worst],
+            f"turns/s with {conc['threads']} threads, reynd / the best peer ({worst}); all: "
+            + ", ".join(f"{p} {v}" for p, v in conc["ratios"].items()),
         )

@@ -128,11 +128,14 @@ class Session:
 
     def receive(self, data: bytes) -> list[Event]:
         """Feed bytes read from the socket; returns the complete messages in them."""
+        # Search only the new bytes: a message of many reads is not scanned again each time.
+        start = len(self._buffer)
         self._buffer += data
         events: list[Event] = []
-        while (end := self._buffer.find(b"\n")) >= 0:
+        while (end := self._buffer.find(b"\n", start)) >= 0:
             line = bytes(self._buffer[:end])
             del self._buffer[: end + 1]
+            start = 0
             if line.strip():
                 events.append(self._parse(line))
         if len(self._buffer) > self._max_line:

@@ -10,6 +10,7 @@ bad params. Reads flush the log first, so nothing here waits for a timer.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -241,7 +242,7 @@ def test_replay_walk_seek_compare_across_a_rewind_are_read_only(daemon: Daemon) 
 AUDIT_SMALL = """
 [audit]
 file_bytes = 4096
-max_total_bytes = 20000
+max_total_bytes = 10000
 """
 
 
@@ -249,8 +250,8 @@ def test_rotation_by_size_and_audit_retention(short_tmp: Path) -> None:
     d = start_daemon(short_tmp, config=AUDIT_SMALL)
     try:
         create_builtin(d, "ada")
-        for k in range(12):
-            send(d, "ada", f"message {k} " + "x" * 200)
+        for k in range(20):  # random text: the files are compressed, and must still fill up
+            send(d, "ada", f"message {k} " + os.urandom(300).hex())
         runs = d.call("events.runs")["runs"]
         listed = _events(d)
     finally:
@@ -260,17 +261,17 @@ def test_rotation_by_size_and_audit_retention(short_tmp: Path) -> None:
     run = runs[0]["run"]
     assert len(runs) == 1 and runs[0]["files"] == len(files) >= 4
     assert all(n.startswith(run) for n in names)
-    assert any(n == f"{run}.{k}.jsonl" for n in names for k in range(2, 20))
+    assert any(n == f"{run}.{k}.jsonl.gz" for n in names for k in range(2, 20))
     sizes = [f.stat().st_size for f in files]
     assert max(sizes) <= 4096
     # Retention ran at each rotation: at most one file beyond the limit.
-    assert sum(sizes) <= 20000 + 4096
+    assert sum(sizes) <= 10000 + 4096
     # The oldest files went first: the listing starts past index 0, contiguous.
     assert runs[0]["first_index"] > 0
     assert listed[0]["index"] == runs[0]["first_index"]
     assert [e["index"] for e in listed] == list(range(listed[0]["index"], listed[-1]["index"] + 1))
-    for f in files:  # whole JSON lines in every file
-        for line in f.read_bytes().splitlines():
+    for f in files:  # whole gzip members of whole JSON lines in every file
+        for line in gzip.decompress(f.read_bytes()).splitlines():
             json.loads(line)
 
 

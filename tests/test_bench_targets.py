@@ -16,8 +16,13 @@ from pathlib import Path
 
 from bench.targets import GOALS
 
-# Parts that --no-peer skips; every other target is measured.
-_SKIPPED = {"workload.ahead_of_peer", "workload.bytes_per_turn_flat"}
+# Parts that --no-peer skips (LangGraph and PostgreSQL); every other target is measured.
+_SKIPPED = {
+    "workload.ahead_of_peer",
+    "workload.bytes_per_turn_flat",
+    "commit.64_writers_vs_postgres",
+    *(name for name in GOALS if name.startswith("langgraph.")),
+}
 _OPS = {"<": operator.lt, "<=": operator.le, ">=": operator.ge}
 
 

@@ -199,7 +199,7 @@ def test_everything_under_the_state_dir_is_private(short_tmp: Path, umask: int) 
     assert count("state/wal/torn/") >= 1
     assert count("state/snapshots/", ".snap") >= 1
     assert count("state/config/generations/", ".db") >= 1
-    assert count("events/", ".jsonl") >= 1
+    assert count("events/", ".jsonl.gz") >= 1
     assert count("state/blobs/") >= 2 and count("state/manifests/") >= 2
 
     # The user's side: the command agent's program ran under the daemon's own

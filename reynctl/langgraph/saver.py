@@ -202,17 +202,26 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             return self._tuple(name, tid, view, saved, hand_out=cid is None)
 
     def _tuple(
-        self, name: str, tid: str, view: ThreadView, saved: Saved, *, hand_out: bool = False
+        self,
+        name: str,
+        tid: str,
+        view: ThreadView,
+        saved: Saved,
+        *,
+        hand_out: bool = False,
+        remember: bool = True,
     ) -> CheckpointTuple:
         """The tuple of `saved`. `hand_out`: it is the latest, which a run starts from: keep
-        it and its values as bases its puts may extend (they reuse the value's items)."""
+        it and its values as bases its puts may extend (they reuse the value's items).
+        `remember`: keep its list values decoded for the next reads (a newest-first walk
+        does not: an older version never extends a newer one)."""
         checkpoint, depth = self._checkpoint(name, view, saved)
         handed = _Bases(Decoded(saved.id, _copied(checkpoint), depth)) if hand_out else None
         values: dict[str, Any] = {}
         for ch, version in checkpoint["channel_versions"].items():
             key = (saved.ns, ch, version)
             present, value = decode(self.serde, view.blobs, key, self._known(name, saved.ns, ch))
-            if present and isinstance(value, list):
+            if remember and present and isinstance(value, list):
                 self._remember_value((name, saved.ns, ch, version), value)
             if present:
                 values[ch] = value
@@ -285,40 +294,51 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        """Checkpoints newest first, of one thread (or all), filtered by metadata and `before`."""
-        with self._lock:
-            out = self._list(config, filter, before, limit)
-        yield from out
+        """Checkpoints newest first, of one thread (or all), filtered by metadata and `before`.
 
-    def _list(
-        self,
-        config: RunnableConfig | None,
-        filter: dict[str, Any] | None,
-        before: RunnableConfig | None,
-        limit: int | None,
-    ) -> builtins.list[CheckpointTuple]:
+        Streams: each tuple (its channel values decoded) is built when the caller asks
+        for it, so listing a long thread holds one tuple at a time, not the whole history.
+        The lock is held while a thread is read and while one tuple is built, never
+        across a yield: a caller may write between two tuples.
+        """
         conf = config["configurable"] if config else {}
-        tids = [str(conf["thread_id"])] if "thread_id" in conf else self._store.threads()
         ns = conf.get("checkpoint_ns")
         cid = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
-        out: builtins.list[CheckpointTuple] = []
+        if "thread_id" in conf:
+            tids = [str(conf["thread_id"])]
+        else:
+            with self._lock:
+                tids = self._store.threads()
+        left = limit
         for tid in tids:
-            name, thread = self._store.read(tid)
-            view = thread.view
-            for saved in view.newest_first(None if ns is None else str(ns)):
-                if limit is not None and len(out) >= limit:
-                    return out
-                if cid and saved.id != cid:
-                    continue
-                if before_id and saved.id >= before_id:
-                    continue
-                if filter:
-                    md = self.serde.loads_typed((saved.metadata[0], unpack(saved.metadata[1])))
-                    if not all(md.get(k) == v for k, v in filter.items()):
+            with self._lock:
+                name, thread = self._store.read(tid)
+                # The thread as of this read: later reads (a write, a rewind) do not change it.
+                view = thread.view.frozen()
+                chosen: builtins.list[Saved] = []
+                for saved in view.newest_first(None if ns is None else str(ns)):
+                    if left is not None and len(chosen) >= left:
+                        break
+                    if cid and saved.id != cid:
                         continue
-                out.append(self._tuple(name, tid, view, saved))
-        return out
+                    if before_id and saved.id >= before_id:
+                        continue
+                    if filter and not self._matches(saved, filter):
+                        continue
+                    chosen.append(saved)
+            for saved in chosen:
+                with self._lock:
+                    tup = self._tuple(name, tid, view, saved, remember=False)
+                yield tup
+            if left is not None:
+                left -= len(chosen)
+                if left <= 0:
+                    return
+
+    def _matches(self, saved: Saved, filter: dict[str, Any]) -> bool:
+        md = self.serde.loads_typed((saved.metadata[0], unpack(saved.metadata[1])))
+        return all(md.get(k) == v for k, v in filter.items())
 
     def put(
         self,
@@ -476,11 +496,8 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        def run() -> builtins.list[CheckpointTuple]:
-            with self._lock:
-                return self._list(config, filter, before, limit)
-
-        for tup in await asyncio.to_thread(run):
+        it = self.list(config, filter=filter, before=before, limit=limit)
+        while (tup := await asyncio.to_thread(next, it, None)) is not None:
             yield tup
 
     async def aput(

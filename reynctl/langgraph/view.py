@@ -156,6 +156,20 @@ class ThreadView(AgentView):
                 del saved[cid]
                 self.writes.pop((ns, cid), None)
 
+    def frozen(self) -> ThreadView:
+        """A copy that later records do not change (a list streams from it); the records
+        themselves are shared, never changed in place."""
+        return ThreadView(
+            exists=self.exists,
+            open=self.open,
+            phases=self.phases,
+            thread_id=self.thread_id,
+            checkpoints={ns: dict(saved) for ns, saved in self.checkpoints.items()},
+            stored=dict(self.stored),
+            writes={key: dict(w) for key, w in self.writes.items()},
+            blobs=dict(self.blobs),
+        )
+
     # -- queries -------------------------------------------------------------------------
 
     def latest(self, ns: str) -> Saved | None:

@@ -3,7 +3,9 @@
 A run id is `run-<UTC start, %Y%m%dT%H%M%SZ>-<pid>`: sortable as text,
 readable, and unique because the start time is moved one second past the
 newest run already on disk when needed. Rotated files are
-`<run_id>.<n>.jsonl`, n = 1, 2, ...
+`<run_id>.<n>.jsonl.gz`, n = 1, 2, ... The suffix says the format
+(codec.py): `.jsonl.gz` is written, and `.jsonl` files that an older reynd
+wrote are read as they are.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from reynd.audit.codec import GZ_SUFFIX
+
 __all__ = ["AuditFile", "file_name", "new_run_id", "parse_name", "run_started_at"]
 
-_NAME = re.compile(r"^(run-(\d{8}T\d{6}Z)-\d+)(?:\.(\d+))?\.jsonl$")
+_NAME = re.compile(r"^(run-(\d{8}T\d{6}Z)-\d+)(?:\.(\d+))?\.jsonl(?:\.gz)?$")
 _STAMP = "%Y%m%dT%H%M%SZ"
 
 
@@ -29,7 +33,8 @@ def parse_name(name: str) -> tuple[str, int] | None:
 
 
 def file_name(run: str, n: int) -> str:
-    return f"{run}.jsonl" if n == 0 else f"{run}.{n}.jsonl"
+    """The name of a file this reynd writes (compressed)."""
+    return (f"{run}.jsonl" if n == 0 else f"{run}.{n}.jsonl") + GZ_SUFFIX
 
 
 def _run_time(run: str) -> datetime:
@@ -57,3 +62,7 @@ class AuditFile:
     n: int
     path: Path
     size: int
+
+    @property
+    def compressed(self) -> bool:
+        return self.path.name.endswith(GZ_SUFFIX)

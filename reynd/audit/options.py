@@ -14,9 +14,10 @@ MiB = 1024 * 1024
 class AuditOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Rotation, retention and flushing of `<state_dir>/events/`.
 
-    A run's file is rotated once it reaches `file_bytes` (a line is never
-    split). Retention removes whole files, oldest first, while the log holds
-    more than `max_total_bytes` or more than `max_files` files (0: no limit);
+    A run's file is rotated before it would pass `file_bytes` on disk (it is
+    compressed, codec.py; a gzip member of whole lines is never split).
+    Retention removes whole files, oldest first, while the log holds more
+    than `max_total_bytes` or more than `max_files` files (0: no limit);
     the file being written is never removed. Lines are buffered in memory and
     written, without fsync, at most `flush_interval_s` after they were
     recorded, or sooner once `buffer_bytes` are waiting.

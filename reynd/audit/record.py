@@ -3,7 +3,7 @@
 A line is one JSON object (docs/format.md#audit-log). It carries the WAL
 event exactly as committed, so the replay debugger can rebuild any agent
 from the audit log alone, plus the seq, the branch and a short summary that
-`jq .summary` shows without knowing the event kinds.
+`zcat ... | jq .summary` shows without knowing the event kinds.
 """
 
 from __future__ import annotations

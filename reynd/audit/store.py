@@ -1,4 +1,4 @@
-"""The audit EventStore: `<state_dir>/events/<run_id>[.<n>].jsonl`.
+"""The audit EventStore: `<state_dir>/events/<run_id>[.<n>].jsonl.gz` (codec.py).
 
 Durability contract (docs/audit.md), deliberately weaker than the WAL's:
 
@@ -33,6 +33,7 @@ import msgspec
 import structlog
 import trio
 
+from reynd.audit.codec import compress
 from reynd.audit.files import AuditFile, file_name, new_run_id, parse_name
 from reynd.audit.options import AuditOptions
 from reynd.audit.reader import LineCache, Loaded
@@ -273,34 +274,38 @@ class EventStore:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+            current = self._current()
+            if current.size:
+                # A member may be cut short at the end: nothing after it would read back.
+                self._rotate(current)
 
     def _write_lines(self, data: bytes) -> None:
-        """Append whole lines, rotating before a file would pass `file_bytes`."""
-        limit = self.options.file_bytes
-        pos, n = 0, len(data)
-        while pos < n:
+        """Append whole lines as gzip members (codec.py), rotating before a file would pass
+        `file_bytes`: a member is never split across files."""
+        for member in self._members(data):
             current = self._current()
+            if current.size and current.size + len(member) > self.options.file_bytes:
+                self._rotate(current)
+                current = self._current()
             if self._fd is None:
                 self._fd = open_private(current.path, os.O_WRONLY | os.O_APPEND)
                 current.size = os.fstat(self._fd).st_size
-            room = limit - current.size
-            if n - pos <= room:
-                end = n
-            else:
-                end = data.rfind(b"\n", pos, pos + max(room, 0)) + 1
-                if end <= pos:  # not even one more line fits
-                    if current.size:
-                        self._rotate(current)
-                        continue
-                    end = data.find(b"\n", pos) + 1 or n  # a line longer than a file: alone
-            view = memoryview(data)[pos:end]
+            view = memoryview(member)
             while view:
                 written = os.write(self._fd, view)
                 current.size += written
                 view = view[written:]
-            pos = end
-            if pos < n:
-                self._rotate(current)
+
+    def _members(self, data: bytes) -> list[bytes]:
+        """`data` compressed, in as few members as keep each within `file_bytes` (a single
+        line that does not fit is a member alone)."""
+        member = compress(data)
+        if len(member) <= self.options.file_bytes:
+            return [member]
+        cut = data.rfind(b"\n", 0, len(data) // 2) + 1 or data.find(b"\n") + 1
+        if cut <= 0 or cut >= len(data):
+            return [member]
+        return self._members(data[:cut]) + self._members(data[cut:])
 
     def _rotate(self, current: AuditFile) -> None:
         if self._fd is not None:
@@ -353,7 +358,7 @@ class EventStore:
     def _load(self, files: list[AuditFile]) -> Loaded:
         out = Loaded()
         for f in files:
-            lines, damaged = self._cache.lines(f.path, f.size, self._decoder)
+            lines, damaged = self._cache.lines(f.path, f.size, f.compressed, self._decoder)
             out.runs.setdefault(f.run, []).extend(lines)
             out.damaged += damaged
         for lines in out.runs.values():

@@ -1,6 +1,6 @@
 """Params and results of the audit log and the replay debugger (registered in methods.METHODS).
 
-The audit log (`<state_dir>/events/<run_id>.jsonl`, docs/audit.md) records
+The audit log (`<state_dir>/events/<run_id>.jsonl.gz`, docs/audit.md) records
 every user-visible event of each daemon run. These methods only read it:
 none of them appends to the WAL or moves the tip. An event is addressed by
 its run and its index in that run (`run`, `index`), or by its WAL seq.

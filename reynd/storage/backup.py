@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reynd.audit.codec import GZ_SUFFIX, whole_prefix
 from reynd.storage.errors import StorageError
 from reynd.storage.extent import LogExtent, load_extent, present_segments, save_extent
 from reynd.storage.fsutil import (
@@ -251,7 +252,8 @@ def _copy_file(
 ) -> None:
     """Copy one file through a descriptor opened first (it reads whole even if removed).
 
-    `whole_lines`: stop after the last newline (an audit line being written).
+    `whole_lines`: stop after the last whole audit line, or gzip member, of an audit file
+    (what follows is being written).
     """
     try:
         fd = _open_source(source)
@@ -264,7 +266,7 @@ def _copy_file(
     finally:
         os.close(fd)
     if whole_lines:
-        data = data[: data.rfind(b"\n") + 1]
+        data = whole_prefix(data, compressed=source.name.endswith(GZ_SUFFIX))
     _write(dest, data, report)
 
 

@@ -173,6 +173,7 @@ def accept_lost_segments(root: Path) -> AcceptReport | None:
 
 def audit_reach(events_dir: Path, tail: int = 1 << 20) -> int:
     """The highest seq the newest audit files name (0: none); reads their last `tail` bytes."""
+    from reynd.audit.codec import GZ_SUFFIX, whole_lines
     from reynd.audit.files import parse_name
 
     files = sorted(
@@ -182,12 +183,17 @@ def audit_reach(events_dir: Path, tail: int = 1 << 20) -> int:
     )
     best = 0
     for _, path in files[-2:]:  # a run's last file may hold only its first lines
+        compressed = path.name.endswith(GZ_SUFFIX)
         try:
             with path.open("rb") as f:
-                f.seek(max(0, path.stat().st_size - tail))
+                # A compressed file reads from its start (a member's start cannot be
+                # found from the middle); it is at most [audit] file_bytes.
+                f.seek(0 if compressed else max(0, path.stat().st_size - tail))
                 data = f.read()
         except OSError:
             continue
+        if compressed:
+            data = whole_lines(data, compressed=True)[0]
         best = max(best, _highest_audit_seq(data))
     return best
 
