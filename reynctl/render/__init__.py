@@ -28,6 +28,8 @@ from reynctl.render.audit import (
     seek_text,
     walk_text,
 )
+from reynctl.render.bisect import bisect_text, checkpoint_line, step_line
+from reynctl.render.diff import diff_text, human_path
 from reynctl.render.formats import (
     format_bytes,
     format_duration,
@@ -37,7 +39,7 @@ from reynctl.render.formats import (
 )
 from reynctl.render.moves import by_text, reflog_table
 from reynctl.render.retention import du_text, gc_text, retention_text
-from reynctl.render.state import diff_text, state_text
+from reynctl.render.state import state_text
 from reynctl.render.status import status_text
 from reynctl.render.table import Cell, Style, table
 from reynctl.render.tags import tag_text, tags_table
@@ -48,6 +50,8 @@ __all__ = [
     "Cell",
     "Style",
     "act_turn_text",
+    "bisect_text",
+    "checkpoint_line",
     "agent_text",
     "agents_table",
     "ambiguous_block",
@@ -58,6 +62,7 @@ __all__ = [
     "cancel_text",
     "compare_text",
     "diff_text",
+    "human_path",
     "du_text",
     "events_table",
     "format_bytes",
@@ -79,6 +84,7 @@ __all__ = [
     "send_text",
     "state_text",
     "status_text",
+    "step_line",
     "table",
     "tag_text",
     "tags_table",

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from reynd.core.conversation import split_histories
-from reynd.core.diff import diff_values
+from reynd.core.diff import diff_values, escape, json_patch
 from reynd.daemon.addresses import Addresses
 from reynd.daemon.as_of import ReadAsOf
 from reynd.daemon.context import CallContext
@@ -91,6 +91,7 @@ class StateApi:
             before = {p.agent: before.get(p.agent)} if p.agent in before else {}
             after = {p.agent: after.get(p.agent)} if p.agent in after else {}
         agents: dict[str, list[m.Change]] = {}
+        whole: list[tuple[str, str, Any, Any]] = []  # every agent's, for the patch
         for name in sorted(before.keys() | after.keys()):
             if name not in before:  # born between the two seqs
                 changes = [("", "add", None, after[name])]
@@ -98,6 +99,7 @@ class StateApi:
                 changes = [("", "remove", before[name], None)]
             else:
                 changes = diff_values(before[name], after[name])
+            whole.extend((f"/{escape(name)}{path}", op, b, a) for path, op, b, a in changes)
             if changes:
                 agents[name] = [
                     m.Change(path=path or "/", op=op, before=b, after=a)  # type: ignore[arg-type]
@@ -110,6 +112,7 @@ class StateApi:
             fork=self._store.lineage.common(from_seq, to_seq),
             conversations=conversations,
             files=await self._files(from_seq, to_seq) if p.files else None,
+            patch=json_patch(whole) if p.patch else None,
         )
 
 

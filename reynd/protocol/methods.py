@@ -405,7 +405,8 @@ class StateResult(Result, kw_only=True):
 class DiffParams(Params, kw_only=True):
     """Each side is a seq or a tag naming it (`from_tag`, `to_tag`): exactly one.
 
-    `files`: also diff the workspace's files (when workspace rewind is on)."""
+    `files`: also diff the workspace's files (when workspace rewind is on). `patch`: also
+    give the differences as one RFC 6902 JSON Patch over the agents (see DiffResult)."""
 
     from_seq: NonNegative | None = None
     to_seq: NonNegative | None = None
@@ -413,6 +414,7 @@ class DiffParams(Params, kw_only=True):
     from_tag: TagName | None = None
     to_tag: TagName | None = None
     files: bool = False
+    patch: bool = False
 
     def __post_init__(self) -> None:
         one_address(self, ("from_seq", "from_tag"))
@@ -452,7 +454,9 @@ class FileChange(Result, kw_only=True):
 class DiffResult(Result, kw_only=True):
     """`fork`: the newest seq on both lineages (the fork point of two branches; `from_seq`
     itself when it lies on lineage(`to_seq`)). `conversations`: per agent whose messages
-    differ. `files`: with `files` when workspace rewind is on, else None."""
+    differ. `files`: with `files` when workspace rewind is on, else None. `patch`: with
+    `patch`, an RFC 6902 JSON Patch that turns state.get's `agents` as of `from_seq`
+    into those as of `to_seq` (paths `/AGENT/...`)."""
 
     from_seq: Seq
     to_seq: Seq
@@ -460,6 +464,7 @@ class DiffResult(Result, kw_only=True):
     fork: Seq | None = None
     conversations: dict[str, Conversation] = {}
     files: list[FileChange] | None = None
+    patch: list[dict[str, Any]] | None = None
 
 
 # -- subscribe -------------------------------------------------------------

@@ -18,7 +18,7 @@ from reynd.protocol.names import TagName
 __all__ = ["DEFS", "BlobParams", "BlobResult", "FileEntry", "TreeParams", "TreeResult"]
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
-Digest = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+Digest = Annotated[str, msgspec.Meta(min_length=64, max_length=64, pattern="^[0-9a-f]{64}$")]
 
 
 class TreeParams(Params, kw_only=True):
