@@ -40,13 +40,14 @@ def is_binary(data: bytes) -> bool:
     return False
 
 
-def unified(path: str, before: bytes, after: bytes) -> str:
-    """A unified diff of two texts, `a/PATH` and `b/PATH` as git names them."""
+def unified(path: str, before: bytes | None, after: bytes | None) -> str:
+    """A unified diff of two texts, `a/PATH` and `b/PATH` as git names them (None: the
+    file is absent on that side, /dev/null)."""
     lines = difflib.unified_diff(
-        before.decode().splitlines(keepends=True),
-        after.decode().splitlines(keepends=True),
-        fromfile=f"a/{path}" if before else "/dev/null",
-        tofile=f"b/{path}" if after else "/dev/null",
+        (before or b"").decode().splitlines(keepends=True),
+        (after or b"").decode().splitlines(keepends=True),
+        fromfile="/dev/null" if before is None else f"a/{path}",
+        tofile="/dev/null" if after is None else f"b/{path}",
     )
     out: list[str] = []
     for line in lines:
@@ -80,7 +81,7 @@ def _patch(
         return False, None
     if a is not None and b is not None and a[2] == b[2]:
         return False, None  # only the mode changed
-    data = [b"" if e is None else read(e[2]) for e in (a, b)]
-    if any(is_binary(d) for d in data):
+    old, new = (None if e is None else read(e[2]) for e in (a, b))
+    if any(d is not None and is_binary(d) for d in (old, new)):
         return True, None
-    return False, unified(path, data[0], data[1])
+    return False, unified(path, old, new)
