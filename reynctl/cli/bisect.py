@@ -151,7 +151,7 @@ def _advance(opts: Options, c: Client, path: Path, p: saved.Progress) -> None:
     click.echo(f"test {render.checkpoint_line(seq, p.generations.get(seq))}")
     click.echo(f"  in {work}")
     click.echo(f"  REYN_SEQ={seq} REYN_STATE={state_file}")
-    opts.note(f"{left} checkpoints left to test; then `reynctl bisect good`, `bad` or `skip`")
+    opts.note(render.left_line(left))
 
 
 @bisect.command("start", epilog=examples("reynctl bisect start --good 3 --bad 57"))

@@ -28,7 +28,7 @@ from reynctl.render.audit import (
     seek_text,
     walk_text,
 )
-from reynctl.render.bisect import bisect_text, checkpoint_line, step_line
+from reynctl.render.bisect import bisect_text, checkpoint_line, left_line, step_line
 from reynctl.render.diff import diff_text, human_path
 from reynctl.render.formats import (
     format_bytes,
@@ -52,6 +52,7 @@ __all__ = [
     "act_turn_text",
     "bisect_text",
     "checkpoint_line",
+    "left_line",
     "agent_text",
     "agents_table",
     "ambiguous_block",

@@ -8,7 +8,7 @@ from reynctl.render.formats import _plural, truncate
 from reynctl.render.table import Style
 from reynd.protocol import methods as m
 
-__all__ = ["bisect_text", "checkpoint_line", "step_line"]
+__all__ = ["bisect_text", "checkpoint_line", "left_line", "step_line"]
 
 
 def checkpoint_line(seq: int, g: m.Generation | None) -> str:
@@ -23,6 +23,13 @@ def step_line(step: Step, left: int) -> str:
     """One step of `bisect run`, for stderr."""
     code = "" if step.exit_code is None else f" (exit {step.exit_code})"
     return f"seq {step.seq}: {step.verdict}{code}; {_plural(left, 'checkpoint')} left to test"
+
+
+def left_line(left: int) -> str:
+    """What the interactive form asks for next, for stderr."""
+    return (
+        f"{_plural(left, 'checkpoint')} left to test; then `reynctl bisect good`, `bad` or `skip`"
+    )
 
 
 def bisect_text(r: Report, style: Style, width: int = 60) -> str:

@@ -101,7 +101,8 @@ def _counts(patch: str) -> tuple[int, int]:
 
 
 def _files(files: list[m.FileChange], style: Style, stat: bool) -> list[str]:
-    lines = [style(f"files: {_plural(len(files), 'path')} differ", "bold")]
+    differ = "differs" if len(files) == 1 else "differ"
+    lines = [style(f"files: {_plural(len(files), 'path')} {differ}", "bold")]
     path_w = max(len(f.path) for f in files)
     for f in files:
         sign, color = _OPS[f.op]
