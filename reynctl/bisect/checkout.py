@@ -11,8 +11,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import msgspec
-
 from reynctl.client import Client
 from reynd.protocol import methods as m
 from reynd.protocol import workspace_methods as wm
@@ -32,21 +30,23 @@ class Checkouts:
         self.root = root or Path(tempfile.mkdtemp(prefix="reynctl-bisect-"))
         self._blobs = self.root / "blobs"
         self._blobs.mkdir(parents=True, exist_ok=True)
-        self.workspace = True  # workspace rewind is on (known after the first checkout)
+        self.workspace = True  # workspace rewind is on (as far as we know yet)
 
     def make(self, seq: int) -> tuple[Path, Path]:
         """(the directory to run in, the state file): the workspace and state as of `seq`."""
         where = Path(tempfile.mkdtemp(prefix=f"seq-{seq}-", dir=self.root))
         work = where / "workspace"
         work.mkdir()
-        tree = self._c.call("workspace.tree", wm.TreeParams(seq=seq), wm.TreeResult).value
-        self.workspace = tree.enabled
-        for path, entry in tree.files.items():
+        files: dict[str, wm.FileEntry] = {}
+        if self.workspace:  # once the daemon said rewind is off, no need to ask again
+            tree = self._c.call("workspace.tree", wm.TreeParams(seq=seq), wm.TreeResult).value
+            self.workspace, files = tree.enabled, tree.files
+        for path, entry in files.items():
             self._put(work / path, entry)
         state = self._c.call("state.get", m.StateParams(seq=seq, agent=self._agent), m.StateResult)
-        # Beside the tree when the tree has no file of that name (it is the tree's, then).
-        state_file = work / STATE_FILE if STATE_FILE not in tree.files else where / STATE_FILE
-        state_file.write_bytes(msgspec.json.format(state.raw, indent=2) + b"\n")
+        # Beside the tree when the tree has a file of that name (it is the tree's, then).
+        state_file = where / STATE_FILE if STATE_FILE in files else work / STATE_FILE
+        state_file.write_bytes(state.raw)  # state.get's result as sent
         return work, state_file
 
     def remove(self, work: Path) -> None:
