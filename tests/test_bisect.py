@@ -143,7 +143,8 @@ def test_bisect_on_an_abandoned_branch(
     abandoned = turn_seqs(d, lineage=seqs[-1])
     assert abandoned == seqs
     env = bisect_env(short_tmp)
-    args = ["bisect", "run", "--good", str(good), "--bad", str(seqs[-1]), "--json", "--"]
+    args = ["bisect", "run", "--good", str(good), "--bad", str(seqs[-1]), "--agent", "ada"]
+    args += ["--json", "--"]
     out = json.loads(ok(reynctl(*args, sys.executable, "-c", CHECK, sock=d.socket, env=env)))
     assert out["first_bad"] == seqs[BAD_FROM - 1]
     assert d.call("daemon.status")["head"] == head
@@ -237,7 +238,8 @@ def test_the_interactive_form_survives_a_daemon_restart(
 
 def test_workspace_reads_refuse_clearly(daemon: Daemon, short_tmp: Path) -> None:
     """Without workspace rewind: no files, and a blob asked for is refused saying why; with
-    it, a seq past the head and an unknown blob get their own errors."""
+    it, a seq past the head and an unknown blob get their own errors; generations.list's
+    `lineage` past the head, or with all_branches, too."""
     head = daemon.call("daemon.status")["head"]
     tree = daemon.call("workspace.tree", {"seq": head})
     assert tree == {"seq": head, "enabled": False, "recorded": False, "files": {}}
@@ -251,6 +253,12 @@ def test_workspace_reads_refuse_clearly(daemon: Daemon, short_tmp: Path) -> None
         assert short["code"] == -32602
         both = c.request("workspace.tree", {"seq": 0, "tag": "x"})["error"]
         assert both["code"] == -32602 and "exactly one of seq / tag" in both["message"]
+    with daemon.connect() as c:
+        past = c.request("generations.list", {"lineage": head + 5})["error"]
+        assert past["code"] == -32002  # seq_out_of_range
+        params = {"lineage": head, "all_branches": True}
+        mixed = c.request("generations.list", params)["error"]
+        assert mixed["code"] == -32602 and "give one of them" in mixed["message"]
     ws = short_tmp / "ws2"
     ws.mkdir()
     (ws / "a.txt").write_text("a\n")

@@ -253,6 +253,13 @@ class GenerationsParams(Params, kw_only=True):
     before: Time | None = None
     after: Time | None = None
 
+    def __post_init__(self) -> None:
+        if self.all_branches and self.lineage is not None:
+            raise ValueError(
+                "field `lineage` conflicts: all_branches lists every branch, lineage the "
+                "checkpoints of one seq's lineage; give one of them"
+            )
+
 
 class Generation(Result, kw_only=True):
     """A user-facing checkpoint: a turn, plan-step or phase boundary."""
