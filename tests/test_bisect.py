@@ -30,6 +30,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from reynctl.bisect.progress import path_for
 from tests.conftest import workspace_config
 from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import create_program, kill_daemon, send
@@ -232,6 +233,13 @@ def test_the_interactive_form_survives_a_daemon_restart(
     assert list(Path(env["TMPDIR"]).iterdir()) == []
     gone = reynctl("bisect", "log", sock=d.socket, env=env)
     assert gone.returncode == 2 and "bisect start" in gone.stderr
+    # A progress file that cannot be read back: said, and `reset` still ends it.
+    saved = path_for(d.socket, env)
+    saved.write_text("{not json")
+    damaged = reynctl("bisect", "good", sock=d.socket, env=env)
+    assert damaged.returncode == 2 and "bisect reset` removes it" in damaged.stderr
+    ok(reynctl("bisect", "reset", sock=d.socket, env=env))
+    assert not saved.exists()
     assert calls(prog) == TURNS
     d.stop()
 

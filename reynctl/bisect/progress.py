@@ -19,7 +19,11 @@ from reynctl.bisect.results import Step
 from reynctl.bisect.search import Verdict
 from reynd.protocol import methods as m
 
-__all__ = ["Progress", "load", "path_for", "remove", "save"]
+__all__ = ["Damaged", "Progress", "load", "path_for", "remove", "save"]
+
+
+class Damaged(ValueError):
+    """The progress file cannot be read back (written by hand, or by another version)."""
 
 
 class Progress(msgspec.Struct, kw_only=True):
@@ -50,11 +54,16 @@ def path_for(socket: Path, env: Mapping[str, str] = os.environ) -> Path:
 
 
 def load(path: Path) -> Progress | None:
-    """The bisect under way, or None."""
+    """The bisect under way, or None; Damaged when its file cannot be read back."""
     try:
         return msgspec.json.decode(path.read_bytes(), type=Progress)
     except FileNotFoundError:
         return None
+    except msgspec.DecodeError as exc:
+        raise Damaged(
+            f"the bisect's progress in {path} cannot be read ({exc}): "
+            "`reynctl bisect reset` removes it"
+        ) from None
 
 
 def save(path: Path, progress: Progress) -> None:

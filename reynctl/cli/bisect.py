@@ -116,9 +116,16 @@ def _progress_path(opts: Options) -> Path:
     return saved.path_for(find_socket(opts.socket))
 
 
+def _load(path: Path) -> saved.Progress | None:
+    try:
+        return saved.load(path)
+    except saved.Damaged as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 def _under_way(opts: Options) -> tuple[Path, saved.Progress]:
     path = _progress_path(opts)
-    p = saved.load(path)
+    p = _load(path)
     if p is None:
         raise click.UsageError("no bisect is under way: start one with `reynctl bisect start`")
     return path, p
@@ -162,7 +169,7 @@ def bisect_start(opts: Options, good: int | str, bad: int | str, agent: str | No
     """Start a bisect by hand: check out the first checkpoint to test. The progress is
     kept between runs of reynctl (and across a daemon restart) until `bisect reset`."""
     path = _progress_path(opts)
-    if saved.load(path) is not None:
+    if _load(path) is not None:
         raise click.UsageError("a bisect is under way: `reynctl bisect reset` ends it first")
     with opts.client() as c:
         span = _range(c, good, bad, agent)
@@ -182,13 +189,13 @@ def bisect_start(opts: Options, good: int | str, bad: int | str, agent: str | No
 def _mark(opts: Options, verdict: Verdict, seq: int | None) -> None:
     path, p = _under_way(opts)
     target = p.current if seq is None else seq
-    if target is None or target not in p.candidates:
-        which = (
-            "no checkpoint is checked out (the search ended: see `reynctl bisect log`)"
-            if target is None
-            else f"seq {target} is not a checkpoint of this bisect"
+    if target is None:
+        raise click.UsageError("the search ended: see `reynctl bisect log`, or name a SEQ")
+    if target not in p.candidates:
+        raise click.UsageError(
+            f"seq {target} is not a checkpoint of this bisect "
+            "(`reynctl bisect log --json` lists them)"
         )
-        raise click.UsageError(which)
     if p.checkout is not None and target == p.current:
         shutil.rmtree(Path(p.checkout).parent, ignore_errors=True)
     p.steps = [s for s in p.steps if s.seq != target] + [Step(seq=target, verdict=verdict)]
@@ -231,8 +238,15 @@ def bisect_log(opts: Options) -> None:
 @bisect.command("reset")
 @pass_opts
 def bisect_reset(opts: Options) -> None:
-    """End the bisect: remove its checkouts and its progress."""
-    path, p = _under_way(opts)
-    shutil.rmtree(p.root, ignore_errors=True)
+    """End the bisect: remove its checkouts and its progress (even a damaged one)."""
+    path = _progress_path(opts)
+    try:
+        p = saved.load(path)
+    except saved.Damaged:
+        p = None  # its checkouts, if any, are in the temporary directory: left there
+    else:
+        if p is None:
+            raise click.UsageError("no bisect is under way: nothing to reset")
+        shutil.rmtree(p.root, ignore_errors=True)
     saved.remove(path)
     opts.note("bisect ended: its checkouts are removed")

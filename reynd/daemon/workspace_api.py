@@ -42,10 +42,10 @@ class WorkspaceApi:
     async def tree_as_of(self, seq: int) -> Tree | None:
         """The files as of `seq` ({} when no tree was recorded at or below it); None when
         workspace rewind is off."""
+        self._store.plan(seq)  # seq_out_of_range / below_floor, as for the state
         ws = self._workspace
         if ws is None:
             return None
-        self._store.plan(seq)  # seq_out_of_range / below_floor, as for the state
         async with self._reads.shared():
             plan = ws.history.plan(seq)
             if plan is None:
