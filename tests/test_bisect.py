@@ -115,7 +115,7 @@ def test_bisect_run_finds_the_first_bad_turn_with_no_call_and_no_append(
     skipped = sum(s["verdict"] == "skip" for s in out["steps"])
     assert skipped >= 1 and len(out["steps"]) <= 7
     assert out["checkpoint"]["agent"] == "ada" and out["checkpoint"]["kind"] == "turn"
-    assert out["message"] == f"turn{BAD_FROM}"
+    assert out["message"] == f"turn{BAD_FROM}" and out["turn"] == BAD_FROM
     files = {f["path"]: f for f in out["diff"]["files"]}
     patch = files["status.txt"]["patch"].splitlines()
     assert [ln for ln in patch if ln[:1] in "+-"] == [

@@ -21,8 +21,9 @@ class Step(msgspec.Struct, kw_only=True):
 class Report(msgspec.Struct, kw_only=True):
     """What a bisect found (`--json`): `first_bad` when found, else None and `possible`.
 
-    `checkpoint`: the first bad checkpoint as generations.list lists it; `message`: the
-    message that started its turn (the first user message after the last good one);
+    `checkpoint`: the first bad checkpoint as generations.list lists it; `turn`: which
+    turn of its agent it ends or lies in (1 = the first); `message`: the message that
+    started that turn (the first user message after the last good checkpoint);
     `diff`: state.diff from the last good seq to it, workspace files included."""
 
     good: int
@@ -33,6 +34,7 @@ class Report(msgspec.Struct, kw_only=True):
     possible: list[int]
     last_good: int
     checkpoint: m.Generation | None = None
+    turn: int | None = None
     message: str | None = None
     diff: m.DiffResult | None = None
     status: Literal["found", "ambiguous"] = "found"

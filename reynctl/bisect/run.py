@@ -98,6 +98,8 @@ def report(c: Client, span: Range, found: Outcome, steps: list[Step]) -> Report:
     params = m.DiffParams(from_seq=last_good, to_seq=found.first_bad, files=True)
     out.diff = c.call("state.diff", params, m.DiffResult).value
     agent = out.checkpoint.agent if out.checkpoint else None
+    if out.checkpoint is not None:
+        out.turn = _turn(c, out.checkpoint)
     for name, conv in sorted(out.diff.conversations.items()):
         if agent in (None, name):
             user = [msg.content for msg in conv.added if msg.role == "user"]
@@ -105,3 +107,12 @@ def report(c: Client, span: Range, found: Outcome, steps: list[Step]) -> Report:
                 out.message = user[0]
                 break
     return out
+
+
+def _turn(c: Client, g: m.Generation) -> int | None:
+    """Which turn of its agent checkpoint `g` ends (a turn's) or lies in (any other)."""
+    st = c.call("state.get", m.StateParams(seq=g.seq, agent=g.agent), m.StateResult).value
+    agent = st.agents.get(g.agent)
+    if agent is None:
+        return None
+    return agent.turns_completed + (g.kind != "turn")

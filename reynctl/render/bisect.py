@@ -11,12 +11,18 @@ from reynd.protocol import methods as m
 __all__ = ["bisect_text", "checkpoint_line", "left_line", "step_line"]
 
 
-def checkpoint_line(seq: int, g: m.Generation | None) -> str:
-    """`seq 57 (turn of ada, branch 0): "label"`."""
+def checkpoint_line(seq: int, g: m.Generation | None, turn: int | None = None) -> str:
+    """`seq 57 (turn 6 of ada, branch 0): "label"` (without `turn`: `turn of ada`)."""
     if g is None:
         return f"seq {seq}"
     label = f': "{g.label}"' if g.label else ""
-    return f"seq {seq} ({g.kind} of {g.agent}, branch {g.branch}){label}"
+    if turn is None:
+        which: str = g.kind
+    elif g.kind == "turn":
+        which = f"turn {turn}"
+    else:
+        which = f"{g.kind} in turn {turn}"
+    return f"seq {seq} ({which} of {g.agent}, branch {g.branch}){label}"
 
 
 def step_line(step: Step, left: int) -> str:
@@ -45,7 +51,8 @@ def bisect_text(r: Report, style: Style, width: int = 60) -> str:
             style("the first bad checkpoint is one of seqs " + seqs, "bold")
             + f"\nthe checkpoints before the last could not be tested (skipped); {how}"
         )
-    lines = [style("first bad checkpoint: ", "bold") + checkpoint_line(r.first_bad, r.checkpoint)]
+    found = checkpoint_line(r.first_bad, r.checkpoint, r.turn)
+    lines = [style("first bad checkpoint: ", "bold") + found]
     if r.message is not None:
         lines.append(f"  started by: {truncate(r.message, width)}")
     lines.append(f"  last good: seq {r.last_good}; {how}")
