@@ -163,6 +163,13 @@ def test_bisect_on_an_abandoned_branch(
         env=env,
     )
     assert bad.returncode == 2 and "not below seq" in bad.stderr
+    # A command that cannot start, or one that says stop: exit 1 saying why, nothing left.
+    good_bad = ["--good", str(good), "--bad", str(seqs[-1]), "--"]
+    missing = reynctl(*args[:2], *good_bad, "/nonexistent/check", sock=d.socket, env=env)
+    assert missing.returncode == 1 and "cannot run '/nonexistent/check'" in missing.stderr
+    stop = reynctl(*args[:2], *good_bad, "sh", "-c", "exit 200", sock=d.socket, env=env)
+    assert stop.returncode == 1 and "exited 200: 128 and above" in stop.stderr
+    assert list(Path(env["TMPDIR"]).iterdir()) == []
 
 
 def test_branches_diff_lists_exactly_what_differs(

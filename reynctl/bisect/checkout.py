@@ -39,7 +39,7 @@ class Checkouts:
         work.mkdir()
         files: dict[str, wm.FileEntry] = {}
         if self.workspace:  # once the daemon said rewind is off, no need to ask again
-            tree = self._c.call("workspace.tree", wm.TreeParams(seq=seq), wm.TreeResult).value
+            tree = self._c.workspace_tree(seq=seq)
             self.workspace, files = tree.enabled, tree.files
         for path, entry in files.items():
             self._put(work / path, entry)
@@ -63,7 +63,6 @@ class Checkouts:
             return
         blob = self._blobs / entry.ref
         if not blob.exists():
-            data = self._c.call("workspace.blob", wm.BlobParams(digest=entry.ref), wm.BlobResult)
-            blob.write_bytes(data.value.data)
+            blob.write_bytes(self._c.workspace_blob(digest=entry.ref).data)
         shutil.copyfile(blob, dest)
         dest.chmod(entry.mode & 0o777)

@@ -25,7 +25,8 @@ SKIP_CODE = 125  # git bisect run's "cannot test this one"
 
 
 class BisectAborted(Exception):
-    """The command exited 128 or above, or was killed: git's convention for "stop"."""
+    """The command exited 128 or above, was killed (git's convention for "stop"), or
+    could not be started."""
 
 
 def verdict_of(code: int) -> Verdict:
@@ -68,6 +69,8 @@ def run_command(
                 code = subprocess.run(
                     list(cmd), check=False, cwd=work, env=env, stdout=sys.stderr
                 ).returncode
+            except OSError as exc:  # not found, not executable
+                raise BisectAborted(f"cannot run {cmd[0]!r}: {exc.strerror}") from None
             finally:
                 checkouts.remove(work)
             step = Step(seq=seq, verdict=verdict_of(code), exit_code=code)
