@@ -106,19 +106,17 @@ def _files(files: list[m.FileChange], style: Style, stat: bool) -> list[str]:
     path_w = max(len(f.path) for f in files)
     for f in files:
         sign, color = _OPS[f.op]
-        what = " (binary)" if f.binary else " (symlink)" if _link(f) else ""
+        kind = " (binary)" if f.binary else " (symlink)" if _link(f) else ""
         if stat:
             plus, minus = _counts(f.patch) if f.patch else (0, 0)
             bar = style("+" * min(plus, 40), "green") + style("-" * min(minus, 40), "red")
-            size = "Bin" if f.binary else f"{plus + minus} {bar}"
-            link = " (symlink)" if _link(f) else ""
-            lines.append(f"  {style(sign, color)} {f.path.ljust(path_w)} | {size}{link}")
+            size = "Bin" if f.binary else f"{plus + minus} {bar}{kind}"
+            lines.append(f"  {style(sign, color)} {f.path.ljust(path_w)} | {size}")
             continue
-        lines.append(f"  {style(sign, color)} {f.path}{what}")
-        if f.patch:
-            for ln in f.patch.splitlines():
-                color = "green" if ln.startswith("+") else "red" if ln.startswith("-") else ""
-                lines.append("    " + (style(ln, color) if color else ln))
+        lines.append(f"  {style(sign, color)} {f.path}{kind}")
+        for ln in (f.patch or "").splitlines():
+            tint = "green" if ln.startswith("+") else "red" if ln.startswith("-") else ""
+            lines.append("    " + (style(ln, tint) if tint else ln))
     return lines
 
 
