@@ -12,6 +12,11 @@ probe by probe. The issue's bound: a step within 2x of one state.get at its seq,
 any history length (a step costs what the state as of its seq costs, not the history).
 
     python -m bench.bisect [--sizes 100000,1000000] [--searches 5] [--json]
+
+The checkouts go where `bisect run` puts them, under $TMPDIR: on a disk that other
+processes keep busy with fsyncs, making and removing a directory can wait on the
+file system's journal, which a step pays and a state.get does not. Run it with
+TMPDIR=/dev/shm as well to see the bisect's own cost.
 """
 
 from __future__ import annotations
