@@ -28,6 +28,7 @@ from reynd.protocol import methods as m
 from reynd.protocol import moves as mv
 from reynd.protocol import read_methods as r
 from reynd.protocol import tag_methods as t
+from reynd.protocol import workspace_methods as w
 from reynd.protocol.base import Params
 
 __all__ = ["NO_HELPER", "AsyncMethods", "Helper", "Methods", "Reply", "SyncMethods"]
@@ -118,6 +119,8 @@ class Methods:
         "interventions.answer", a.InterventionsAnswerParams, a.InterventionsAnswerResult
     )
     act_turn_rewind = Helper("act_turn.rewind", a.ActTurnRewindParams, a.ActTurnRewindResult)
+    workspace_tree = Helper("workspace.tree", w.TreeParams, w.TreeResult)
+    workspace_blob = Helper("workspace.blob", w.BlobParams, w.BlobResult)
     discover = Helper("rpc.discover", m.RpcDiscoverParams, dict[str, Any])
 
 

@@ -236,7 +236,12 @@ def test_json_output_is_exactly_the_result(daemon: Daemon):
         (["branches"], "branches.list", None),
         (["generations", "--limit", "2"], "generations.list", {"limit": 2}),
         (["show", "6", "--agent", "ada"], "state.get", {"seq": 6, "agent": "ada"}),
-        (["diff", "6", "11"], "state.diff", {"from_seq": 6, "to_seq": 11}),
+        # reynctl diff asks for the files and the JSON Patch too (issue 27).
+        (
+            ["diff", "6", "11"],
+            "state.diff",
+            {"from_seq": 6, "to_seq": 11, "files": True, "patch": True},
+        ),
     ]:
         printed = json.loads(ok(reynctl("--json", *args, sock=daemon.socket)))
         assert printed == daemon.call(method, params), args

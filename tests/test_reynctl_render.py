@@ -12,6 +12,7 @@ from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 from reynd.protocol.events import Message
 from reynd.protocol.state import AgentState, Chain, InboxItem
+from reynd.protocol.workspace_methods import FileEntry
 
 PLAIN = Style(False)
 COLOR = Style(True)
@@ -208,21 +209,69 @@ def test_diff_text():
                 m.Change(path="/history/2", op="add", after={"role": "user", "content": "x"}),
                 m.Change(path="/turns_completed", op="change", before=1, after=2),
                 m.Change(path="/inbox/0", op="remove", before={"text": "y"}),
+                m.Change(path="/pending_chains/0/steps/1/output/tokens_in", op="change", after=2),
             ],
             "bob": [],
         },
     )
-    # Document order whatever order the changes came in: indices as numbers.
+    # Document order whatever order the changes came in; paths as words, lists from 1.
     assert render.diff_text(res, PLAIN).splitlines() == [
         "seq 5 → seq 9",
-        "agent ada: 4 changes",
-        '  + /history/2        {"role":"user","content":"x"}',
-        '  + /history/10       {"role":"tool","content":"z"}',
-        '  - /inbox/0          {"text":"y"}',
-        "  ~ /turns_completed  1 → 2",
+        "agent ada",
+        "  state: 5 changes",
+        '    + message 3                                       {"role":"user","content":"x"}',
+        '    + message 11                                      {"role":"tool","content":"z"}',
+        '    - inbox item 1                                    {"text":"y"}',
+        "    ~ turn in flight 1 > step 2 > output > tokens in  null → 2",
+        "    ~ turns completed                                 1 → 2",
     ]
     none = m.DiffResult(from_seq=1, to_seq=1, agents={"ada": []})
     assert render.diff_text(none, PLAIN) == "seq 1 → seq 1: no differences"
+
+
+def test_diff_text_across_substrates():
+    """The conversation as messages (its /history changes not repeated as state), the
+    files as git shows them, and with `stat` one line per file."""
+    user, bot = Message(role="user", content="hi"), Message(role="assistant", content="yo")
+    patch = "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-old\n+new\n"
+    entry = FileEntry(kind="f", mode=0o644, ref="0" * 64, size=3)
+    res = m.DiffResult(
+        from_seq=3,
+        to_seq=8,
+        fork=2,
+        agents={
+            "ada": [
+                m.Change(path="/history/4", op="add", after={"role": "user"}),
+                m.Change(path="/turns_completed", op="change", before=1, after=2),
+            ]
+        },
+        conversations={"ada": m.Conversation(common=4, removed=[bot], added=[user])},
+        files=[
+            m.FileChange(path="a.txt", op="change", before=entry, after=entry, patch=patch),
+            m.FileChange(path="b.bin", op="add", after=entry, binary=True),
+        ],
+    )
+    assert render.diff_text(res, PLAIN).splitlines() == [
+        "seq 3 → seq 8 (branches fork at seq 2)",
+        "agent ada",
+        "  conversation (after message 4): 1 removed, 1 added",
+        "    - assistant  yo",
+        "    + user       hi",
+        "  state: 1 change",
+        "    ~ turns completed  1 → 2",
+        "files: 2 paths differ",
+        "  ~ a.txt",
+        "    --- a/a.txt",
+        "    +++ b/a.txt",
+        "    @@ -1 +1 @@",
+        "    -old",
+        "    +new",
+        "  + b.bin (binary)",
+    ]
+    assert render.diff_text(res, PLAIN, stat=True).splitlines()[-2:] == [
+        "  ~ a.txt | 2 +-",
+        "  + b.bin | Bin",
+    ]
 
 
 def _n(topic: m.Topic, data: dict[str, object], seq: int = 42) -> m.Notification:

@@ -1,8 +1,9 @@
 """state.diff: what changed between two seqs, as JSON-pointer operations.
 
 Pure: applying the operations diff_values reports to `before` gives
-`after` (hypothesis). Real daemon: an agent that appears or disappears is
-one `add` or `remove` at `/`, and paths come in document order (/4 before /10).
+`after` (hypothesis), and so does their RFC 6902 form applied by jsonpatch.
+Real daemon: an agent that appears or disappears is one `add` or `remove`
+at `/`, and paths come in document order (/4 before /10).
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import jsonpatch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reynd.core.diff import diff_values
+from reynd.core.diff import diff_values, json_patch
 from tests.harness import Daemon
 
 leaves = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=3)
@@ -61,6 +63,15 @@ def test_applying_the_diff_gives_the_after_value(before: Any, after: Any) -> Non
     changes = diff_values(before, after)
     assert _apply(before, changes) == after
     assert (changes == []) == (before == after and type(before) is type(after))
+
+
+@given(st.dictionaries(st.text(max_size=3), values), st.dictionaries(st.text(max_size=3), values))
+def test_the_json_patch_applies_by_rfc_6902(before: Any, after: Any) -> None:
+    """json_patch, applied by an RFC 6902 implementation not ours (jsonpatch), turns
+    before into after: removals from the highest index down, then replacements, then adds
+    (state.diff's `patch`, over documents keyed by agent name as there)."""
+    patch = json_patch(diff_values(before, after))
+    assert jsonpatch.apply_patch(before, patch) == after
 
 
 def test_paths_come_in_document_order() -> None:

@@ -634,27 +634,28 @@ def test_command_palette_offers_the_tui_commands(daemon: Daemon) -> None:
     run(scenario)
 
 
-def test_preview_diff_lists_array_indices_in_numeric_order(daemon: Daemon) -> None:
-    daemon.call("agents.create", {"name": "a"})
-    seqs = [
-        daemon.call("agents.send", {"agent": "a", "text": f"turn {i}", "wait": True})[
-            "boundary_seq"
-        ]
-        for i in range(3)
-    ]
+def test_preview_diff_spans_the_conversation_the_state_and_the_files(wd: Daemon, ws: Path) -> None:
+    """The picker's diff to the tip is `reynctl diff`'s (issue 27): the messages added
+    since the selected checkpoint, in their order, the state in words, the files."""
+    wd.call("agents.create", {"name": "a"})
+    seqs = []
+    for i in range(3):
+        (ws / "notes.txt").write_text(f"turn {i}\n")
+        reply = wd.call("agents.send", {"agent": "a", "text": f"turn {i}", "wait": True})
+        seqs.append(reply["boundary_seq"])
 
     async def scenario() -> None:
-        app = ReyndTui(daemon.socket, agent="a")
+        app = ReyndTui(wd.socket, agent="a")
         async with app.run_test(size=SIZE) as pilot:
             await connected(pilot, *seqs)
             await open_picker(pilot)
             await move_to(pilot, f"n{seqs[0]}")
-            await until(pilot, lambda: shows(app, "diff to the tip", "/history/10"), "the diff")
+            await until(pilot, lambda: shows(app, "diff to the tip", "notes.txt"), "the diff")
             text = str(app.screen.query_one("#preview", Static).content)
             diff = text[text.index("diff to the tip") :]
-            paths = [w for w in diff.split() if w.startswith("/history/")]
-            indices = [int(p.split("/")[2]) for p in paths]
-            assert indices == sorted(indices) and 4 in indices and 10 in indices, paths
+            assert diff.index("+ user       turn 1") < diff.index("+ user       turn 2")
+            assert "turns completed" in diff and "/history/" not in diff
+            assert "-turn 0" in diff and "+turn 2" in diff  # notes.txt, as a unified diff
 
     run(scenario)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from reynctl.cli import (  # noqa: F401
     agents,
     audit,
+    bisect,
     completion,
     daemon,
     edit,

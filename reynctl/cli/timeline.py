@@ -288,14 +288,51 @@ def checkout(
     )
 
 
-@cli.command(epilog=examples("reynctl branches", "reynctl branches --json | jq .head"))
+@cli.group(
+    invoke_without_command=True,
+    epilog=examples(
+        "reynctl branches", "reynctl branches --json | jq .head", "reynctl branches diff 0 16"
+    ),
+)
 @json_option
-@pass_opts
-def branches(opts: Options) -> None:
+@click.pass_context
+def branches(ctx: click.Context) -> None:
     """Draw the branch tree; the checked-out branch is marked."""
+    if ctx.invoked_subcommand is not None:
+        return
+    opts = ctx.find_object(Options)
+    assert opts is not None
     with opts.client() as c:
         reply = c.call("branches.list", m.BranchesParams(), m.BranchesResult)
     opts.emit(reply, lambda: render.branch_tree(reply.value, opts.style))
+
+
+@branches.command(
+    "diff",
+    epilog=examples("reynctl branches diff 11 16   # what each branch did after they forked"),
+)
+@click.argument("first", type=click.IntRange(min=0))
+@click.argument("second", type=click.IntRange(min=0))
+@click.option("--agent", help="Only this agent.")
+@click.option("--stat", is_flag=True, help="Files as one line each, with counts of lines.")
+@json_option
+@pass_opts
+def branches_diff(opts: Options, first: int, second: int, agent: str | None, stat: bool) -> None:
+    """Compare the tips of branches FIRST and SECOND (ids as `reynctl branches` shows them):
+    from their fork point, what only FIRST has is removed, what only SECOND has is added."""
+    with opts.client() as c:
+        tree = c.call("branches.list", m.BranchesParams(), m.BranchesResult).value
+        tips = {b.id: b.tip for b in tree.branches}
+        for given in (first, second):
+            if given not in tips:
+                known = ", ".join(str(i) for i in sorted(tips))
+                raise click.BadParameter(
+                    f"no branch {given}: the branches are {known} (see `reynctl branches`)"
+                )
+        params = m.DiffParams(
+            from_seq=tips[first], to_seq=tips[second], agent=agent, files=True, patch=opts.json
+        )
+        _show_diff(opts, c, params, stat)
 
 
 @cli.command(
@@ -331,17 +368,36 @@ def show(
     epilog=examples(
         "reynctl diff 11 27              # what changed from seq 11 to seq 27",
         "reynctl diff 27 57 --agent ada  # two futures of one agent",
+        "reynctl diff good 57 --stat     # files as a summary: one line each",
+        "reynctl diff 11 27 --json | jq .patch  # the state as an RFC 6902 JSON Patch",
     )
 )
 @click.argument("from_seq", metavar="FROM", type=SEQ_OR_TAG, shell_complete=_complete_seq)
 @click.argument("to_seq", metavar="TO", type=SEQ_OR_TAG, shell_complete=_complete_seq)
 @click.option("--agent", help="Only this agent.")
+@click.option("--stat", is_flag=True, help="Files as one line each, with counts of lines.")
 @json_option
 @pass_opts
-def diff(opts: Options, from_seq: int | str, to_seq: int | str, agent: str | None) -> None:
-    """Show what differs between the states as of FROM and TO (seqs or tags)."""
+def diff(
+    opts: Options, from_seq: int | str, to_seq: int | str, agent: str | None, stat: bool
+) -> None:
+    """Show what differs between FROM and TO (seqs or tags, on any branch): per agent the
+    conversation and the state, then the workspace's files (when workspace rewind is on)."""
     (a_seq, a_tag), (b_seq, b_tag) = seq_or_tag(from_seq), seq_or_tag(to_seq)
-    params = m.DiffParams(from_seq=a_seq, from_tag=a_tag, to_seq=b_seq, to_tag=b_tag, agent=agent)
+    params = m.DiffParams(
+        from_seq=a_seq,
+        from_tag=a_tag,
+        to_seq=b_seq,
+        to_tag=b_tag,
+        agent=agent,
+        files=True,
+        patch=opts.json,
+    )
     with opts.client() as c:
-        reply = c.call("state.diff", params, m.DiffResult)
-    opts.emit(reply, lambda: render.diff_text(reply.value, opts.style, width()))
+        _show_diff(opts, c, params, stat)
+
+
+def _show_diff(opts: Options, c: Client, params: m.DiffParams, stat: bool) -> None:
+    """state.diff, as JSON (with its JSON Patch) or in words."""
+    reply = c.call("state.diff", params, m.DiffResult)
+    opts.emit(reply, lambda: render.diff_text(reply.value, opts.style, width(), stat))

@@ -28,6 +28,8 @@ from reynctl.render.audit import (
     seek_text,
     walk_text,
 )
+from reynctl.render.bisect import bisect_text, checkpoint_line, left_line, step_line
+from reynctl.render.diff import diff_text, human_path
 from reynctl.render.formats import (
     format_bytes,
     format_duration,
@@ -37,7 +39,7 @@ from reynctl.render.formats import (
 )
 from reynctl.render.moves import by_text, reflog_table
 from reynctl.render.retention import du_text, gc_text, retention_text
-from reynctl.render.state import diff_text, state_text
+from reynctl.render.state import state_text
 from reynctl.render.status import status_text
 from reynctl.render.table import Cell, Style, table
 from reynctl.render.tags import tag_text, tags_table
@@ -53,9 +55,11 @@ __all__ = [
     "ambiguous_block",
     "answer_text",
     "audit_event_text",
+    "bisect_text",
     "branch_tree",
     "by_text",
     "cancel_text",
+    "checkpoint_line",
     "compare_text",
     "diff_text",
     "du_text",
@@ -65,7 +69,9 @@ __all__ = [
     "format_time",
     "gc_text",
     "generations_table",
+    "human_path",
     "interventions_table",
+    "left_line",
     "notification_line",
     "printable",
     "reflog_table",
@@ -79,6 +85,7 @@ __all__ = [
     "send_text",
     "state_text",
     "status_text",
+    "step_line",
     "table",
     "tag_text",
     "tags_table",

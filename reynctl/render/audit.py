@@ -6,8 +6,9 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import tzinfo
 
+from reynctl.render.diff import _OPS
 from reynctl.render.formats import _plural, format_time, truncate
-from reynctl.render.state import _OPS, _agent_blocks
+from reynctl.render.state import _agent_blocks
 from reynctl.render.table import Cell, Style, _pairs, table
 from reynd.protocol import audit_methods as am
 

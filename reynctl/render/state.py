@@ -1,16 +1,15 @@
-"""The state as of a seq, and the diff between two."""
+"""The state as of a seq."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reynctl.render.formats import _compact, truncate
+from reynctl.render.formats import truncate
 from reynctl.render.table import Style
 from reynd.protocol import methods as m
-from reynd.protocol.pointer import path_order
 from reynd.protocol.state import AgentState
 
-__all__ = ["diff_text", "state_text"]
+__all__ = ["state_text"]
 
 
 def _agent_lines(a: AgentState, style: Style, width: int) -> list[str]:
@@ -61,36 +60,3 @@ def state_text(res: m.StateResult, style: Style, width: int = 100) -> str:
     if not res.agents:
         return f"{head}\nno agents"
     return "\n\n".join([head, *_agent_blocks(res.agents, style, width)])
-
-
-_OPS = {"add": ("+", "green"), "remove": ("-", "red"), "change": ("~", "yellow")}
-
-
-def diff_text(res: m.DiffResult, style: Style, width: int = 60) -> str:
-    """state.diff: per agent, one line per change (+ added, - removed, ~ changed).
-
-    Paths in document order, array indices as numbers (/history/4 before
-    /history/10), whatever order the daemon sent them in.
-    """
-    head = style(f"seq {res.from_seq} → seq {res.to_seq}", "bold")
-    changed = {
-        name: sorted(cs, key=lambda c: path_order(c.path))
-        for name, cs in sorted(res.agents.items())
-        if cs
-    }
-    if not changed:
-        return f"{head}: no differences"
-    lines = [head]
-    for name, changes in changed.items():
-        lines.append(f"{style('agent ' + name, 'bold')}: {len(changes)} changes")
-        path_w = max(len(c.path or "/") for c in changes)
-        for c in changes:
-            sign, color = _OPS[c.op]
-            if c.op == "add":
-                value = _compact(c.after, width)
-            elif c.op == "remove":
-                value = _compact(c.before, width)
-            else:
-                value = f"{_compact(c.before, width // 2)} → {_compact(c.after, width // 2)}"
-            lines.append(f"  {style(sign, color)} {(c.path or '/').ljust(path_w)}  {value}")
-    return "\n".join(lines)

@@ -161,7 +161,7 @@ class PickerScreen(TuiScreen):
             return Text("not connected", style="red")
         try:
             st = await client.state(seq=seq)
-            diff = await client.diff(from_seq=seq, to_seq=self.tui.head)
+            diff = await client.diff(from_seq=seq, to_seq=self.tui.head, files=True)
         except ReyndError as exc:
             return Text(f"cannot read seq {seq}: {exc.message}", style="red")
         except ClientError as exc:

@@ -6,10 +6,27 @@ from typing import Any
 
 from reynd.protocol.pointer import path_order
 
-__all__ = ["diff_values", "path_order"]
+__all__ = ["diff_values", "escape", "json_patch", "path_order"]
 
 
-def _escape(key: str) -> str:
+def json_patch(changes: list[tuple[str, str, Any, Any]]) -> list[dict[str, Any]]:
+    """`diff_values`' changes as an RFC 6902 patch that turns `before` into `after`.
+
+    A list only grows or shrinks at its end here, so the removals go first, from the
+    highest index down (each leaves the indices below it in place), then the
+    replacements, then the additions from the lowest index up.
+    """
+    ordered = sorted(changes, key=lambda c: path_order(c[0]))
+    removes = [{"op": "remove", "path": p} for p, op, _, _ in reversed(ordered) if op == "remove"]
+    replaces = [
+        {"op": "replace", "path": p, "value": a} for p, op, _, a in ordered if op == "change"
+    ]
+    adds = [{"op": "add", "path": p, "value": a} for p, op, _, a in ordered if op == "add"]
+    return removes + replaces + adds
+
+
+def escape(key: str) -> str:
+    """A key as one JSON-pointer token (RFC 6901)."""
     return key.replace("~", "~0").replace("/", "~1")
 
 
@@ -22,7 +39,7 @@ def diff_values(before: Any, after: Any, path: str = "") -> list[tuple[str, str,
     if isinstance(before, dict) and isinstance(after, dict):
         out: list[tuple[str, str, Any, Any]] = []
         for key in before.keys() | after.keys():
-            sub = f"{path}/{_escape(str(key))}"
+            sub = f"{path}/{escape(str(key))}"
             if key not in after:
                 out.append((sub, "remove", before[key], None))
             elif key not in before:

@@ -46,6 +46,7 @@ from reynd.daemon.status_api import StatusApi
 from reynd.daemon.tags_api import TagsApi
 from reynd.daemon.wal_append import WalAppendApi
 from reynd.daemon.wal_read import WalReadApi
+from reynd.daemon.workspace_api import WorkspaceApi
 from reynd.daemon.writer import Writer
 from reynd.protocol import methods as m
 from reynd.protocol.events import Event
@@ -279,6 +280,7 @@ class App:
         )
         as_of = AsOf(store, reads).read
         addresses = Addresses(store)  # tags, times and counts back, for moves and reads
+        workspace = WorkspaceApi(store, self._workspace, reads, addresses)
         status = StatusApi(
             store,
             self._state_dir,
@@ -300,7 +302,8 @@ class App:
             **ResetApi(coordinator, addresses, partial(Follow, store, registry)).handlers(),
             **ReflogApi(store, reads).handlers(),
             **TagsApi(store, self._gate, writer.commit).handlers(),
-            **StateApi(store, as_of, addresses).handlers(),
+            **StateApi(store, as_of, addresses, workspace.files_diff).handlers(),
+            **workspace.handlers(),
             **WalAppendApi(store, self._gate, writer.commit).handlers(),
         }
         handlers = {name: guarded(handler, self._scrub) for name, handler in handlers.items()}

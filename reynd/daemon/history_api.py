@@ -33,12 +33,15 @@ class HistoryApi:
         out: list[m.Generation] = []
         next_cursor: int | None = None
         at_least, cursor = self._time_bounds(p)
+        if p.lineage is not None:
+            store.plan(p.lineage)  # seq_out_of_range / below_floor, as for a read as of it
         it = store.generations(
             agent=p.agent,
             kind=p.kind,
             all_branches=p.all_branches,
             cursor=cursor,
             at_least=at_least,
+            lineage=p.lineage,
         )
         for entry, active, branch in it:
             if len(out) == p.limit:

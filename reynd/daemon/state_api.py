@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 
-from reynd.core.diff import diff_values
+from reynd.core.conversation import split_histories
+from reynd.core.diff import diff_values, escape, json_patch
 from reynd.daemon.addresses import Addresses
 from reynd.daemon.as_of import ReadAsOf
 from reynd.daemon.context import CallContext
@@ -17,7 +19,10 @@ from reynd.protocol import methods as m
 from reynd.protocol.state import RuntimeState
 from reynd.storage.store import Store
 
-__all__ = ["StateApi", "at_tip"]
+__all__ = ["FilesDiff", "StateApi", "at_tip"]
+
+# The workspace files that differ between two seqs (None: workspace rewind is off).
+FilesDiff = Callable[[int, int], Awaitable[list[m.FileChange] | None]]
 
 
 def at_tip(p: m.StateParams, head: int) -> bool:
@@ -26,8 +31,11 @@ def at_tip(p: m.StateParams, head: int) -> bool:
 
 
 class StateApi:
-    def __init__(self, store: Store, as_of: ReadAsOf, addresses: Addresses) -> None:
+    def __init__(
+        self, store: Store, as_of: ReadAsOf, addresses: Addresses, files: FilesDiff
+    ) -> None:
         self._store = store
+        self._files = files
         self._as_of = as_of
         self._tip = TipReply()  # state.get at the tip, encoded once per head
         self._addresses = addresses
@@ -72,6 +80,7 @@ class StateApi:
         to_seq = self._addresses.seq_or_tag(p.to_seq, p.to_tag)
         before_state = await self._as_of(from_seq)
         after_state = await self._as_of(to_seq)
+        conversations = _conversations(before_state, after_state, p.agent)
         before = msgspec.to_builtins(before_state.agents)
         after = msgspec.to_builtins(after_state.agents)
         if p.agent is not None:
@@ -82,6 +91,7 @@ class StateApi:
             before = {p.agent: before.get(p.agent)} if p.agent in before else {}
             after = {p.agent: after.get(p.agent)} if p.agent in after else {}
         agents: dict[str, list[m.Change]] = {}
+        whole: list[tuple[str, str, Any, Any]] = []  # every agent's, for the patch
         for name in sorted(before.keys() | after.keys()):
             if name not in before:  # born between the two seqs
                 changes = [("", "add", None, after[name])]
@@ -89,9 +99,33 @@ class StateApi:
                 changes = [("", "remove", before[name], None)]
             else:
                 changes = diff_values(before[name], after[name])
+            whole.extend((f"/{escape(name)}{path}", op, b, a) for path, op, b, a in changes)
             if changes:
                 agents[name] = [
                     m.Change(path=path or "/", op=op, before=b, after=a)  # type: ignore[arg-type]
                     for path, op, b, a in changes
                 ]
-        return m.DiffResult(from_seq=from_seq, to_seq=to_seq, agents=agents)
+        return m.DiffResult(
+            from_seq=from_seq,
+            to_seq=to_seq,
+            agents=agents,
+            fork=self._store.lineage.common(from_seq, to_seq),
+            conversations=conversations,
+            files=await self._files(from_seq, to_seq) if p.files else None,
+            patch=json_patch(whole) if p.patch else None,
+        )
+
+
+def _conversations(
+    before: RuntimeState, after: RuntimeState, only: str | None
+) -> dict[str, m.Conversation]:
+    """Per agent whose messages differ: the shared start, what only each side has."""
+    out: dict[str, m.Conversation] = {}
+    for name in sorted(before.agents.keys() | after.agents.keys()):
+        if only is not None and name != only:
+            continue
+        a, b = before.agents.get(name), after.agents.get(name)
+        common, removed, added = split_histories(a.history if a else [], b.history if b else [])
+        if removed or added:
+            out[name] = m.Conversation(common=common, removed=removed, added=added)
+    return out

@@ -19,10 +19,11 @@ from reynd.protocol import (
     read_methods,
     retention_methods,
     tag_methods,
+    workspace_methods,
 )
 from reynd.protocol.appendable import DATA_SCHEMA, KINDS
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
-from reynd.protocol.events import GenerationKind
+from reynd.protocol.events import GenerationKind, Message
 from reynd.protocol.moves import ResetBy, UndoParams
 from reynd.protocol.names import AgentRef, Ident, Reason, TagName
 
@@ -52,8 +53,10 @@ __all__ = [
     "CancelledChain",
     "Change",
     "CheckoutParams",
+    "Conversation",
     "DiffParams",
     "DiffResult",
+    "FileChange",
     "Generation",
     "GenerationsParams",
     "GenerationsResult",
@@ -242,10 +245,20 @@ class GenerationsParams(Params, kw_only=True):
     kind: GenerationKind | None = None
     all_branches: bool = False
     cursor: NonNegative | None = None
+    # The checkpoints on lineage(seq) instead of the active branch's: an abandoned
+    # branch's history as it was (issue 27: bisect on an abandoned branch).
+    lineage: NonNegative | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 50
     # Only checkpoints made after / before these times (docs/concepts.md#addresses).
     before: Time | None = None
     after: Time | None = None
+
+    def __post_init__(self) -> None:
+        if self.all_branches and self.lineage is not None:
+            raise ValueError(
+                "field `lineage` conflicts: all_branches lists every branch, lineage the "
+                "checkpoints of one seq's lineage; give one of them"
+            )
 
 
 class Generation(Result, kw_only=True):
@@ -397,13 +410,18 @@ class StateResult(Result, kw_only=True):
 
 
 class DiffParams(Params, kw_only=True):
-    """Each side is a seq or a tag naming it (`from_tag`, `to_tag`): exactly one."""
+    """Each side is a seq or a tag naming it (`from_tag`, `to_tag`): exactly one.
+
+    `files`: also diff the workspace's files (when workspace rewind is on). `patch`: also
+    give the differences as one RFC 6902 JSON Patch over the agents (see DiffResult)."""
 
     from_seq: NonNegative | None = None
     to_seq: NonNegative | None = None
     agent: AgentRef | None = None
     from_tag: TagName | None = None
     to_tag: TagName | None = None
+    files: bool = False
+    patch: bool = False
 
     def __post_init__(self) -> None:
         one_address(self, ("from_seq", "from_tag"))
@@ -419,10 +437,41 @@ class Change(Result, kw_only=True):
     after: Any = None
 
 
+class Conversation(Result, kw_only=True):
+    """One agent's messages: the history both sides share up to index `common`, then
+    what only `from_seq` has (`removed`) and what only `to_seq` has (`added`)."""
+
+    common: int
+    removed: list[Message] = []
+    added: list[Message] = []
+
+
+class FileChange(Result, kw_only=True):
+    """One workspace path that differs. `patch`: a unified diff of a text file (None for a
+    binary file, a symlink, or one too large to diff: `binary` says which)."""
+
+    path: str
+    op: Literal["add", "remove", "change"]
+    before: workspace_methods.FileEntry | None = None
+    after: workspace_methods.FileEntry | None = None
+    binary: bool = False
+    patch: str | None = None
+
+
 class DiffResult(Result, kw_only=True):
+    """`fork`: the newest seq on both lineages (the fork point of two branches; `from_seq`
+    itself when it lies on lineage(`to_seq`)). `conversations`: per agent whose messages
+    differ. `files`: with `files` when workspace rewind is on, else None. `patch`: with
+    `patch`, an RFC 6902 JSON Patch that turns state.get's `agents` as of `from_seq`
+    into those as of `to_seq` (paths `/AGENT/...`)."""
+
     from_seq: Seq
     to_seq: Seq
     agents: dict[str, list[Change]]
+    fork: Seq | None = None
+    conversations: dict[str, Conversation] = {}
+    files: list[FileChange] | None = None
+    patch: list[dict[str, Any]] | None = None
 
 
 # -- subscribe -------------------------------------------------------------
@@ -628,6 +677,7 @@ METHODS: Final[dict[str, MethodDef]] = {
         ),
         *agent_methods.DEFS,
         *read_methods.DEFS,
+        *workspace_methods.DEFS,
         *retention_methods.DEFS,
         *audit_methods.DEFS,
         MethodDef(

@@ -693,9 +693,10 @@ class Store:
         all_branches: bool = False,
         cursor: int | None = None,
         at_least: int = 0,
+        lineage: int | None = None,
     ) -> Iterator[tuple[Entry, bool, int]]:
         """Generations newest first, below `cursor` and at or above `at_least`:
-        (entry, active, branch).
+        (entry, active, branch); on lineage(`lineage`) instead of the active one when given.
 
         Active only: walks the active lineage's intervals and bisects the
         catalog in each, so a page costs its own length plus the reset records
@@ -708,7 +709,8 @@ class Store:
                 active = self.lineage.is_active(entry.seq)
                 yield entry, active, self.lineage.branch_of(entry.seq)
             return
-        for lo, hi in self.lineage.iter_intervals(self.head):
+        top = self.head if lineage is None else lineage
+        for lo, hi in self.lineage.iter_intervals(top):
             if cursor is not None and lo >= cursor:
                 continue
             if hi < at_least:
@@ -717,4 +719,5 @@ class Store:
             for entry in self.catalog.newest_first(
                 below=below, at_least=max(lo, at_least), agent=agent, kind=kind
             ):
-                yield entry, True, self.lineage.branch_of(entry.seq)
+                active = lineage is None or self.lineage.is_active(entry.seq)
+                yield entry, active, self.lineage.branch_of(entry.seq)
