@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import postgres
-from bench.daemon import Client, Load, start_reynd, workdir
+from bench.daemon import Client, Load, Proc, start_reynd, workdir
 from bench.postgres import Cluster
 from bench.replication import APPEND
 from bench.storage import raw_fsync_per_batch, raw_fsync_per_record
@@ -102,18 +102,18 @@ def _pg_setup(pg: Cluster, base: Path) -> Path:
     return script
 
 
-def run(
+def _rounds(
+    proc: Proc,
+    load: Load,
     base: Path,
     pg: Cluster | None,
+    script: Path | None,
     *,
     seconds: float,
     rounds: int,
     log: Callable[[str], None],
-) -> dict[str, Any]:
-    """Records/s of every contender at 1 and 64 writers, and the ratios."""
-    proc = start_reynd("commit", base / "reynd", base)
-    load = Load()
-    script = _pg_setup(pg, base) if pg is not None else None
+) -> dict[str, list[float]]:
+    """Every contender's records/s, one window each per round, the order alternating."""
     rates: dict[str, list[float]] = {}
 
     def measure(name: str, fn: Callable[[], float]) -> None:
@@ -124,37 +124,52 @@ def run(
         r = load.run_payload(proc, APPEND, clients, seconds)
         return float(r["count"] / r["elapsed"])
 
-    try:
-        c = Client(proc.socket)
-        c.call("wal.append", {"agent": "w", "kind": "agent.created"})
-        c.close()
-        n1 = max(200, int(seconds * 300))
-        for r in range(rounds):
-            log(f"round {r + 1}/{rounds}")
-            d = base / f"round-{r}"
-            d.mkdir()
-            steps: list[tuple[str, Callable[[], float]]] = [
-                ("reynd_1", partial(reynd, 1)),
-                ("sqlite_1", partial(sqlite_commits_per_s, d / "sqlite.db", seconds)),
-                ("raw_1", partial(raw_fsync_per_record, d / "raw1", n1, RECORD_BYTES)),
-                ("reynd_64", partial(reynd, 64)),
-                (
-                    "raw_batched_64",
-                    partial(raw_fsync_per_batch, d / "raw64", n1 * 16, RECORD_BYTES, 64),
-                ),
+    c = Client(proc.socket)
+    c.call("wal.append", {"agent": "w", "kind": "agent.created"})
+    c.close()
+    n1 = max(200, int(seconds * 300))
+    for r in range(rounds):
+        log(f"round {r + 1}/{rounds}")
+        d = base / f"round-{r}"
+        d.mkdir()
+        steps: list[tuple[str, Callable[[], float]]] = [
+            ("reynd_1", partial(reynd, 1)),
+            ("sqlite_1", partial(sqlite_commits_per_s, d / "sqlite.db", seconds)),
+            ("raw_1", partial(raw_fsync_per_record, d / "raw1", n1, RECORD_BYTES)),
+            ("reynd_64", partial(reynd, 64)),
+            (
+                "raw_batched_64",
+                partial(raw_fsync_per_batch, d / "raw64", n1 * 16, RECORD_BYTES, 64),
+            ),
+        ]
+        if script is not None and pg is not None:
+            steps += [
+                ("postgres_1", partial(pgbench_tps, pg, 1, seconds, script)),
+                ("postgres_64", partial(pgbench_tps, pg, 64, seconds, script)),
             ]
-            if script is not None and pg is not None:
-                steps += [
-                    ("postgres_1", partial(pgbench_tps, pg, 1, seconds, script)),
-                    ("postgres_64", partial(pgbench_tps, pg, 64, seconds, script)),
-                ]
-            if r % 2:
-                steps.reverse()
-            for name, fn in steps:
-                measure(name, fn)
-    finally:
-        load.close()
-        proc.stop()
+        if r % 2:
+            steps.reverse()
+        for name, fn in steps:
+            measure(name, fn)
+    return rates
+
+
+def run(
+    base: Path,
+    pg: Cluster | None,
+    *,
+    seconds: float,
+    rounds: int,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """Records/s of every contender at 1 and 64 writers, and the ratios."""
+    with contextlib.ExitStack() as stack:
+        proc = start_reynd("commit", base / "reynd", base)
+        stack.callback(proc.stop)
+        load = Load()
+        stack.callback(load.close)
+        script = _pg_setup(pg, base) if pg is not None else None
+        rates = _rounds(proc, load, base, pg, script, seconds=seconds, rounds=rounds, log=log)
     per_s = {name: round(statistics.median(v), 1) for name, v in rates.items()}
 
     def ratio(a: str, b: str) -> float | None:

@@ -258,15 +258,16 @@ def _median_ms(fn: Callable[[], object], reps: int) -> float:
 def run_one(
     turns: int, base: Path, pg: Cluster | None, log: Callable[[str], None]
 ) -> dict[str, Any]:
-    contenders = [reynd_contender(base), sqlite_contender(base, delta=True)]
-    if turns <= PLAIN_SQLITE_MAX:
-        contenders.append(sqlite_contender(base, delta=False))
-    if pg is not None:
-        contenders.append(postgres_contender(pg, f"delta_{turns}", delta=True))
-        if turns <= PLAIN_SQLITE_MAX:
-            contenders.append(postgres_contender(pg, f"plain_{turns}", delta=False))
+    contenders: list[Contender] = []
     past: dict[str, RunnableConfig] = {}
     try:
+        contenders += [reynd_contender(base), sqlite_contender(base, delta=True)]
+        if turns <= PLAIN_SQLITE_MAX:
+            contenders.append(sqlite_contender(base, delta=False))
+        if pg is not None:
+            contenders.append(postgres_contender(pg, f"delta_{turns}", delta=True))
+            if turns <= PLAIN_SQLITE_MAX:
+                contenders.append(postgres_contender(pg, f"plain_{turns}", delta=False))
         for i in range(turns):
             k = i % len(contenders)
             for c in contenders[k:] + contenders[:k]:
@@ -320,7 +321,7 @@ def _thread_worker(spec: Spec, thread_id: str, turns: int, barrier: Any, q: Any)
     with open_saver(spec) as saver:
         graph = build(saver, spec.delta)
         config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
-        barrier.wait()
+        barrier.wait(timeout=60)
         t = time.perf_counter()
         for i in range(turns):
             graph.invoke({"messages": [HumanMessage(content=_question(i))]}, config)
@@ -335,14 +336,20 @@ def _turns_per_s(spec: Spec, threads: int, turns: int, tag: str) -> float:
         ctx.Process(target=_thread_worker, args=(spec, f"{tag}-{k}", turns, barrier, q))
         for k in range(threads)
     ]
-    for p in procs:
-        p.start()
-    spans = [float(q.get(timeout=600)) for _ in procs]
-    for p in procs:
-        p.join()
-        if p.exitcode != 0:
-            raise RuntimeError(f"a {spec.kind} worker exited with {p.exitcode}")
-    return threads * turns / max(spans)
+    try:
+        for p in procs:
+            p.start()
+        spans = [float(q.get(timeout=600)) for _ in procs]
+        for p in procs:
+            p.join()
+            if p.exitcode != 0:
+                raise RuntimeError(f"a {spec.kind} worker exited with {p.exitcode}")
+        return threads * turns / max(spans)
+    finally:
+        for p in procs:  # a worker that died leaves the others at the barrier (it breaks, 60 s)
+            if p.is_alive():
+                p.terminate()
+                p.join()
 
 
 def run_concurrent(
@@ -356,30 +363,29 @@ def run_concurrent(
 ) -> dict[str, Any]:
     """Turns/s with `threads` threads at once, each contender in turn, alternating rounds."""
     reynd = start_reynd("lg8", base / "reynd-8", base)
-    specs = {
-        "reynd": Spec("reynd", str(reynd.socket)),
-        "sqlite+delta": Spec("sqlite", str(base / "c-sqlite+delta.db"), delta=True),
-        "sqlite": Spec("sqlite", str(base / "c-sqlite.db")),
-    }
-    if pg is not None:
-        import psycopg
-
-        with psycopg.connect(pg.conninfo, autocommit=True) as admin:
-            for db in ("c_delta", "c_plain"):
-                admin.execute(f'CREATE DATABASE "{db}"')
-        specs["postgres+delta"] = Spec(
-            "postgres", pg.conninfo.replace("dbname=postgres", "dbname=c_delta"), delta=True
-        )
-        specs["postgres"] = Spec(
-            "postgres", pg.conninfo.replace("dbname=postgres", "dbname=c_plain")
-        )
-    for spec in specs.values():
-        with open_saver(
-            spec
-        ):  # set-up (tables, WAL mode) before the clock, not in 8 racing workers
-            pass
-    rates: dict[str, list[float]] = {name: [] for name in specs}
     try:
+        specs = {
+            "reynd": Spec("reynd", str(reynd.socket)),
+            "sqlite+delta": Spec("sqlite", str(base / "c-sqlite+delta.db"), delta=True),
+            "sqlite": Spec("sqlite", str(base / "c-sqlite.db")),
+        }
+        if pg is not None:
+            import psycopg
+
+            with psycopg.connect(pg.conninfo, autocommit=True) as admin:
+                for db in ("c_delta", "c_plain"):
+                    admin.execute(f'CREATE DATABASE "{db}"')
+            specs["postgres+delta"] = Spec(
+                "postgres", pg.conninfo.replace("dbname=postgres", "dbname=c_delta"), delta=True
+            )
+            specs["postgres"] = Spec(
+                "postgres", pg.conninfo.replace("dbname=postgres", "dbname=c_plain")
+            )
+        for spec in specs.values():
+            # Set-up (tables, WAL mode) before the clock, not in 8 racing workers.
+            with open_saver(spec):
+                pass
+        rates: dict[str, list[float]] = {name: [] for name in specs}
         for r in range(rounds):
             names = list(specs)
             names = names[r % len(names) :] + names[: r % len(names)]

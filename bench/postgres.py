@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -102,30 +103,42 @@ def cluster() -> Iterator[Cluster]:
     port = _free_port()
     proc: subprocess.Popen[bytes] | None = None
     try:
-        subprocess.run(
+        done = subprocess.run(
             [*as_user, str(bins / "initdb"), "-D", str(data), "-U", "bench", *_INITDB],
-            check=True,
             capture_output=True,
+            text=True,
+            check=False,
         )
+        if done.returncode:
+            raise RuntimeError(f"initdb exited with {done.returncode}: {done.stderr[-2000:]}")
         server = [str(bins / "postgres"), "-D", str(data), "-p", str(port), "-k", str(sockdir)]
         settings = [f"-c{s}" for s in (*_DURABLE, "listen_addresses=127.0.0.1")]
-        proc = subprocess.Popen(
-            [*as_user, *server, *settings],
-            stdout=subprocess.DEVNULL,
-            stderr=(base / "server.log").open("wb"),
-        )
+        with (base / "server.log").open("wb") as server_log:
+            proc = subprocess.Popen(
+                [*as_user, *server, *settings], stdout=subprocess.DEVNULL, stderr=server_log
+            )
         conninfo = f"host=127.0.0.1 port={port} user=bench dbname=postgres"
         version = _wait_ready(conninfo, proc, base / "server.log")
         yield Cluster(conninfo, data, version)
     finally:
         if proc is not None:
-            proc.terminate()  # SIGTERM: PostgreSQL's "smart" shutdown; no client is left
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _stop(proc, data)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _stop(proc: subprocess.Popen[bytes], data: Path) -> None:
+    """PostgreSQL's fast shutdown (SIGINT to the postmaster: clients are cut off), sent to
+    the postmaster itself (as root `proc` is runuser, which would not pass it on)."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGINT)
+    except (OSError, ValueError, IndexError):  # not started, or already gone
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _wait_ready(conninfo: str, proc: subprocess.Popen[bytes], log: Path) -> str:

@@ -107,6 +107,7 @@ class Session:
         self._next_id = 1
         self._pending: dict[int, str] = {}  # id -> method
         self._buffer = bytearray()
+        self._searched = 0  # the buffer's bytes known to hold no newline
         self._max_line = max_line
 
     @property
@@ -128,16 +129,17 @@ class Session:
 
     def receive(self, data: bytes) -> list[Event]:
         """Feed bytes read from the socket; returns the complete messages in them."""
-        # Search only the new bytes: a message of many reads is not scanned again each time.
-        start = len(self._buffer)
         self._buffer += data
         events: list[Event] = []
-        while (end := self._buffer.find(b"\n", start)) >= 0:
+        while (end := self._buffer.find(b"\n", self._searched)) >= 0:
             line = bytes(self._buffer[:end])
             del self._buffer[: end + 1]
-            start = 0
+            # From the start again: if the line does not parse, the lines after it stay.
+            self._searched = 0
             if line.strip():
                 events.append(self._parse(line))
+        # Searched up to here: a message of many reads is not searched again each time.
+        self._searched = len(self._buffer)
         if len(self._buffer) > self._max_line:
             raise ProtocolViolation(f"a message longer than {self._max_line} bytes")
         return events

@@ -11,6 +11,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reynctl.errors import ProtocolViolation
 from reynctl.jsonrpc import Response, Session
 
 
@@ -41,4 +42,18 @@ def test_a_read_that_starts_with_the_end_of_a_message() -> None:
     for line in lines:  # each newline arrives first in the next read
         got += session.receive(line)
         got += session.receive(b"\n")
+    assert [e.id for e in got if isinstance(e, Response)] == ids
+
+
+def test_the_lines_after_one_that_does_not_parse_are_still_read() -> None:
+    session = Session()
+    ids = [session.request("daemon.status", {})[0] for _ in range(2)]
+    good = [msgspec.json.encode({"jsonrpc": "2.0", "id": rid, "result": {}}) + b"\n" for rid in ids]
+    try:
+        session.receive(b"not json\n" + good[0] + good[1])
+    except ProtocolViolation:
+        pass
+    else:
+        raise AssertionError("a line that is not JSON-RPC must be refused")
+    got = session.receive(b"")
     assert [e.id for e in got if isinstance(e, Response)] == ids

@@ -25,6 +25,7 @@ GZ_SUFFIX: Final = ".gz"
 _LEVEL: Final = 6
 _GZIP_WBITS: Final = 31  # zlib's gzip container
 _PIECE: Final = 64 * 1024
+_MAGIC: Final = b"\x1f\x8b\x08"  # a gzip member's first bytes (RFC 1952: ID1, ID2, CM deflate)
 
 
 def compress(lines: bytes) -> bytes:
@@ -33,41 +34,84 @@ def compress(lines: bytes) -> bytes:
     return c.compress(lines) + c.flush()
 
 
-def whole_lines(data: bytes, compressed: bool) -> tuple[bytes, int, bool]:
-    """The whole lines at the start of `data`: (lines, bytes of `data` they took, damaged).
+def whole_lines(data: bytes, compressed: bool) -> tuple[bytes, int, int]:
+    """The whole lines in `data`: (lines, bytes of `data` read, members found damaged).
 
     Plain: up to the last newline. Compressed: the complete members, each
-    decompressed; a member cut short ends the read (it is being written), and
-    one that does not decompress too, `damaged` then set (its end, and so the
-    next member's start, cannot be known).
+    decompressed. A member cut short at the end is being written: the read
+    stops before it (and goes on from there next time). A member that does not
+    decompress, or is cut short with more data after it (a crash or a bad
+    block; the log is never synced), is damaged: the read goes on from the next
+    gzip header from which a whole member decodes, as a plain read goes on at
+    the next line; with none, it ends past the damage.
     """
     if not compressed:
         end = data.rfind(b"\n") + 1
-        return data[:end], end, False
-    view = memoryview(data)
-    out: list[bytes] = []
-    pos = 0
-    while pos < len(data):
-        d = zlib.decompressobj(_GZIP_WBITS)
-        member: list[bytes] = []
-        fed = pos
-        try:
-            # In pieces: what is left over after a member's end is at most one piece,
-            # so a file of many members is read in time linear in its size.
-            while not d.eof and fed < len(data):
-                piece = view[fed : fed + _PIECE]
-                member.append(d.decompress(piece))
-                fed += len(piece)
-        except zlib.error:
-            return b"".join(out), pos, True
-        if not d.eof:
-            break
-        out += member
-        pos = fed - len(d.unused_data)
-    return b"".join(out), pos, False
+        return data[:end], end, 0
+    out, end, damaged = _scan(data, keep=True)
+    return b"".join(out), end, damaged
 
 
 def whole_prefix(data: bytes, compressed: bool) -> bytes:
     """The longest start of a file's bytes made of whole lines (or members): a copy of it
     reads back as the file did, without what was still being written."""
-    return data[: whole_lines(data, compressed)[1]]
+    if not compressed:
+        return data[: data.rfind(b"\n") + 1]
+    return data[: _scan(data, keep=False)[1]]
+
+
+def _scan(data: bytes, *, keep: bool) -> tuple[list[bytes], int, int]:
+    view = memoryview(data)
+    out: list[bytes] = []
+    pos = damaged = 0
+    while pos < len(data):
+        whole, lines, end = _member(view, pos, keep)
+        if whole:
+            out += lines
+            pos = end
+            continue
+        found = _next_whole(data, view, pos + 1, keep)
+        if found is None:
+            if end < 0:  # does not decompress, and nothing readable after it
+                damaged += 1
+                pos = len(data)
+            break  # else cut short at the end: being written
+        damaged += 1
+        out += found[0]
+        pos = found[1]
+    return out, pos, damaged
+
+
+def _member(view: memoryview, pos: int, keep: bool) -> tuple[bool, list[bytes], int]:
+    """The member at `pos`: (True, its lines, its end); (False, [], pos) when it is cut
+    short; (False, [], -1) when it does not decompress."""
+    d = zlib.decompressobj(_GZIP_WBITS)
+    lines: list[bytes] = []
+    fed = pos
+    try:
+        # In pieces: what is left over after a member's end is at most one piece,
+        # so a file of many members is read in time linear in its size.
+        while not d.eof and fed < len(view):
+            piece = view[fed : fed + _PIECE]
+            text = d.decompress(piece)
+            if keep:
+                lines.append(text)
+            fed += len(piece)
+    except zlib.error:
+        return False, [], -1
+    if not d.eof:
+        return False, [], pos
+    return True, lines, fed - len(d.unused_data)
+
+
+def _next_whole(
+    data: bytes, view: memoryview, start: int, keep: bool
+) -> tuple[list[bytes], int] | None:
+    """The first whole member at a gzip header from `start` on: (its lines, its end)."""
+    at = data.find(_MAGIC, start)
+    while at >= 0:
+        whole, lines, end = _member(view, at, keep)
+        if whole:
+            return lines, end
+        at = data.find(_MAGIC, at + 1)
+    return None

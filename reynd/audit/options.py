@@ -23,8 +23,10 @@ class AuditOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     recorded, or sooner once `buffer_bytes` are waiting.
     """
 
-    file_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 16 * MiB
-    max_total_bytes: Annotated[int, msgspec.Meta(ge=0)] = 1024 * MiB
+    # Bytes on disk, compressed (~1/9 of the lines): about as many lines as the
+    # 16 MiB and 1 GiB of plain lines these were before issue 29.
+    file_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 2 * MiB
+    max_total_bytes: Annotated[int, msgspec.Meta(ge=0)] = 128 * MiB
     max_files: Annotated[int, msgspec.Meta(ge=0)] = 0
     flush_interval_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 1.0
     buffer_bytes: Annotated[int, msgspec.Meta(ge=0)] = MiB

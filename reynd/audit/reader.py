@@ -60,10 +60,8 @@ class LineCache:
         except FileNotFoundError:  # removed by retention since it was listed
             return [], 0
         # A last line without its newline (a member cut short) is still being written.
-        text, end, torn = whole_lines(data, compressed)
-        if torn:  # a member that does not decompress: the rest of the file cannot be read
-            entry.damaged += 1
-            end = len(data)
+        text, end, damaged = whole_lines(data, compressed)
+        entry.damaged += damaged
         for raw in text.splitlines():
             if not raw.strip():
                 continue

@@ -23,7 +23,6 @@ reader.py).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Sequence
@@ -276,8 +275,11 @@ class EventStore:
                 self._fd = None
             current = self._current()
             if current.size:
-                # A member may be cut short at the end: nothing after it would read back.
-                self._rotate(current)
+                # A member may be cut short at the end: the next ones go in a new file.
+                try:
+                    self._rotate(current)
+                except OSError as again:  # the log never takes the daemon down
+                    log.warning("audit.rotate_failed", error=str(again))
 
     def _write_lines(self, data: bytes) -> None:
         """Append whole lines as gzip members (codec.py), rotating before a file would pass
@@ -331,8 +333,13 @@ class EventStore:
             if not (over_bytes or over_files):
                 break
             oldest = self._files[0]
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 os.unlink(oldest.path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:  # read-only, EIO: keep it, try again at the next rotation
+                log.warning("audit.collect_failed", file=oldest.path.name, error=str(exc))
+                return
             total -= oldest.size
             del self._files[0]
             log.info("audit.collected", file=oldest.path.name, bytes=oldest.size)
