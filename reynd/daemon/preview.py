@@ -1,0 +1,89 @@
+"""A move's preview (issue 25): what it would change, and what it cannot undo.
+
+The records of the branch a move leaves (lineage(head) above its common
+ancestor with the target) and of the one it lands on are read from the WAL
+on a worker thread and summed by reynd/core/effects.py. A dry run writes
+nothing and cancels nothing; a real move computes its `effects` the same
+way, under the write gate, before its reset record is appended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+
+import trio
+
+from reynd.core.effects import effects_of, turns_and_agents
+from reynd.core.lineage import Interval
+from reynd.protocol import methods as m
+from reynd.protocol.events import Event
+from reynd.protocol.preview import MAX_LISTED, Effects, MovePreview
+from reynd.storage.store import Store
+
+__all__ = ["Files", "Preview", "records_in"]
+
+# The workspace paths a restore to a seq would write or remove (None: workspace rewind off).
+Files = Callable[[int], Awaitable[list[str] | None]]
+
+
+def records_in(store: Store, intervals: Iterable[Interval]) -> Iterator[Event]:
+    """The records of `intervals` (ascending), in seq order; blocking.
+
+    What retention collected is gone (a checkout forking below the floor): skipped.
+    """
+    wal = store.wal
+    first = wal.first_seq
+    for lo, hi in intervals:
+        if hi >= first:
+            yield from wal.read(max(lo, first), hi)
+
+
+class Preview:
+    """What a move to a target would do, read from the log as it stands."""
+
+    def __init__(
+        self,
+        store: Store,
+        in_flight: Callable[[], list[m.CancelledChain]],
+        files: Files | None = None,
+    ) -> None:
+        """`in_flight`: the turns a move would cancel now; `files`: the workspace's."""
+        self._store = store
+        self._in_flight = in_flight
+        self._files = files
+
+    async def effects(self, target: int) -> Effects:
+        """The effects of the steps on the branch a move to `target` abandons."""
+        leaving = self._store.lineage.leaving(target)
+        return await trio.to_thread.run_sync(self._effects, leaving)
+
+    def _effects(self, leaving: Sequence[Interval]) -> Effects:
+        return effects_of(records_in(self._store, leaving))
+
+    async def dry_run(self, target: int) -> tuple[MovePreview, Effects, list[m.CancelledChain]]:
+        """The preview of a move to `target`, its effects, and the turns it would cancel."""
+        lineage = self._store.lineage
+        leaving, arriving = lineage.leaving(target), lineage.arriving(target)
+        cancelled = self._in_flight()
+        preview, effects = await trio.to_thread.run_sync(self._read, leaving, arriving)
+        if self._files is not None:
+            files = await self._files(target)
+            if files is not None:
+                preview.files, preview.file_count = files[:MAX_LISTED], len(files)
+        return preview, effects, cancelled
+
+    def _read(
+        self, leaving: Sequence[Interval], arriving: Sequence[Interval]
+    ) -> tuple[MovePreview, Effects]:
+        left = list(records_in(self._store, leaving))
+        gone, gone_count, gone_agents = turns_and_agents(left)
+        back, back_count, back_agents = turns_and_agents(records_in(self._store, arriving))
+        preview = MovePreview(
+            abandoned_turns=gone,
+            abandoned_turn_count=gone_count,
+            restored_turns=back,
+            restored_turn_count=back_count,
+            abandoned_agents=gone_agents,
+            restored_agents=back_agents,
+        )
+        return preview, effects_of(left)

@@ -1,0 +1,221 @@
+"""Preview and effects of a move (issue 25), against the real daemon.
+
+`rewind`/`checkout`/`act_turn.rewind {dry_run}` write nothing and cancel
+nothing, and say what the move would change and what the abandoned future
+did outside reynd: programs a `command` executor ran (argv, exit code, seq),
+model calls and tokens, tool runs; a step with no record of it is unknown,
+never none. The real move's result carries the same effects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from typing import Any
+
+import pytest
+
+from reynd.protocol import errors
+from tests.harness import Daemon
+from tests.runtime_helpers import (
+    create_builtin,
+    error_of,
+    head,
+    records,
+    send,
+    wait_open_step,
+)
+from tests.test_executors import ChatServer, completion, server  # noqa: F401 (a fixture)
+
+# A command-executor program that answers one StepResult and ends the turn.
+ANSWER = (
+    "import json, sys; json.load(sys.stdin); "
+    'print(json.dumps({"done": True, "reply": "ok", "tokens_in": 3, "tokens_out": 4}))'
+)
+
+
+def create_command(d: Daemon, name: str, argv: list[str]) -> None:
+    d.call("agents.create", {"name": name, "executor": "command", "options": {"argv": argv}})
+
+
+def wal_digest(d: Daemon) -> str:
+    """Every byte of the WAL's segments: a dry run must leave them as they are."""
+    h = hashlib.sha256()
+    for path in sorted((d.state_dir / "wal").rglob("*")):
+        if path.is_file():
+            h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()
+
+
+def effects_run(d: Daemon, chat: ChatServer) -> dict[str, Any]:
+    """Run a command step that answers, `true` and `false` (both fail the turn: no
+    StepResult; status 1), an openai turn (a model call asking for a tool, the tool,
+    a model call) and a builtin turn; return the seqs that ended each command step."""
+    create_command(d, "cmd", [sys.executable, "-c", ANSWER])
+    create_command(d, "yes", ["true"])
+    create_command(d, "no", ["false"])
+    call = {"id": "c1", "type": "function", "function": {"name": "time_now", "arguments": "{}"}}
+    _, url = chat.scenario(
+        "m", completion(calls=[call], prompt=10, out=2), completion("done", prompt=20, out=5)
+    )
+    d.call("agents.create", {"name": "m", "executor": "openai", "options": {"base_url": url}})
+    create_builtin(d, "b")
+    seqs = {}
+    for name in ("cmd", "yes", "no", "m", "b"):
+        reply = send(d, name, "go")
+        assert reply["outcome"] == ("failed" if name in ("yes", "no") else "completed"), reply
+        seqs[name] = reply["boundary_seq"]
+    return seqs
+
+
+def expected_effects() -> dict[str, Any]:
+    """What effects_run did outside reynd (commands without their seqs, turn ids cut)."""
+    program = [sys.executable, "-c", ANSWER]
+    return {
+        "steps": 1 + 1 + 1 + 3 + 3,  # every step that ended, the builtin's included
+        "unknown_steps": 0,
+        "commands": [
+            {"agent": "cmd", "turn_id": "t", "step": 0, "argv": program, "exit_code": 0},
+            {"agent": "yes", "turn_id": "t", "step": 0, "argv": ["true"], "exit_code": 0},
+            {"agent": "no", "turn_id": "t", "step": 0, "argv": ["false"], "exit_code": 1},
+        ],
+        "command_count": 3,
+        "model_calls": 2,
+        "tokens_in": 3 + 10 + 20,
+        "tokens_out": 4 + 2 + 5,
+        "tools": {"time_now": 1},
+        "files_outside": None,
+    }
+
+
+def comparable(effects: dict[str, Any]) -> dict[str, Any]:
+    """`effects` with each command's turn id reduced to its prefix and its seq dropped."""
+    out = dict(effects)
+    out["commands"] = [
+        {**{k: v for k, v in c.items() if k != "seq"}, "turn_id": c["turn_id"][:1]}
+        for c in effects["commands"]
+    ]
+    return out
+
+
+def test_dry_run_shows_the_effects_writes_nothing_and_the_rewind_reports_the_same(
+    daemon: Daemon,
+    server: ChatServer,  # noqa: F811 (the fixture imported above)
+) -> None:
+    create_builtin(daemon, "base")
+    mark = head(daemon)
+    seqs = effects_run(daemon, server)
+    tip, digest = head(daemon), wal_digest(daemon)
+    preview = daemon.call("rewind", {"seq": mark, "dry_run": True})
+    assert head(daemon) == tip and wal_digest(daemon) == digest  # nothing written
+    assert preview["dry_run"] is True and preview["reset_seq"] == tip + 1
+    assert preview["target"] == mark and preview["cancelled"] == []
+    effects = preview["effects"]
+    assert comparable(effects) == expected_effects()
+    # Each command's seq is the record that ended its step: the memo, or the failed turn's end.
+    ended = {c["agent"]: c["seq"] for c in effects["commands"]}
+    assert ended["yes"] == seqs["yes"] and ended["no"] == seqs["no"]
+    (memo,) = records(daemon, kind="step.committed", agent="cmd")
+    assert ended["cmd"] == memo["seq"] and memo["effect"]["exit_code"] == 0
+    p = preview["preview"]
+    assert p["abandoned_agents"] == ["cmd", "yes", "no", "m", "b"]
+    assert [t["agent"] for t in p["abandoned_turns"]] == ["cmd", "yes", "no", "m", "b"]
+    assert p["abandoned_turn_count"] == 5 and p["restored_turns"] == []
+    assert p["files"] is None  # workspace rewind is off
+    # The real rewind: the same effects, and the agents are gone.
+    done = daemon.call("rewind", {"seq": mark})
+    assert done["reset_seq"] == tip + 1 and done["dry_run"] is False
+    assert done["effects"] == effects and done.get("preview") is None
+    # Back onto the abandoned branch: it restores those turns, and abandons nothing of effect.
+    back = daemon.call("checkout", {"seq": tip, "dry_run": True})
+    assert back["preview"]["restored_agents"] == ["cmd", "yes", "no", "m", "b"]
+    assert back["preview"]["restored_turn_count"] == 5
+    assert back["effects"]["steps"] == 0 and back["effects"]["command_count"] == 0
+
+
+def test_a_step_with_no_effect_record_is_unknown_not_none(daemon: Daemon) -> None:
+    """An external runtime's step says nothing of what it did, and may not say it."""
+    mark = head(daemon)
+    with daemon.connect() as c:
+        c.call(
+            "wal.append", {"agent": "x", "kind": "agent.created", "data": {"executor": "external"}}
+        )
+        m = c.call(
+            "wal.append",
+            {"agent": "x", "kind": "message.received", "data": {"message_id": "m1", "text": "hi"}},
+        )
+        turn = f"t{m['seq']}"
+        c.call(
+            "wal.append",
+            {"agent": "x", "kind": "turn.started", "data": {"turn_id": turn, "message_id": "m1"}},
+        )
+        c.call(
+            "wal.append",
+            {"agent": "x", "kind": "step.started", "data": {"turn_id": turn, "step": 0}},
+        )
+        forged = {"turn_id": turn, "step": 0, "effect": {"executor": "command", "argv": ["rm"]}}
+        err = error_of(
+            daemon, "wal.append", {"agent": "x", "kind": "step.committed", "data": forged}
+        )
+        assert err["code"] == errors.InvalidParams.code and "effect" in err["message"]
+        c.call(
+            "wal.append",
+            {"agent": "x", "kind": "step.committed", "data": {"turn_id": turn, "step": 0}},
+        )
+    effects = daemon.call("rewind", {"seq": mark, "dry_run": True})["effects"]
+    assert effects["unknown_steps"] == 1 and effects["steps"] == 0
+
+
+def test_dry_run_cancels_nothing_and_names_the_turn_a_rewind_would_cancel(daemon: Daemon) -> None:
+    create_builtin(daemon, "slow", delay=60)
+    mark = head(daemon)
+    sent = send(daemon, "slow", "take your time", wait=False)
+    wait_open_step(daemon, "slow", 0)
+    tip = head(daemon)
+    preview = daemon.call("rewind", {"seq": mark, "dry_run": True})
+    assert preview["cancelled"] == [{"agent": "slow", "turn_id": sent["turn_id"]}]
+    assert head(daemon) == tip
+    agent = daemon.call("agents.get", {"agent": "slow"})
+    assert agent["status"] == "running" and agent["turn_id"] == sent["turn_id"]
+    done = daemon.call("rewind", {"seq": mark})
+    assert done["cancelled"] == preview["cancelled"]
+
+
+def test_act_turn_dry_run_writes_nothing(daemon: Daemon) -> None:
+    create_builtin(daemon, "a")
+    reply = send(daemon, "a", "hello")
+    (first,) = records(daemon, kind="step.committed", agent="a", step=0)
+    tip = head(daemon)
+    res = daemon.call("act_turn.rewind", {"agent": "a", "seq": first["seq"], "dry_run": True})
+    assert res["dry_run"] is True and head(daemon) == tip
+    assert res["turn_id"] == reply["turn_id"] and res["rerun"] == 2
+    assert res["effects"]["steps"] == 2 and res["effects"]["unknown_steps"] == 0
+    real = daemon.call("act_turn.rewind", {"agent": "a", "seq": first["seq"]})
+    assert real["effects"] == res["effects"] and real["reset_seq"] == res["reset_seq"]
+
+
+@pytest.mark.parametrize("follow", [{"then": {"agent": "a", "text": "x"}}, {"reapply": "messages"}])
+def test_dry_run_with_then_or_reapply_is_refused_saying_why(
+    daemon: Daemon, follow: dict[str, Any]
+) -> None:
+    create_builtin(daemon, "a")
+    send(daemon, "a", "one")
+    tip = head(daemon)
+    for method in ("rewind", "checkout"):
+        err = error_of(daemon, method, {"seq": 1, "dry_run": True, **follow})
+        assert err["code"] == -32602
+        assert "conflicts with `dry_run`" in err["message"] and "preview without" in err["message"]
+    assert head(daemon) == tip
+
+
+def test_dry_run_refuses_what_the_move_would(daemon: Daemon) -> None:
+    create_builtin(daemon, "a")
+    tip = head(daemon)
+    assert (
+        error_of(daemon, "rewind", {"seq": tip, "dry_run": True})["code"] == errors.NothingToDo.code
+    )
+    assert (
+        error_of(daemon, "rewind", {"seq": tip + 5, "dry_run": True})["code"]
+        == errors.SeqOutOfRange.code
+    )
+    assert head(daemon) == tip
