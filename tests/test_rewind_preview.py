@@ -10,13 +10,16 @@ never none. The real move's result carries the same effects.
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
+import tarfile
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reynd.protocol import errors
-from tests.harness import Daemon
+from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import (
     create_builtin,
     error_of,
@@ -219,3 +222,32 @@ def test_dry_run_refuses_what_the_move_would(daemon: Daemon) -> None:
         == errors.SeqOutOfRange.code
     )
     assert head(daemon) == tip
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_a_state_dir_written_before_counts_its_steps_unknown(short_tmp: Path) -> None:
+    """tests/data/effects-v1.tar.gz (made by tests/data/make_effects_v1.py before issue 25):
+    memos and failed turn ends with no effect, segment indexes of version 3. It opens;
+    its steps are unknown, not none; a step run after the upgrade is known."""
+    facts = json.loads((DATA / "effects-v1.json").read_text())
+    with tarfile.open(DATA / "effects-v1.tar.gz") as tar:
+        tar.extractall(short_tmp, filter="tar")
+    state_dir = short_tmp / "project" / ".reyn"
+    d = start_daemon(short_tmp, state_dir=state_dir)
+    try:
+        assert head(d) == facts["head"]
+        old = d.call("rewind", {"seq": facts["mark"], "dry_run": True})["effects"]
+        assert old["unknown_steps"] == facts["unknown_steps"]
+        assert old["steps"] == 0 and old["command_count"] == 0 and old["tokens_in"] == 0
+        assert send(d, "yes", "again")["outcome"] == "failed"  # `true` prints no StepResult
+        assert send(d, "b", "again")["outcome"] == "completed"
+        d.stop()
+        d = start_daemon(short_tmp, state_dir=state_dir)  # the new records, read back
+        now = d.call("rewind", {"seq": facts["mark"], "dry_run": True})["effects"]
+        assert now["unknown_steps"] == facts["unknown_steps"] and now["steps"] == 1 + 3
+        assert [(c["argv"], c["exit_code"]) for c in now["commands"]] == [(["true"], 0)]
+        assert d.call("rewind", {"seq": facts["mark"]})["effects"] == now
+    finally:
+        d.stop()
