@@ -29,6 +29,7 @@ from tests.runtime_helpers import (
     wait_open_step,
 )
 from tests.test_executors import ChatServer, completion, server  # noqa: F401 (a fixture)
+from tests.test_reynctl_cli import _on_a_terminal, ok, reynctl
 
 # A command-executor program that answers one StepResult and ends the turn.
 ANSWER = (
@@ -251,3 +252,41 @@ def test_a_state_dir_written_before_counts_its_steps_unknown(short_tmp: Path) ->
         assert d.call("rewind", {"seq": facts["mark"]})["effects"] == now
     finally:
         d.stop()
+
+
+def commands_run(d: Daemon) -> int:
+    """`false`, then `true`, each a failed turn of its own command agent; the seq before."""
+    mark = head(d)
+    create_command(d, "no", ["false"])
+    create_command(d, "yes", ["true"])
+    assert send(d, "no", "go")["outcome"] == send(d, "yes", "go")["outcome"] == "failed"
+    return mark
+
+
+def test_reynctl_dry_run_prints_the_preview_and_json(daemon: Daemon) -> None:
+    mark = commands_run(daemon)
+    tip = head(daemon)
+    out = ok(reynctl("rewind", str(mark), "--dry-run", sock=daemon.socket))  # no --yes needed
+    assert out.startswith(f"dry run: rewind to seq {mark} would append reset record {tip + 1}")
+    assert "abandons 2 turn(s): no/t" in out and "agents gone: no, yes" in out
+    assert "not undone: 2 commands ran" in out
+    assert "ran false (exit 1) for no/t" in out and "ran true (exit 0) for yes/t" in out
+    data = json.loads(ok(reynctl("checkout", str(mark), "--dry-run", "--json", sock=daemon.socket)))
+    assert data["dry_run"] is True and data["effects"]["command_count"] == 2
+    assert [c["argv"] for c in data["effects"]["commands"]] == [["false"], ["true"]]
+    assert head(daemon) == tip  # nothing written
+    bad = reynctl("rewind", str(mark), "--dry-run", "--send", "no", "x", sock=daemon.socket)
+    assert bad.returncode == 2 and "--dry-run previews the move alone: drop --send" in bad.stderr
+    # The move itself says what it did not undo.
+    done = ok(reynctl("rewind", str(mark), "--yes", sock=daemon.socket))
+    assert "not undone: 2 commands ran" in done
+
+
+def test_the_question_says_what_the_move_cannot_undo(daemon: Daemon) -> None:
+    mark = commands_run(daemon)
+    tip = head(daemon)
+    declined = _on_a_terminal(daemon.socket, b"n\n", "rewind", str(mark))
+    assert declined.returncode == 1 and head(daemon) == tip
+    question = declined.stderr
+    assert "not undone: 2 commands ran" in question and "ran false (exit 1)" in question
+    assert question.index("not undone") < question.index("Continue?")

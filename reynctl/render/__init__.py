@@ -36,6 +36,7 @@ from reynctl.render.formats import (
     truncate,
 )
 from reynctl.render.moves import by_text, reflog_table
+from reynctl.render.preview import effects_text, preview_text
 from reynctl.render.retention import du_text, gc_text, retention_text
 from reynctl.render.state import diff_text, state_text
 from reynctl.render.status import status_text
@@ -59,6 +60,7 @@ __all__ = [
     "compare_text",
     "diff_text",
     "du_text",
+    "effects_text",
     "events_table",
     "format_bytes",
     "format_duration",
@@ -67,6 +69,7 @@ __all__ = [
     "generations_table",
     "interventions_table",
     "notification_line",
+    "preview_text",
     "printable",
     "reflog_table",
     "resolve_command",

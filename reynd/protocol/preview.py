@@ -13,7 +13,15 @@ from typing import Final
 
 from reynd.protocol.base import Result
 
-__all__ = ["MAX_LISTED", "CommandRun", "Effects", "MovePreview", "TurnRef", "effects_line"]
+__all__ = [
+    "MAX_LISTED",
+    "CommandRun",
+    "Effects",
+    "MovePreview",
+    "TurnRef",
+    "effects_line",
+    "effects_parts",
+]
 
 MAX_LISTED: Final = 100  # entries of a list in a preview; its count says how many in all
 
@@ -91,8 +99,8 @@ def _tokens(n: int) -> str:
     return f"{n / 1000:.3g}k" if n >= 1000 else str(n)
 
 
-def effects_line(effects: Effects) -> str:
-    """One line for a prompt: `not undone: 3 commands ran, 5 model calls, 12k tokens`."""
+def effects_parts(effects: Effects) -> list[str]:
+    """What `effects_line` lists: empty when nothing outside reynd is known or unknown."""
     parts = []
     if effects.command_count:
         parts.append(_count(effects.command_count, "command") + " ran")
@@ -106,6 +114,12 @@ def effects_line(effects: Effects) -> str:
         parts.append(_count(tools, "tool call"))
     if effects.unknown_steps:
         parts.append(_count(effects.unknown_steps, "step") + " with unknown effects")
+    return parts
+
+
+def effects_line(effects: Effects) -> str:
+    """One line for a prompt: `not undone: 3 commands ran, 5 model calls, 12k tokens`."""
+    parts = effects_parts(effects)
     if not parts:
         return "not undone: nothing (no command, model or tool call on the branch left)"
     return "not undone: " + ", ".join(parts)
