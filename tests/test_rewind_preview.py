@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets import Static
 
+from reynctl.tui.app import ReyndTui
+from reynctl.tui.confirm import ConfirmScreen
 from reynd.protocol import errors
 from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import (
@@ -30,6 +33,7 @@ from tests.runtime_helpers import (
 )
 from tests.test_executors import ChatServer, completion, server  # noqa: F401 (a fixture)
 from tests.test_reynctl_cli import _on_a_terminal, ok, reynctl
+from tests.test_tui import call, connected, move_to, open_picker, run, shows, two_turns, until
 
 # A command-executor program that answers one StepResult and ends the turn.
 ANSWER = (
@@ -290,3 +294,29 @@ def test_the_question_says_what_the_move_cannot_undo(daemon: Daemon) -> None:
     question = declined.stderr
     assert "not undone: 2 commands ran" in question and "ran false (exit 1)" in question
     assert question.index("not undone") < question.index("Continue?")
+
+
+def test_the_tui_confirmation_says_what_the_move_cannot_undo(daemon: Daemon) -> None:
+    """At 80x24: the dialog shows the dry run's line in full; `n` changes nothing."""
+    g1, g2 = two_turns(daemon)
+    create_command(daemon, "no", ["false"])
+    assert send(daemon, "no", "go")["outcome"] == "failed"
+    tip = head(daemon)
+
+    async def scenario() -> None:
+        app = ReyndTui(daemon.socket)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await connected(pilot, g1, g2)
+            await open_picker(pilot)
+            await move_to(pilot, f"n{g1}")
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirmation")
+            await until(pilot, lambda: shows(app, "not undone: 1 command ran"), "the effects")
+            effects = app.screen.query_one("#confirm-effects", Static)
+            assert effects.size.height >= len(str(effects.content).splitlines())
+            assert shows(app, "Enter / y: confirm")
+            await pilot.press("n")
+            await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "cancelled")
+            assert (await call(daemon, "daemon.status"))["head"] == tip
+
+    run(scenario)
