@@ -22,6 +22,7 @@ from textual.widgets import Static
 from reynctl.tui.app import ReyndTui
 from reynctl.tui.confirm import ConfirmScreen
 from reynd.protocol import errors
+from tests.conftest import workspace_config
 from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import (
     create_builtin,
@@ -320,3 +321,30 @@ def test_the_tui_confirmation_says_what_the_move_cannot_undo(daemon: Daemon) -> 
             assert (await call(daemon, "daemon.status"))["head"] == tip
 
     run(scenario)
+
+
+def test_with_workspace_rewind_the_dry_run_names_the_files_that_would_change(
+    ws: Path, short_tmp: Path
+) -> None:
+    d = start_daemon(short_tmp, config=workspace_config(ws))
+    try:
+        (ws / "kept.txt").write_text("before")
+        create_builtin(d, "a")
+        assert send(d, "a", "first")["outcome"] == "completed"  # records kept.txt
+        mark = head(d)
+        write = (
+            "import json, sys, pathlib; json.load(sys.stdin); "
+            "pathlib.Path('made.txt').write_text('new'); pathlib.Path('kept.txt').unlink(); "
+            'print(json.dumps({"done": True, "reply": "ok"}))'
+        )
+        options = {"argv": [sys.executable, "-c", write], "cwd": str(ws)}
+        d.call("agents.create", {"name": "w", "executor": "command", "options": options})
+        assert send(d, "w", "go")["outcome"] == "completed"
+        tip = head(d)
+        p = d.call("rewind", {"seq": mark, "dry_run": True})["preview"]
+        assert p["files"] == ["kept.txt", "made.txt"] and p["file_count"] == 2
+        assert head(d) == tip and sorted(f.name for f in ws.iterdir()) == ["made.txt"]
+        d.call("rewind", {"seq": mark})
+        assert sorted(f.name for f in ws.iterdir()) == ["kept.txt"]
+    finally:
+        d.stop()
