@@ -58,7 +58,8 @@ class Follow:
 
     def _abandoned_messages(self, target: int) -> list[ev.MessageReceived]:
         leaving = self._store.lineage.leaving(target)
-        return [e for e in records_in(self._store, leaving) if isinstance(e, ev.MessageReceived)]
+        found = records_in(self._store, leaving, {"message.received"})
+        return [e for e in found if isinstance(e, ev.MessageReceived)]
 
     def stamp(self, result: m.RewindResult) -> None:
         """`result`'s `sent` (not waited for yet) and `reapplied`, before subscribers hear of it."""

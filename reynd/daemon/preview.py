@@ -9,12 +9,14 @@ way, under the write gate, before its reset record is appended.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence, Set
+from typing import Final
 
 import trio
 
 from reynd.core.effects import effects_of, turns_and_agents
 from reynd.core.lineage import Interval
+from reynd.protocol import events as ev
 from reynd.protocol import methods as m
 from reynd.protocol.events import Event
 from reynd.protocol.preview import MAX_LISTED, Effects, MovePreview
@@ -26,8 +28,10 @@ __all__ = ["Files", "Preview", "records_in"]
 Files = Callable[[int], Awaitable[list[str] | None]]
 
 
-def records_in(store: Store, intervals: Iterable[Interval]) -> Iterator[Event]:
-    """The records of `intervals` (ascending), in seq order; blocking.
+def records_in(
+    store: Store, intervals: Iterable[Interval], kinds: Set[str] | None = None
+) -> Iterator[Event]:
+    """The records of `intervals` (ascending), in seq order, of `kinds` if given; blocking.
 
     What retention collected is gone (a checkout forking below the floor): skipped.
     """
@@ -35,7 +39,17 @@ def records_in(store: Store, intervals: Iterable[Interval]) -> Iterator[Event]:
     first = wal.first_seq
     for lo, hi in intervals:
         if hi >= first:
-            yield from wal.read(max(lo, first), hi)
+            yield from wal.read(max(lo, first), hi, kinds)
+
+
+def _kinds(*types: type[Event]) -> frozenset[str]:
+    return frozenset(str(t.__struct_config__.tag) for t in types)
+
+
+# The records the sums read; the others are skipped undecoded (a long abandoned
+# branch is mostly messages and directives: a real move reads it too).
+EFFECT_KINDS: Final = _kinds(ev.StepStarted, ev.StepCommitted, ev.TurnEnded)
+PREVIEW_KINDS: Final = EFFECT_KINDS | _kinds(ev.TurnStarted, ev.AgentCreated)
 
 
 class Preview:
@@ -58,7 +72,7 @@ class Preview:
         return await trio.to_thread.run_sync(self._effects, leaving)
 
     def _effects(self, leaving: Sequence[Interval]) -> Effects:
-        return effects_of(records_in(self._store, leaving))
+        return effects_of(records_in(self._store, leaving, EFFECT_KINDS))
 
     async def dry_run(self, target: int) -> tuple[MovePreview, Effects, list[m.CancelledChain]]:
         """The preview of a move to `target`, its effects, and the turns it would cancel."""
@@ -75,9 +89,11 @@ class Preview:
     def _read(
         self, leaving: Sequence[Interval], arriving: Sequence[Interval]
     ) -> tuple[MovePreview, Effects]:
-        left = list(records_in(self._store, leaving))
+        left = list(records_in(self._store, leaving, PREVIEW_KINDS))
         gone, gone_count, gone_agents = turns_and_agents(left)
-        back, back_count, back_agents = turns_and_agents(records_in(self._store, arriving))
+        back, back_count, back_agents = turns_and_agents(
+            records_in(self._store, arriving, PREVIEW_KINDS)
+        )
         preview = MovePreview(
             abandoned_turns=gone,
             abandoned_turn_count=gone_count,

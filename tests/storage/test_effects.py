@@ -12,14 +12,18 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import msgspec
+import pytest
+from helpers import build_log, opts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reynd.core.effects import effects_of, turns_and_agents
 from reynd.protocol import events as ev
 from reynd.protocol.preview import Effects, effects_line
+from reynd.storage.store import Store
 
 
 @dataclass(frozen=True)
@@ -151,3 +155,42 @@ def test_the_prompt_line_says_what_is_not_undone() -> None:
         "not undone: 1 command ran, 12.3k tokens, 2 tool calls, 1 step with unknown effects"
     )
     assert effects_line(Effects()).startswith("not undone: nothing")
+
+
+KINDS = ["agent.created", "message.received", "workspace.files", "step.committed", "rewind"]
+
+
+@pytest.fixture(scope="module")
+def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("kinds")
+    build_log(root, 300, files_every=7)
+    return root
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sets(st.sampled_from(KINDS)), st.integers(1, 300), st.integers(0, 300))
+def test_a_read_of_some_kinds_is_the_read_filtered(
+    log_dir: Path, kinds: set[str], lo: int, span: int
+) -> None:
+    """Wal.read(kinds=...) skips the other records undecoded (the preview's reads): exactly
+    the records of those kinds, in order, as an unfiltered read has them."""
+    with Store.open(log_dir, opts()) as store:
+        hi = min(store.head, lo + span)
+        every = list(store.wal.read(lo, hi)) if lo <= hi else []
+        some = list(store.wal.read(lo, hi, kinds)) if lo <= hi else []
+    assert some == [e for e in every if ev.kind_of(e) in kinds]
+
+
+def test_a_kind_written_inside_another_record_is_not_that_kind(tmp_path: Path) -> None:
+    """The search finds `"rec":{"kind":"message.received"` inside a memo's output too:
+    that record is the memo's, and a read of messages leaves it out."""
+    inner = {"rec": {"kind": "message.received", "message_id": "m9", "text": "no"}}
+    with Store.open(tmp_path, opts()) as store:
+        store.append([ev.AgentCreated(agent="a")])
+        store.append([ev.MessageReceived(agent="a", message_id="m1", text="hi")])
+        store.append([ev.StepCommitted(agent="a", turn_id="t2", step=0, output=inner)])
+        store.append([ev.MessageReceived(agent="a", message_id="m2", text="again")])
+        got = list(store.wal.read(1, store.head, {"message.received"}))
+        memos = list(store.wal.read(1, store.head, {"step.committed"}))
+    assert [(e.seq, type(e)) for e in got] == [(2, ev.MessageReceived), (4, ev.MessageReceived)]
+    assert [e.seq for e in memos] == [3]
