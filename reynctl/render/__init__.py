@@ -36,7 +36,7 @@ from reynctl.render.formats import (
     truncate,
 )
 from reynctl.render.moves import by_text, reflog_table
-from reynctl.render.preview import effects_text, preview_text
+from reynctl.render.preview import cancelled_of, effects_text, preview_text
 from reynctl.render.retention import du_text, gc_text, retention_text
 from reynctl.render.state import diff_text, state_text
 from reynctl.render.status import status_text
@@ -57,6 +57,7 @@ __all__ = [
     "branch_tree",
     "by_text",
     "cancel_text",
+    "cancelled_of",
     "compare_text",
     "diff_text",
     "du_text",

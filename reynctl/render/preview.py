@@ -10,7 +10,7 @@ from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 from reynd.protocol.preview import Effects, MovePreview, effects_line, effects_parts
 
-__all__ = ["effects_text", "preview_text"]
+__all__ = ["cancelled_of", "effects_text", "preview_text"]
 
 SHOWN = 10  # entries of each list the text names; the rest are counted
 
@@ -41,7 +41,8 @@ def effects_text(effects: Effects | None, style: Style, *, quiet: bool = False) 
     return "\n".join(lines)
 
 
-def _cancelled(res: m.RewindResult | a.ActTurnRewindResult) -> list[tuple[str, str]]:
+def cancelled_of(res: m.RewindResult | a.ActTurnRewindResult) -> list[tuple[str, str]]:
+    """The (agent, turn id) of each turn the move cancelled, or a dry run would."""
     if isinstance(res, m.RewindResult):
         return [(c.agent, c.turn_id) for c in res.cancelled]
     return [(c.get("agent", "?"), c.get("turn_id", "?")) for c in res.cancelled]
@@ -63,7 +64,7 @@ def preview_text(what: str, res: m.RewindResult | a.ActTurnRewindResult, style: 
         lines.append(f"  agents gone: {', '.join(map(printable, p.abandoned_agents))}")
     if p.restored_agents:
         lines.append(f"  agents back: {', '.join(map(printable, p.restored_agents))}")
-    for agent, turn in _cancelled(res):
+    for agent, turn in cancelled_of(res):
         lines.append(f"  cancels turn {turn} of {printable(agent)} (in flight)")
     if p.files is not None:
         lines.append(f"  workspace files that change: {p.file_count}")

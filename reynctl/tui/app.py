@@ -484,17 +484,17 @@ class ReyndTui(TuiHost):
         client = self.client
         if client is None:
             return Text("not undone: unknown (not connected to the daemon)", style="dim")
+        res: m.RewindResult | a.ActTurnRewindResult
         try:
             if target.action == "act_turn":
-                ar = await client.act_turn_rewind(agent=target.agent, seq=target.seq, dry_run=True)
-                effects = ar.effects
-                cancelled = [f"{c.get('agent', '?')}/{c.get('turn_id', '?')}" for c in ar.cancelled]
+                res = await client.act_turn_rewind(agent=target.agent, seq=target.seq, dry_run=True)
             else:
-                rr = await client.checkout(seq=target.seq, dry_run=True)
-                effects, cancelled = rr.effects, [f"{c.agent}/{c.turn_id}" for c in rr.cancelled]
+                res = await client.checkout(seq=target.seq, dry_run=True)
         except (ReyndError, ClientError) as exc:
             return Text(f"not undone: unknown (no preview: {exc.message})", style="red")
+        effects = res.effects
         text = Text(effects_line(effects) if effects else "not undone: unknown", style="yellow")
+        cancelled = [f"{agent}/{turn}" for agent, turn in render.cancelled_of(res)]
         if cancelled:
             text.append(f"\ncancels {len(cancelled)} turn(s) in flight: {', '.join(cancelled)}")
         return text
