@@ -19,9 +19,12 @@ from typing import Any
 import pytest
 from textual.widgets import Static
 
+from reynctl import render
 from reynctl.tui.app import ReyndTui
 from reynctl.tui.confirm import ConfirmScreen
 from reynd.protocol import errors
+from reynd.protocol import methods as m
+from reynd.protocol.preview import CommandRun, Effects, MovePreview, TurnRef
 from tests.conftest import workspace_config
 from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import (
@@ -34,6 +37,7 @@ from tests.runtime_helpers import (
 )
 from tests.test_executors import ChatServer, completion, server  # noqa: F401 (a fixture)
 from tests.test_reynctl_cli import _on_a_terminal, ok, reynctl
+from tests.test_reynctl_render import PLAIN
 from tests.test_tui import call, connected, move_to, open_picker, run, shows, two_turns, until
 
 # A command-executor program that answers one StepResult and ends the turn.
@@ -348,3 +352,45 @@ def test_with_workspace_rewind_the_dry_run_names_the_files_that_would_change(
         assert sorted(f.name for f in ws.iterdir()) == ["kept.txt"]
     finally:
         d.stop()
+
+
+def test_the_preview_text_names_what_it_counts() -> None:
+    """reynctl's rendering of a dry run: lists cut at ten entries, the rest counted."""
+    effects = Effects(
+        steps=14,
+        unknown_steps=2,
+        commands=[
+            CommandRun(agent="a", turn_id=f"t{i}", step=0, seq=10 + i, argv=["rm", "-rf", "x y"])
+            for i in range(12)
+        ],
+        command_count=13,
+        tools={"echo": 2},
+    )
+    preview = MovePreview(
+        abandoned_turns=[TurnRef(agent="a", turn_id=f"t{i}", seq=i) for i in range(12)],
+        abandoned_turn_count=12,
+        files=["a.txt"],
+        file_count=1,
+    )
+    res = m.RewindResult(
+        mode="undo",
+        reset_seq=30,
+        target=5,
+        branch=30,
+        dry_run=True,
+        preview=preview,
+        effects=effects,
+    )
+    text = render.preview_text("rewind to seq 5", res, PLAIN)
+    lines = text.splitlines()
+    assert lines[0] == "dry run: rewind to seq 5 would append reset record 30"
+    assert lines[1].startswith("  abandons 12 turn(s): a/t0, a/t1") and "a/t10" not in lines[1]
+    assert "    ... and 2 more" in lines
+    assert "  workspace files that change: 1" in lines and "    a.txt" in lines
+    undone = "  not undone: 13 commands ran, 2 tool calls, 2 steps with unknown effects"
+    assert undone in lines
+    assert "    ran rm -rf 'x y' (no exit status) for a/t0, seq 10" in lines
+    assert "    ... and 3 more" in lines  # 13 runs, 10 named
+    assert render.rewind_text(m.RewindResult(mode="undo", reset_seq=1, target=0, branch=1), PLAIN)
+    quiet = m.RewindResult(mode="undo", reset_seq=1, target=0, branch=1, effects=Effects(steps=3))
+    assert "not undone" not in render.rewind_text(quiet, PLAIN)  # nothing outside reynd
