@@ -7,21 +7,20 @@ three steps, after `mark`. The archive is kept, with the figures the test
 expects in effects-v1.json, so that tests/test_rewind_preview.py can check
 that such a directory opens and that a preview counts those steps as
 unknown, not as none. Runs only against that version (the daemon it starts
-is the reynd on the path), e.g.
+is the reynd found first on the path), e.g. from a tree of 711e433 with this
+file and tests/data/pack.py copied in (PYTHONPATH absolute: the daemon runs
+in another directory):
 
-    git archive 711e433 reynd | tar -x -C /tmp/old
-    PYTHONPATH=/tmp/old python -m tests.data.make_effects_v1 OUT_DIR
+    PYTHONPATH=$PWD python -m tests.data.make_effects_v1 OUT_DIR
 """
 
 from __future__ import annotations
 
-import json
-import shutil
 import sys
-import tarfile
 from pathlib import Path
 from typing import Any
 
+from tests.data.pack import pack
 from tests.harness import start_daemon
 
 CONFIG = "[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 1\n"
@@ -51,11 +50,7 @@ def main(out: Path) -> None:
         facts = {"mark": mark, "head": d.call("daemon.status")["head"], "unknown_steps": 6}
     finally:
         d.stop()
-    (state_dir / "reynd.toml").unlink()
-    shutil.rmtree(state_dir / "events")  # the audit log: not what this fixture is about
-    with tarfile.open(out / "effects-v1.tar.gz", "w:gz") as tar:
-        tar.add(work / "project", arcname="project")
-    (out / "effects-v1.json").write_text(json.dumps(facts, indent=1) + "\n")
+    pack(work, out, "effects-v1", facts)
 
 
 if __name__ == "__main__":
