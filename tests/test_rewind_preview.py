@@ -22,6 +22,7 @@ from textual.widgets import Static
 from reynctl import render
 from reynctl.tui.app import ReyndTui
 from reynctl.tui.confirm import ConfirmScreen
+from reynd.daemon.preview import MOVE_READ_MAX
 from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.preview import CommandRun, Effects, MovePreview, TurnRef
@@ -394,3 +395,21 @@ def test_the_preview_text_names_what_it_counts() -> None:
     assert render.rewind_text(m.RewindResult(mode="undo", reset_seq=1, target=0, branch=1), PLAIN)
     quiet = m.RewindResult(mode="undo", reset_seq=1, target=0, branch=1, effects=Effects(steps=3))
     assert "not undone" not in render.rewind_text(quiet, PLAIN)  # nothing outside reynd
+
+
+def test_a_move_leaving_a_long_branch_leaves_its_effects_to_the_dry_run(daemon: Daemon) -> None:
+    """Past MOVE_READ_MAX bytes of the branch it leaves, a real move does not read it
+    (its latency stays flat): `effects` is null there, never zero; the dry run has them."""
+    mark = commands_run(daemon)
+    text = "x" * 900_000  # under the 1 MiB line limit; ten of them pass 8 MiB
+    with daemon.connect() as c:  # to an agent an outside runtime drives: no turn runs
+        c.call(
+            "wal.append", {"agent": "x", "kind": "agent.created", "data": {"executor": "external"}}
+        )
+        for i in range(MOVE_READ_MAX // len(text) + 1):
+            data = {"message_id": f"big{i}", "text": text}
+            c.call("wal.append", {"agent": "x", "kind": "message.received", "data": data})
+    dry = daemon.call("rewind", {"seq": mark, "dry_run": True})["effects"]
+    assert dry["command_count"] == 2
+    done = daemon.call("rewind", {"seq": mark})
+    assert done["effects"] is None

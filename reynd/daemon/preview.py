@@ -22,7 +22,7 @@ from reynd.protocol.events import Event
 from reynd.protocol.preview import MAX_LISTED, Effects, MovePreview
 from reynd.storage.store import Store
 
-__all__ = ["Files", "Preview", "records_in"]
+__all__ = ["MOVE_READ_MAX", "Files", "Preview", "records_in"]
 
 # The workspace paths a restore to a seq would write or remove (None: workspace rewind off).
 Files = Callable[[int], Awaitable[list[str] | None]]
@@ -48,6 +48,11 @@ def _kinds(*types: type[Event]) -> frozenset[str]:
 
 # The records the sums read; the others are skipped undecoded (a long abandoned
 # branch is mostly messages and directives: a real move reads it too).
+# What a real move reads of the branch it leaves for its `effects`, at most: a
+# search of the bytes costs about a millisecond per MiB, and a rewind's latency
+# must not grow with the length of the future it abandons (bench.scaling). A
+# dry run reads it all: it was asked for.
+MOVE_READ_MAX: Final = 8 << 20
 EFFECT_KINDS: Final = _kinds(ev.StepStarted, ev.StepCommitted, ev.TurnEnded)
 PREVIEW_KINDS: Final = EFFECT_KINDS | _kinds(ev.TurnStarted, ev.AgentCreated)
 
@@ -66,9 +71,15 @@ class Preview:
         self._in_flight = in_flight
         self._files = files
 
-    async def effects(self, target: int) -> Effects:
-        """The effects of the steps on the branch a move to `target` abandons."""
+    async def effects(self, target: int) -> Effects | None:
+        """The effects of the steps on the branch a move to `target` abandons; None
+        when that branch is longer than MOVE_READ_MAX bytes of log (a dry run says)."""
         leaving = self._store.lineage.leaving(target)
+        wal = self._store.wal
+        first = wal.first_seq
+        size = sum(wal.bytes_between(max(lo, first), hi) for lo, hi in leaving if hi >= first)
+        if size > MOVE_READ_MAX:
+            return None
         return await trio.to_thread.run_sync(self._effects, leaving)
 
     def _effects(self, leaving: Sequence[Interval]) -> Effects:

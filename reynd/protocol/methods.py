@@ -369,7 +369,8 @@ class RewindResult(Result, kw_only=True):
     # and with `then.wait` how its turn went, as agents.send answers.
     sent: agent_methods.AgentsSendResult | None = None
     reapplied: list[Redelivered] = []  # with `reapply`, in seq order
-    # Issue 25: what the abandoned future did that no rewind undoes (every move). With
+    # Issue 25: what the abandoned future did that no rewind undoes (every move; null
+    # when a move did not read it: a branch of more than 8 MiB of log). With
     # `dry_run` nothing was written: `reset_seq` is the seq the reset record would take,
     # `cancelled` the turns it would cancel, `preview` what else it would change.
     effects: Effects | None = None
