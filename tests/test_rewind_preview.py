@@ -55,9 +55,10 @@ def create_command(d: Daemon, name: str, argv: list[str]) -> None:
 def wal_digest(d: Daemon) -> str:
     """Every byte of the WAL's segments: a dry run must leave them as they are."""
     h = hashlib.sha256()
-    for path in sorted((d.state_dir / "wal").rglob("*")):
-        if path.is_file():
-            h.update(path.name.encode() + path.read_bytes())
+    segments = sorted(d.state_dir.rglob("wal/*.jsonl"))
+    assert segments  # where the WAL is: a digest of nothing would prove nothing
+    for path in segments:
+        h.update(path.name.encode() + path.read_bytes())
     return h.hexdigest()
 
 
