@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import struct
 import tarfile
 from pathlib import Path
 from typing import Any
 
-from reynd.storage.segindex import decode_index
+from reynd.storage.segindex import INDEX_VERSION, decode_index
 from tests.harness import NO_HORIZON, Daemon, start_daemon
 from tests.runtime_helpers import error_of, head, wait_until
 from tests.test_reynctl_cli import reynctl
@@ -240,12 +241,12 @@ def test_a_state_dir_written_before_shows_its_resets_with_no_reason(short_tmp: P
         d.stop()
         d = start_daemon(short_tmp, state_dir=state_dir)
         assert _reflog(d)[2:] == old
-        # The chunks written since are version 3: a reynd reading only version 2 does
-        # not use them, scans, and refuses the new records cleanly ("does not decode").
+        # The chunks written since are of this version (3 or later): a reynd reading
+        # only version 2 does not use them, scans, and refuses the new records cleanly.
         newest = sorted((state_dir / "state" / "index").glob("*.idx"))[-1]
         chunks = decode_index(newest.read_bytes(), int(newest.stem))
         assert chunks and chunks[-1].last >= res["reset_seq"]  # the rewind with a reason
-        assert newest.read_bytes().rfind(b"REYNSIDX\x03\x00\x00\x00") >= 0
+        assert newest.read_bytes().rfind(b"REYNSIDX" + struct.pack("<I", INDEX_VERSION)) >= 0
     finally:
         d.stop()
 

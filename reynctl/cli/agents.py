@@ -18,13 +18,14 @@ from reynctl.cli.options import (
     SEQ,
     Options,
     confirm_move,
+    dry_run_option,
     examples,
     fail_here,
     json_option,
     pass_opts,
     reason_option,
 )
-from reynctl.cli.timeline import move
+from reynctl.cli.timeline import move, preview_move
 from reynctl.client import Client
 from reynctl.errors import DaemonTimeout
 from reynctl.jsonrpc import ServerMessage, decode_notification
@@ -444,28 +445,38 @@ def _check_open(opts: Options, c: Client, agent: str, intervention_id: str) -> N
 @click.option(
     "--yes", "-y", is_flag=True, help="Do not ask for confirmation (required off a terminal)."
 )
+@dry_run_option
 @reason_option
 @json_option
 @pass_opts
-def act_turn_rewind(opts: Options, agent: str, seq: int, yes: bool, reason: str) -> None:
+def act_turn_rewind(
+    opts: Options, agent: str, seq: int, yes: bool, reason: str, *, dry_run: bool
+) -> None:
     """Rewind to SEQ inside one of AGENT's turns, between two act-steps.
 
     Like `rewind`, every agent moves to SEQ (an active seq), turns in flight
     are cancelled and later seqs become an abandoned branch; then the turn
     resumes: steps up to SEQ are ghost-replayed from their memos (0 executor
     calls), later ones run again. `reynctl checkout` of the previous head
-    comes back. Asks first on a terminal; elsewhere pass --yes.
+    comes back. Asks first on a terminal; elsewhere pass --yes. --dry-run:
+    as for rewind.
     """
+    what = f"act-turn rewind of {agent} to seq {seq}"
+    dry = a.ActTurnRewindParams(agent=agent, seq=seq, reason=reason, dry_run=True)
+    if dry_run:
+        preview_move(opts, what, lambda c: c.call("act_turn.rewind", dry, a.ActTurnRewindResult))
+        return
     confirm_move(yes, "act-turn-rewind")
     move(
         opts,
         yes=yes,
-        what=f"act-turn rewind of {agent} to seq {seq}",
+        what=what,
         call=lambda c: c.call(
             "act_turn.rewind",
             a.ActTurnRewindParams(agent=agent, seq=seq, reason=reason),
             a.ActTurnRewindResult,
         ),
+        dry=lambda c: c.call("act_turn.rewind", dry, a.ActTurnRewindResult),
         human=lambda res: render.act_turn_text(res, agent, opts.style),
         agent=agent,
     )

@@ -88,11 +88,13 @@ def edit(
     then = then_of((agent, text), wait, wait_timeout)
     assert then is not None
     params = m.CheckoutParams(seq=seq - 1, reason=reason or f"edit of message {seq}", then=then)
+    dry = m.CheckoutParams(seq=seq - 1, dry_run=True)  # what the question says is not undone
     move(
         opts,
         yes=yes,
         what=f"replace the message at seq {seq} (checkout seq {seq - 1})",
         call=lambda c: c.call("checkout", params, m.RewindResult),
+        dry=lambda c: c.call("checkout", dry, m.RewindResult),
         human=lambda res: render.rewind_text(res, opts.style) + sent_text(res, then, opts.style),
         agent=agent,
         at_least=wait_timeout + 10 if then.wait else None,

@@ -36,6 +36,7 @@ __all__ = [
     "columns",
     "confirm_move",
     "decline",
+    "dry_run_option",
     "examples",
     "fail",
     "fail_here",
@@ -251,8 +252,12 @@ def confirm_move(yes: bool, command: str) -> None:
         )
 
 
-def ask_move(opts: Options, head: int, what: str) -> None:
-    """Ask on the terminal whether to go on; exit 1 (nothing changed) unless yes."""
+def ask_move(opts: Options, head: int, what: str, detail: str = "") -> None:
+    """Ask on the terminal whether to go on; exit 1 (nothing changed) unless yes.
+
+    `detail`: said first (what the move cannot undo, issue 25)."""
+    if detail:
+        click.echo(detail, err=True)
     if not click.confirm(
         f"{what}: every agent moves to its state as of that seq, later seqs become an "
         f"abandoned branch and turns in flight are cancelled (`reynctl checkout {head}` "
@@ -266,6 +271,14 @@ reason_option = click.option(
     "--reason",
     default="",
     help="Why (at most 256 characters): kept in the reset record, shown by `reynctl reflog`.",
+)
+
+
+dry_run_option = click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what the move would change and what it cannot undo (commands run, model "
+    "and tool calls of the branch it leaves); write nothing, cancel nothing, ask nothing.",
 )
 
 

@@ -19,6 +19,7 @@ from reynctl.cli.options import (
     ask_move,
     columns,
     confirm_move,
+    dry_run_option,
     examples,
     json_option,
     next_page,
@@ -104,16 +105,20 @@ def move(
     human: Callable[[R], str],
     agent: str | None = None,
     at_least: float | None = None,
+    dry: Callable[[Client], Reply[R]] | None = None,
 ) -> None:
     """A rewind, checkout or act-turn rewind: ask (unless --yes), move, say what runs again.
 
-    The caller checked `confirm_move` before connecting. After the move, the
-    human output adds the agents that take work up at once (the state as of
-    the target, one more read) and, on stderr, the checkout that undoes it.
+    The caller checked `confirm_move` before connecting. `dry`: the move's dry
+    run; the question says first what the move cannot undo (issue 25). After
+    the move, the human output adds the agents that take work up at once (the
+    state as of the target, one more read) and, on stderr, the checkout that
+    undoes it.
     """
     with opts.client(at_least=at_least) as c:
         if not yes:
-            ask_move(opts, c.status().head, what)
+            detail = "" if dry is None else render.effects_text(dry(c).value.effects, opts.style)
+            ask_move(opts, c.status().head, what, detail)
         reply = call(c)
         res = reply.value
         state: m.StateResult | None = None
@@ -129,8 +134,26 @@ def move(
             opts.note("wait for it: reynctl agents wait")
 
 
+def preview_move(opts: Options, what: str, call: Callable[[Client], Reply[R]]) -> None:
+    """--dry-run: what the move would change and cannot undo; nothing is written or asked."""
+    with opts.client() as c:
+        reply = call(c)
+    opts.emit(reply, lambda: render.preview_text(what, reply.value, opts.style))
+
+
+def no_follow(dry_run: bool, then: a.AgentsSendParams | None, reapply: m.Reapply | None) -> None:
+    """--dry-run previews the move alone (the daemon refuses `dry_run` with `then`/`reapply`)."""
+    if dry_run and (then is not None or reapply is not None):
+        which = "--send" if then is not None else "--reapply"
+        raise click.UsageError(
+            f"--dry-run previews the move alone: drop {which} to preview, "
+            f"then move with {which} (and without --dry-run)"
+        )
+
+
 @cli.command(
     epilog=examples(
+        "reynctl rewind 42 --dry-run # what it would change and what it cannot undo",
         "reynctl rewind 42           # asks, then moves every agent back to seq 42",
         "reynctl rewind 42 --yes     # in a script: no question",
         "reynctl checkout 57         # undo: back to the seq the tip was at",
@@ -144,6 +167,7 @@ def move(
 @click.option("--at", type=TIME, help=AT_HELP + " The newest checkpoint at or before it.")
 @click.option("--back", type=click.IntRange(min=1), help="N checkpoints back on the active branch.")
 @send_options
+@dry_run_option
 @reason_option
 @json_option
 @pass_opts
@@ -159,6 +183,7 @@ def rewind(
     wait: bool | None,
     wait_timeout: float,
     reapply: m.Reapply | None,
+    dry_run: bool,
 ) -> None:
     """Move the tip back to SEQ, an active seq below it.
 
@@ -176,21 +201,33 @@ def rewind(
     --send) the command returns once its turn ended, as `reynctl send` does.
     --reapply messages delivers again, in that batch, every message received
     after SEQ on the branch the rewind abandons.
+
+    --dry-run says what the rewind would change (turns and agents abandoned,
+    turns cancelled, workspace files) and what it cannot undo: the commands,
+    model calls and tool calls of the branch it leaves. The question asked
+    before a rewind names those too.
     """
     one_of(seq=seq, at=at, back=back)
     then = then_of(send, wait, wait_timeout)
-    confirm_move(yes, "rewind")
+    no_follow(dry_run, then, reapply)
     by_seq, tag = seq_or_tag(seq)
     params = m.RewindParams(
         seq=by_seq, tag=tag, at=at, back=back, reason=reason, then=then, reapply=reapply
     )
+    dry = m.RewindParams(seq=by_seq, tag=tag, at=at, back=back, reason=reason, dry_run=True)
+    what = _what("rewind to", seq, at, back)
+    if dry_run:
+        preview_move(opts, what, lambda c: c.call("rewind", dry, m.RewindResult))
+        return
+    confirm_move(yes, "rewind")
     _reset_move(
         opts,
         yes=yes,
-        what=_what("rewind to", seq, at, back),
+        what=what,
         call=lambda c: c.call("rewind", params, m.RewindResult),
         then=then,
         wait_timeout=wait_timeout,
+        dry=lambda c: c.call("rewind", dry, m.RewindResult),
     )
 
 
@@ -202,6 +239,7 @@ def _reset_move(
     call: Callable[[Client], Reply[m.RewindResult]],
     then: a.AgentsSendParams | None,
     wait_timeout: float,
+    dry: Callable[[Client], Reply[m.RewindResult]],
 ) -> None:
     """A rewind or checkout: `move`, and what --send and --reapply delivered (issue 25)."""
     move(
@@ -209,6 +247,7 @@ def _reset_move(
         yes=yes,
         what=what,
         call=call,
+        dry=dry,
         human=lambda res: (
             render.rewind_text(res, opts.style)
             + addressed(res)
@@ -247,6 +286,7 @@ def _what(move: str, seq: int | str | None, at: float | str | None, back: int | 
     "brings them back).",
 )
 @send_options
+@dry_run_option
 @reason_option
 @json_option
 @pass_opts
@@ -262,6 +302,7 @@ def checkout(
     wait: bool | None,
     wait_timeout: float,
     reapply: m.Reapply | None,
+    dry_run: bool,
 ) -> None:
     """Undo to SEQ, or switch to the abandoned branch that holds it.
 
@@ -269,22 +310,30 @@ def checkout(
     pending at SEQ runs again at once. Asks first on a terminal; elsewhere
     pass --yes. Instead of SEQ, --at TIME goes where the tip was at TIME.
     --send AGENT TEXT and --reapply messages: as for rewind, in the reset
-    record's batch.
+    record's batch. --dry-run: as for rewind (what a checkout of an abandoned
+    branch restores, too).
     """
     one_of(seq=seq, at=at)
     then = then_of(send, wait, wait_timeout)
-    confirm_move(yes, "checkout")
+    no_follow(dry_run, then, reapply)
     by_seq, tag = seq_or_tag(seq)
     params = m.CheckoutParams(
         seq=by_seq, tag=tag, force=force, at=at, reason=reason, then=then, reapply=reapply
     )
+    dry = m.CheckoutParams(seq=by_seq, tag=tag, at=at, reason=reason, dry_run=True)
+    what = _what("checkout", seq, at)
+    if dry_run:
+        preview_move(opts, what, lambda c: c.call("checkout", dry, m.RewindResult))
+        return
+    confirm_move(yes, "checkout")
     _reset_move(
         opts,
         yes=yes,
-        what=_what("checkout", seq, at),
+        what=what,
         call=lambda c: c.call("checkout", params, m.RewindResult),
         then=then,
         wait_timeout=wait_timeout,
+        dry=lambda c: c.call("checkout", dry, m.RewindResult),
     )
 
 

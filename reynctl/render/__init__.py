@@ -38,6 +38,7 @@ from reynctl.render.formats import (
     truncate,
 )
 from reynctl.render.moves import by_text, reflog_table
+from reynctl.render.preview import cancelled_of, effects_text, preview_text
 from reynctl.render.retention import du_text, gc_text, retention_text
 from reynctl.render.state import state_text
 from reynctl.render.status import status_text
@@ -59,10 +60,12 @@ __all__ = [
     "branch_tree",
     "by_text",
     "cancel_text",
+    "cancelled_of",
     "checkpoint_line",
     "compare_text",
     "diff_text",
     "du_text",
+    "effects_text",
     "events_table",
     "format_bytes",
     "format_duration",
@@ -73,6 +76,7 @@ __all__ = [
     "interventions_table",
     "left_line",
     "notification_line",
+    "preview_text",
     "printable",
     "reflog_table",
     "resolve_command",

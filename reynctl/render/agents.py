@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reynctl.render.formats import _compact, _plural, printable, truncate
+from reynctl.render.preview import effects_text
 from reynctl.render.table import Cell, Style, Text, _indent, _pairs, table
 from reynd.protocol import agent_methods as a
 
@@ -254,4 +255,5 @@ def act_turn_text(res: a.ActTurnRewindResult, agent: str, style: Style) -> str:
     lines += [
         f"  cancelled turn {c.get('turn_id', '?')} of {c.get('agent', '?')}" for c in res.cancelled
     ]
-    return "\n".join(lines)
+    undone = effects_text(res.effects, style, quiet=True)  # issue 25
+    return "\n".join([*lines, *([f"  {undone}"] if undone else [])])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import tzinfo
 
 from reynctl.render.formats import format_time, printable, truncate
+from reynctl.render.preview import effects_text
 from reynctl.render.table import Cell, Style, table
 from reynd.protocol import methods as m
 from reynd.protocol.executor import EXECUTOR_NAMES
@@ -49,7 +50,8 @@ def rewind_text(res: m.RewindResult, style: Style) -> str:
     if res.reason:
         lines.append(f"  reason: {printable(res.reason)}")
     lines += [f"  cancelled turn {c.turn_id} of {c.agent}" for c in res.cancelled]
-    return "\n".join(lines)
+    undone = effects_text(res.effects, style, quiet=True)  # issue 25
+    return "\n".join([*lines, *([f"  {undone}"] if undone else [])])
 
 
 def runs_again(state: m.StateResult, columns: int, skip: str | None = None) -> list[str]:

@@ -50,6 +50,7 @@ from reynctl.watch import Gap, check_order
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 from reynd.protocol.errors import ReyndError
+from reynd.protocol.preview import effects_line
 
 __all__ = ["ReyndTui", "run"]
 
@@ -92,6 +93,7 @@ class ReyndTui(TuiHost):
                 border: thick $primary; padding: 1 2; background: $surface; }
     #confirm-box { width: 80; max-width: 100%; height: auto; border: thick $warning;
                    padding: 1 2; background: $surface; }
+    #confirm-effects, #confirm-keys { margin-top: 1; }
     """
 
     def __init__(
@@ -474,7 +476,28 @@ class ReyndTui(TuiHost):
             else:
                 tell(Text("cancelled: nothing changed", style="dim"))
 
-        self.push_screen(ConfirmScreen(target, self.head), answered)
+        preview = partial(self.dry_run, target)
+        self.push_screen(ConfirmScreen(target, self.head, preview), answered)
+
+    async def dry_run(self, target: Target) -> Text:
+        """What `target` cannot undo and which turns it cancels: its dry run (issue 25)."""
+        client = self.client
+        if client is None:
+            return Text("not undone: unknown (not connected to the daemon)", style="dim")
+        res: m.RewindResult | a.ActTurnRewindResult
+        try:
+            if target.action == "act_turn":
+                res = await client.act_turn_rewind(agent=target.agent, seq=target.seq, dry_run=True)
+            else:
+                res = await client.checkout(seq=target.seq, dry_run=True)
+        except (ReyndError, ClientError) as exc:
+            return Text(f"not undone: unknown (no preview: {exc.message})", style="red")
+        effects = res.effects
+        text = Text(effects_line(effects) if effects else "not undone: unknown", style="yellow")
+        cancelled = [f"{agent}/{turn}" for agent, turn in render.cancelled_of(res)]
+        if cancelled:
+            text.append(f"\ncancels {len(cancelled)} turn(s) in flight: {', '.join(cancelled)}")
+        return text
 
     async def perform(self, target: Target) -> bool:
         """Run a confirmed pick; False (with `last_error`) when it did not happen."""

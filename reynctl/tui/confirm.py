@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -49,18 +50,27 @@ def noop_reason(target: Target, head: int) -> str | None:
     )
 
 
+# What a dry run of the pick says it cannot undo (issue 25), asked once the dialog shows.
+Preview = Callable[[], Awaitable[Text]]
+
+
 class ConfirmScreen(ModalScreen[bool]):
-    """Asks before a checkout or act-turn rewind; the target is a fixed seq."""
+    """Asks before a checkout or act-turn rewind; the target is a fixed seq.
+
+    With `preview`, the dialog also says what the move cannot undo, as soon as
+    the daemon's dry run answers: the question does not wait for it.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y,enter", "answer(True)", "confirm"),
         Binding("n,escape", "answer(False)", "cancel"),
     ]
 
-    def __init__(self, target: Target, head: int) -> None:
+    def __init__(self, target: Target, head: int, preview: Preview | None = None) -> None:
         super().__init__()
         self.target = target
         self.head = head
+        self._preview = preview
 
     def compose(self) -> ComposeResult:
         t = self.target
@@ -86,10 +96,21 @@ class ConfirmScreen(ModalScreen[bool]):
         body.append(
             "Every agent moves to its state as of that seq; turns in flight are cancelled.\n"
         )
-        body.append(f"Same as `{t.command}`.\n\n", style="dim")
-        body.append("Enter / y: confirm     Esc / n: cancel", style="bold")
+        body.append(f"Same as `{t.command}`.", style="dim")
+        keys = Text("Enter / y: confirm     Esc / n: cancel", style="bold")
         with Vertical(id="confirm-box"):
             yield Static(body, id="confirm-text")
+            if self._preview is not None:
+                waiting = Text("not undone: asking the daemon…", style="dim")
+                yield Static(waiting, id="confirm-effects")
+            yield Static(keys, id="confirm-keys")
+
+    def on_mount(self) -> None:
+        if self._preview is not None:
+            self.run_worker(self._show(self._preview))
+
+    async def _show(self, preview: Preview) -> None:
+        self.query_one("#confirm-effects", Static).update(await preview())
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)

@@ -16,7 +16,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Abandoned", "Branch", "Lineage"]
+__all__ = ["Abandoned", "Branch", "Interval", "Lineage"]
 
 Interval = tuple[int, int]  # inclusive (lo, hi), lo >= 1
 
@@ -267,6 +267,12 @@ class Lineage:
             for lo, hi in zip(self._active_lo, self._active_hi, strict=True)
             if hi > floor
         ]
+
+    def arriving(self, target: int) -> list[Interval]:
+        """What a move of the tip to `target` lands on: lineage(target) above
+        common(head, target), as ascending intervals (empty for an active `target`)."""
+        floor = self.common(self.head, target)
+        return [(max(lo, floor + 1), hi) for lo, hi in self.intervals(target) if hi > floor][::-1]
 
     def _check(self, seq: int) -> None:
         if not 0 <= seq <= self.head:

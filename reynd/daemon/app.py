@@ -31,6 +31,7 @@ from reynd.daemon.committer import Committer, storage_failed
 from reynd.daemon.coordinator import Coordinator, Gate
 from reynd.daemon.follow import Follow
 from reynd.daemon.history_api import HistoryApi
+from reynd.daemon.preview import Preview
 from reynd.daemon.publisher import Publish, Publisher
 from reynd.daemon.read_only import refuse_writes
 from reynd.daemon.reflog_api import ReflogApi
@@ -205,6 +206,7 @@ class App:
             self._workspace = Workspace(self._workspace_config, self._state_dir, store)
         writer = Writer(self.committer, self._gate, self._workspace)
         self._registry = registry = AgentRegistry(store, writer.append, self._publish, groups)
+        files = None if self._workspace is None else self._workspace.restoring
         self._coordinator = Coordinator(
             store,
             self.committer,
@@ -212,6 +214,7 @@ class App:
             registry.cancel_all,
             on_reset,
             on_abort=registry.restart,
+            preview=Preview(store, registry.in_flight, files),
         )
         self._config = ConfigStore(
             self._state_dir, store, self._retention.current, self._retention.use

@@ -10,7 +10,10 @@ restore, reopens the gate and notifies subscribers. Reads keep being answered
 throughout: they never take the gate, and they see either the old tip with
 its state or the reset record with the new one, never a mix. If (b) fails,
 nothing was cancelled; if (d) fails, the tip has not moved: the runners (c)
-stopped start again, and the caller gets the error.
+stopped start again, and the caller gets the error. Between (b) and (c) it
+sums what the branch it leaves did outside reynd (the result's `effects`).
+A dry run (issue 25) is queued the same way, so it sees the tip no move is
+changing, but takes no gate: it only validates and reads, and cancels nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from reynd.core.reflog import by_of, undo_target
 from reynd.daemon.addresses import Address
 from reynd.daemon.committer import Committer
 from reynd.daemon.hooks import Substrate
+from reynd.daemon.preview import Preview
 from reynd.protocol import methods as m
 from reynd.protocol.events import Event, Rewind
 from reynd.storage.batch import Rebuilt
@@ -122,6 +126,7 @@ class Coordinator:
         on_reset: Callable[[m.RewindResult], None],
         *,
         on_abort: Callable[[], None],
+        preview: Preview,
     ) -> None:
         self._store = store
         self._committer = committer
@@ -129,6 +134,7 @@ class Coordinator:
         self._cancel_all = cancel_all
         self._on_reset = on_reset
         self._on_abort = on_abort  # runners cancelled, then no reset: start them again
+        self._preview = preview
         self._send, self._receive = trio.open_memory_channel[_Job](64)
         self.substrates: list[Substrate] = []
 
@@ -162,14 +168,42 @@ class Coordinator:
         force: bool = False,
         note: ResetNote = NO_NOTE,
         then: Then | None = None,
+        dry_run: bool = False,
     ) -> m.RewindResult:
         """Queue a rewind, checkout or act-turn rewind and wait for its outcome.
 
         `seq` may be a function that names it (a tag, a time, a count back): it
         is called when this reset runs, against the tip this reset moves.
         `then`: records to append right after the reset record, whole with it
-        or not at all (their seqs follow `reset_seq`)."""
+        or not at all (their seqs follow `reset_seq`). `dry_run`: validate and
+        say what the move would do; nothing is written or cancelled."""
+        if dry_run:
+            return await self.serialized(partial(self._dry_run, op, seq, agent, note))
         return await self.serialized(partial(self._reset, op, seq, agent, force, note, then=then))
+
+    async def _dry_run(
+        self, op: ResetOp, seq: Target, agent: str | None, note: ResetNote
+    ) -> m.RewindResult:
+        started = time.perf_counter()
+        address, seq = (seq, seq.resolve()) if isinstance(seq, Address) else (None, seq)
+        reset = self._store.prepare_reset(seq, op, agent)
+        preview, effects, cancelled = await self._preview.dry_run(seq)
+        would_be = self._store.next_seq  # without the records the substrates may add first
+        result = m.RewindResult(
+            mode=reset.mode,
+            reset_seq=would_be,
+            target=seq,
+            branch=would_be,
+            cancelled=cancelled,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            reason=note.reason,
+            effects=effects,
+            dry_run=True,
+            preview=preview,
+        )
+        if address is not None:
+            address.stamp(result)
+        return result
 
     async def undo(self, steps: int, note: ResetNote) -> m.RewindResult:
         """Check out where the tip was before the `steps`-th newest move.
@@ -206,6 +240,8 @@ class Coordinator:
             # changes, and `then` may refuse with no turn cancelled for nothing.
             rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
             follow = [] if then is None else list(await then.records(rebuilt))
+            # Read before the reset record: the branch it leaves, as the tip holds it now.
+            effects = await self._preview.effects(seq)
             cancelled = await self._cancel_all()
             pairs = tuple((c.agent, c.turn_id) for c in cancelled)
             note = dataclasses.replace(note, cancelled=pairs)
@@ -248,6 +284,7 @@ class Coordinator:
                 duration_ms=(time.perf_counter() - started) * 1000,
                 reason=durable.reason,
                 by=by_of(durable),
+                effects=effects,
             )
             if address is not None:
                 address.stamp(result)  # before the hooks: `rewinds` subscribers see it too

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import msgspec
 import trio
 
+from reynd.daemon.preview import records_in
 from reynd.protocol import agent_methods as a
 from reynd.protocol import events as ev
 from reynd.protocol import methods as m
@@ -56,16 +57,9 @@ class Follow:
         return out
 
     def _abandoned_messages(self, target: int) -> list[ev.MessageReceived]:
-        wal = self._store.wal
-        # What retention collected is gone (a checkout forking below the floor).
-        first = wal.first_seq
-        return [
-            event
-            for lo, hi in self._store.lineage.leaving(target)
-            if hi >= first
-            for event in wal.read(max(lo, first), hi)
-            if isinstance(event, ev.MessageReceived)
-        ]
+        leaving = self._store.lineage.leaving(target)
+        found = records_in(self._store, leaving, {"message.received"})
+        return [e for e in found if isinstance(e, ev.MessageReceived)]
 
     def stamp(self, result: m.RewindResult) -> None:
         """`result`'s `sent` (not waited for yet) and `reapplied`, before subscribers hear of it."""

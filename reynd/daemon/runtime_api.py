@@ -95,7 +95,9 @@ class RuntimeApi:
         chain = agent.pending_chains[0]
         rerun = self._steps_committed_after(p.agent, chain.turn_id, p.seq)
         note = reset_note(ctx, p.reason)
-        result = await self._coordinator.request("act_turn", p.seq, agent=p.agent, note=note)
+        result = await self._coordinator.request(
+            "act_turn", p.seq, agent=p.agent, note=note, dry_run=p.dry_run
+        )
         return a.ActTurnRewindResult(
             reset_seq=result.reset_seq,
             target=result.target,
@@ -106,6 +108,9 @@ class RuntimeApi:
             cancelled=[{"agent": c.agent, "turn_id": c.turn_id} for c in result.cancelled],
             duration_ms=result.duration_ms,
             reason=result.reason,
+            effects=result.effects,
+            dry_run=result.dry_run,
+            preview=result.preview,
         )
 
     def _check_target(self, seq: int) -> None:

@@ -10,6 +10,7 @@ from reynd.protocol import errors
 from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
 from reynd.protocol.executor import DEFAULT_EXECUTOR, OPTIONS_SCHEMA, ExecutorName
 from reynd.protocol.names import AgentName, AgentRef, Ident, Reason
+from reynd.protocol.preview import Effects, MovePreview
 
 __all__ = [
     "DEFS",
@@ -180,6 +181,7 @@ class ActTurnRewindParams(Params, kw_only=True):
     agent: AgentRef
     seq: Annotated[int, msgspec.Meta(ge=0)]
     reason: Reason = ""
+    dry_run: bool = False  # write nothing, cancel nothing: say what it would do (issue 25)
 
 
 class ActTurnRewindResult(Result, kw_only=True):
@@ -192,6 +194,10 @@ class ActTurnRewindResult(Result, kw_only=True):
     cancelled: list[dict[str, str]] = []
     duration_ms: float = 0.0
     reason: str = ""
+    # Issue 25, as RewindResult's: what no rewind undoes, and with `dry_run` the preview.
+    effects: Effects | None = None
+    dry_run: bool = False
+    preview: MovePreview | None = None
 
 
 _UNKNOWN = (errors.UnknownAgent,)

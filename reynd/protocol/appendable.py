@@ -55,7 +55,8 @@ _NAMING: Final = frozenset(("AgentCreated",))
 _COUNTS: Final = frozenset(("step", "index", "tokens_in", "tokens_out"))
 # Bounded here, not in `events`: a record an older version wrote must still decode.
 _COUNT = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
-_ASSIGNED: Final = frozenset(("seq", "ts", "more"))  # by the daemon, never by the writer
+# By the daemon, never by the writer: an external runtime cannot vouch for an `effect`.
+_ASSIGNED: Final = frozenset(("seq", "ts", "more", "effect"))
 
 
 def _constrain(tp: Any, field: str, owner: str) -> Any:

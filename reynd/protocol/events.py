@@ -16,6 +16,7 @@ __all__ = [
     "AgentConfigured",
     "AgentCreated",
     "AnyEvent",
+    "Effect",
     "Event",
     "FileOp",
     "GenerationKind",
@@ -60,6 +61,28 @@ class Message(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
+
+
+class Effect(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """What one act-step the daemon ran did outside reynd, which no rewind undoes (issue 25).
+
+    Kept in the record that ends the step: its memo (`step.committed`), or the
+    `turn.ended` of the turn the step failed. `executor` is the one that ran
+    it; `argv` and `exit_code` the program a `command` executor ran
+    (`exit_code` None: it never exited by itself: killed, timed out, or it
+    could not start); `model_calls` and the tokens what a model executor
+    asked; `tools` the tools the step ran, by name. Written by the daemon
+    only: wal.append refuses it. A step whose record has none (an older
+    reynd, an external runtime) did something unknown.
+    """
+
+    executor: str
+    argv: tuple[str, ...] = ()
+    exit_code: int | None = None
+    model_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    tools: tuple[str, ...] = ()
 
 
 class Event(
@@ -130,6 +153,7 @@ class StepCommitted(AgentEvent, tag="step.committed", kw_only=True, frozen=True)
     messages: tuple[Message, ...] = ()
     tokens_in: int = 0
     tokens_out: int = 0
+    effect: Effect | None = None  # issue 25; absent from older records and external runtimes'
 
 
 class TurnEnded(AgentEvent, tag="turn.ended", kw_only=True, frozen=True):
@@ -139,6 +163,7 @@ class TurnEnded(AgentEvent, tag="turn.ended", kw_only=True, frozen=True):
     outcome: Literal["completed", "cancelled", "failed", "skipped", "aborted"] = "completed"
     reply: str | None = None
     label: str = ""
+    effect: Effect | None = None  # what the step that failed the turn did (issue 25)
 
 
 class PlanCreated(AgentEvent, tag="plan.created", kw_only=True, frozen=True):

@@ -26,6 +26,7 @@ from reynd.protocol.base import SEQ_RANGE_ERRORS, MethodDef, Params, Result
 from reynd.protocol.events import GenerationKind, Message
 from reynd.protocol.moves import ResetBy, UndoParams
 from reynd.protocol.names import AgentRef, Ident, Reason, TagName
+from reynd.protocol.preview import Effects, MovePreview
 
 # Re-exported (listed in __all__): clients name every result type through this module.
 from reynd.protocol.retention_methods import (
@@ -113,6 +114,16 @@ Time = Annotated[
 ]
 # `back`: how many checkpoints back on the active branch.
 Back = Annotated[int, msgspec.Meta(ge=1)]
+
+
+def no_dry_run_with_follow(params: RewindParams | CheckoutParams) -> None:
+    """Refuse `dry_run` with `then` or `reapply` (in `__post_init__`, as one_address)."""
+    if params.dry_run and (params.then is not None or params.reapply is not None):
+        which = "then" if params.then is not None else "reapply"
+        raise ValueError(
+            f"field `{which}` conflicts with `dry_run`: a dry run previews the move alone; "
+            f"preview without `{which}`, then make the move with it"
+        )
 
 
 def one_address(params: Params, names: tuple[str, ...], *, required: bool = True) -> None:
@@ -300,7 +311,9 @@ class RewindParams(Params, kw_only=True):
     `then`: deliver a message to an agent right after the reset, in the same atomic
     batch (edit and retry, issue 25): after a crash there is either both or neither.
     `reapply` "messages": the messages received on the branch the move abandons are
-    delivered again, in their order, after `then`, in the same batch."""
+    delivered again, in their order, after `then`, in the same batch.
+    `dry_run`: write nothing and cancel nothing; the result says what the move
+    would do (`preview`, `cancelled`) and what it cannot undo (`effects`)."""
 
     seq: NonNegative | None = None
     at: Time | None = None
@@ -309,9 +322,11 @@ class RewindParams(Params, kw_only=True):
     tag: TagName | None = None
     then: agent_methods.AgentsSendParams | None = None
     reapply: Reapply | None = None
+    dry_run: bool = False
 
     def __post_init__(self) -> None:
         one_address(self, _REWIND_ADDRESSES)
+        no_dry_run_with_follow(self)
 
 
 class CheckoutParams(Params, kw_only=True):
@@ -319,7 +334,8 @@ class CheckoutParams(Params, kw_only=True):
 
     `force`: restore the workspace (when workspace rewind is on) even over changes
     reynd did not record; the overwritten content is recorded first, just before the
-    reset record R, and `checkout R-1` brings it back. `then`, `reapply`: as for rewind."""
+    reset record R, and `checkout R-1` brings it back. `then`, `reapply`, `dry_run`:
+    as for rewind."""
 
     seq: NonNegative | None = None
     force: bool = False
@@ -328,9 +344,11 @@ class CheckoutParams(Params, kw_only=True):
     tag: TagName | None = None
     then: agent_methods.AgentsSendParams | None = None
     reapply: Reapply | None = None
+    dry_run: bool = False
 
     def __post_init__(self) -> None:
         one_address(self, _CHECKOUT_ADDRESSES)
+        no_dry_run_with_follow(self)
 
 
 class Redelivered(Result, kw_only=True):
@@ -364,6 +382,13 @@ class RewindResult(Result, kw_only=True):
     # and with `then.wait` how its turn went, as agents.send answers.
     sent: agent_methods.AgentsSendResult | None = None
     reapplied: list[Redelivered] = []  # with `reapply`, in seq order
+    # Issue 25: what the abandoned future did that no rewind undoes (every move; null
+    # when a move did not read it: a branch of more than 8 MiB of log). With
+    # `dry_run` nothing was written: `reset_seq` is the seq the reset record would take,
+    # `cancelled` the turns it would cancel, `preview` what else it would change.
+    effects: Effects | None = None
+    dry_run: bool = False
+    preview: MovePreview | None = None
 
 
 # -- branches.list ----------------------------------------------------------

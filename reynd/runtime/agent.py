@@ -321,14 +321,18 @@ class AgentRunner:
                 # StepFailed is the executor's own report. Anything else is a bug
                 # in one executor: it fails this turn, never the whole daemon.
                 # (Cancellation is a BaseException and passes through untouched.)
+                # What it did is recorded with the failure; a bug's is unknown.
                 reported = isinstance(exc, StepFailed)
                 error = str(exc) if reported else f"executor error: {exc!r}"
-                await self._fail_turn(turn_id, step, error, traceback=not reported)
+                effect = (
+                    executor.effect(request, None, exc) if isinstance(exc, StepFailed) else None
+                )
+                await self._fail_turn(turn_id, step, error, traceback=not reported, effect=effect)
                 return
             self.counters.steps_run += 1
             await self._append(
                 [
-                    self._memo(turn_id, step, result),
+                    self._memo(turn_id, step, result, executor.effect(request, result, None)),
                     *resume.directive_events(self.name, turn_id, step, result),
                 ]
             )
@@ -384,9 +388,16 @@ class AgentRunner:
         return err
 
     async def _fail_turn(
-        self, turn_id: str, step: int, error: str, *, traceback: bool = False
+        self,
+        turn_id: str,
+        step: int,
+        error: str,
+        *,
+        traceback: bool = False,
+        effect: ev.Effect | None = None,
     ) -> None:
-        """End the turn as failed, with `error` as its reply and the agent's last error."""
+        """End the turn as failed, with `error` as its reply and the agent's last error;
+        `effect`: what the failed step did, kept in that record."""
         self.last_error = error
         log.warning(
             "agent.step_failed",
@@ -397,10 +408,16 @@ class AgentRunner:
             exc_info=traceback,
         )
         await self._append(
-            [ev.TurnEnded(agent=self.name, turn_id=turn_id, outcome="failed", reply=error)]
+            [
+                ev.TurnEnded(
+                    agent=self.name, turn_id=turn_id, outcome="failed", reply=error, effect=effect
+                )
+            ]
         )
 
-    def _memo(self, turn_id: str, step: int, result: StepResult) -> ev.StepCommitted:
+    def _memo(
+        self, turn_id: str, step: int, result: StepResult, effect: ev.Effect
+    ) -> ev.StepCommitted:
         output = msgspec.to_builtins(result)
         output.pop("messages", None)  # kept once, in `messages`
         return ev.StepCommitted(
@@ -411,6 +428,7 @@ class AgentRunner:
             messages=tuple(result.messages),
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
+            effect=effect,
         )
 
 

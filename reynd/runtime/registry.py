@@ -188,16 +188,20 @@ class AgentRegistry:
             },
         )
 
-    async def cancel_all(self) -> list[m.CancelledChain]:
-        """Stop every runner (a rewind); returns the turns that were in flight."""
-        # Every turn in flight that a runner is driving (not one held as ambiguous).
+    def in_flight(self) -> list[m.CancelledChain]:
+        """Every turn in flight that a runner is driving (not one held as ambiguous):
+        what a rewind now would cancel."""
         agents = self._store.state.agents
-        cancelled = [
+        return [
             m.CancelledChain(agent=name, turn_id=chain.turn_id)
             for name, runner in self._runners.items()
             if runner.status != "ambiguous" and name in agents
             for chain in agents[name].pending_chains
         ]
+
+    async def cancel_all(self) -> list[m.CancelledChain]:
+        """Stop every runner (a rewind); returns the turns that were in flight."""
+        cancelled = self.in_flight()
         self._held = {}
         for runner in self._runners.values():
             agent = self._store.state.agents.get(runner.name)

@@ -30,6 +30,11 @@ segment and stops at the first such record ("does not decode (was it
 written by a newer reynd?)"), instead of trusting the index, serving, and
 taking the record for damage when it reads it back. A version 2 chunk is
 still complete for this reynd (its writer wrote no such record: no tags) and is used.
+
+Version 4 (issue 25) has the payload of version 3; it marks segments that may
+hold a memo or a turn end with an `effect` (what a step did outside reynd),
+which a reynd reading up to version 3 refuses to decode: it scans instead of
+trusting the index, as above. Versions 2 and 3 are used as they are.
 """
 
 from __future__ import annotations
@@ -57,7 +62,8 @@ __all__ = [
     "encode_chunk",
 ]
 
-INDEX_VERSION: Final = 3  # 2: workspace.files seqs (`file_seqs`); 3: issue 24's records
+# 2: workspace.files seqs (`file_seqs`); 3: issue 24's records; 4: issue 25's step effects
+INDEX_VERSION: Final = 4
 OLDEST_COMPLETE: Final = 2  # older chunks do not list every workspace.files record
 MAGIC: Final = b"REYNSIDX"
 HEADER: Final = struct.Struct("<8sIQQQII")  # 44 bytes, the last 4 its own crc32

@@ -31,7 +31,7 @@ from reynd.protocol.events import Event
 from reynd.storage import crashpoints
 from reynd.workspace import journal
 from reynd.workspace.core import Pending, Prepared, WorkspaceCore, file_records, log
-from reynd.workspace.model import Dir, Tree, apply, flat
+from reynd.workspace.model import Dir, Tree, apply, changed, flat
 from reynd.workspace.preflight import preflight
 from reynd.workspace.restore import Restored, restore_tree
 from reynd.workspace.tree import Scan, changed_paths, scan, store_dir
@@ -76,6 +76,16 @@ class Resets(WorkspaceCore):
             self._leftovers = now.leftovers  # tmp files a crash left: the restore removes them
             if dirty:
                 log.warning("workspace.forced", paths=len(dirty), kept_as_record_after=head)
+
+    async def restoring(self, target: int) -> list[str]:
+        """The paths a restore to `target` would write or remove, as recorded (a dry
+        run, issue 25); nothing is scanned, stored or changed."""
+        async with self._lock:
+            plan = self.history.plan(target)
+            if plan is None:
+                return []  # no tree as of target (rewind was off): the files stay
+            goal = await trio.to_thread.run_sync(self.history.execute, plan)
+            return sorted(changed(flat(self._model), flat(goal)))
 
     async def reset_records(self, target: int) -> list[Event]:
         """Record what the workspace holds that is not recorded; journal the restore."""

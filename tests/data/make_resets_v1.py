@@ -14,13 +14,11 @@ version.
 
 from __future__ import annotations
 
-import json
-import shutil
 import sys
-import tarfile
 from pathlib import Path
 from typing import Any
 
+from tests.data.pack import pack
 from tests.harness import Daemon, start_daemon
 
 CONFIG = "[storage]\nsegment_bytes = 4096\nsnapshot_min_bytes = 1\n"
@@ -57,11 +55,7 @@ def main(out: Path) -> None:
         }
     finally:
         d.stop()
-    (state_dir / "reynd.toml").unlink()
-    shutil.rmtree(state_dir / "events")  # the audit log: not what this fixture is about
-    with tarfile.open(out / "resets-v1.tar.gz", "w:gz") as tar:
-        tar.add(work / "project", arcname="project")
-    (out / "resets-v1.json").write_text(json.dumps(facts, indent=1) + "\n")
+    pack(work, out, "resets-v1", facts)
 
 
 if __name__ == "__main__":

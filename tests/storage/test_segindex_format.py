@@ -197,7 +197,7 @@ def test_a_version_1_chunk_is_refused_saying_why() -> None:
     lists is right but incomplete, so the segment is scanned (tests/storage/test_segment_index.py
     shows the rest: the same store, and the index written again as version 2)."""
     v1 = {k: v for k, v in msgspec.structs.asdict(GOOD).items() if k != "file_seqs"}
-    assert INDEX_VERSION == 3
+    assert INDEX_VERSION == 4
     assert len(decode_index(frame_chunk(v1, 1, 1, 2), 1)) == 1  # the same payload, sound
     with pytest.raises(IndexUnusable, match="version 1, written before the index listed"):
         decode_index(frame_chunk(v1, 1, 1, 1), 1)

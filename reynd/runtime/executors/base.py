@@ -7,6 +7,7 @@ from typing import Any, Protocol
 import msgspec
 
 from reynd.protocol import errors
+from reynd.protocol.events import Effect
 from reynd.protocol.executor import (
     EXECUTOR_NAMES,
     EXECUTOR_OPTIONS,
@@ -21,7 +22,14 @@ __all__ = ["Executor", "StepFailed", "validate_options"]
 
 
 class StepFailed(Exception):
-    """The executor could not produce a result; the message says why, for the operator."""
+    """The executor could not produce a result; the message says why, for the operator.
+
+    `exit_code`: the status a program the step ran exited with, when it exited.
+    """
+
+    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class Executor(Protocol):
@@ -30,6 +38,12 @@ class Executor(Protocol):
     calls: int
 
     async def step(self, request: StepRequest) -> StepResult: ...
+
+    def effect(
+        self, request: StepRequest, result: StepResult | None, failure: StepFailed | None
+    ) -> Effect:
+        """What the step `request` did outside reynd, given how it ended (issue 25)."""
+        ...
 
 
 def _options_type(name: str) -> type[AnyOptions]:

@@ -19,8 +19,9 @@ from typing import Any
 import msgspec
 import trio
 
-from reynd.protocol.events import Message, ToolCall
+from reynd.protocol.events import Effect, Message, ToolCall
 from reynd.protocol.executor import BuiltinOptions, StepRequest, StepResult
+from reynd.runtime.executors.base import StepFailed
 
 __all__ = ["BuiltinExecutor"]
 
@@ -50,6 +51,12 @@ class BuiltinExecutor:
         if text.startswith("/ask"):
             return self._ask(request, text[4:].strip() or "Proceed?")
         return self._chat(request, text)
+
+    def effect(
+        self, request: StepRequest, result: StepResult | None, failure: StepFailed | None
+    ) -> Effect:
+        """None outside reynd: no model, no program; its tool call is pretend."""
+        return Effect(executor="builtin")
 
     def _result(self, request: StepRequest, content: str, **kw: Any) -> StepResult:
         msg = Message(role="assistant", content=content)

@@ -21,6 +21,7 @@ from pathlib import Path
 import msgspec
 import trio
 
+from reynd.protocol.events import Effect
 from reynd.protocol.executor import CommandOptions, StepRequest, StepResult
 from reynd.runtime.executors.base import StepFailed
 from reynd.runtime.procs import TOKEN_ENV, ProcessGroups, new_token
@@ -62,14 +63,31 @@ class CommandExecutor:
                 if proc.returncode < 0
                 else f"exited with status {proc.returncode}"
             )
-            raise StepFailed(f"{opts.argv[0]} {how}" + (f": {stderr}" if stderr else ""))
+            raise StepFailed(
+                f"{opts.argv[0]} {how}" + (f": {stderr}" if stderr else ""),
+                exit_code=proc.returncode if proc.returncode > 0 else None,
+            )
         try:
             return _decoder.decode(proc.stdout)
         except msgspec.DecodeError as exc:
             head = proc.stdout[:200].decode(errors="replace")
             raise StepFailed(
-                f"{opts.argv[0]} did not print a StepResult as JSON ({exc}); stdout began {head!r}"
+                f"{opts.argv[0]} did not print a StepResult as JSON ({exc}); stdout began {head!r}",
+                exit_code=0,
             ) from None
+
+    def effect(
+        self, request: StepRequest, result: StepResult | None, failure: StepFailed | None
+    ) -> Effect:
+        """The program ran (or tried to) with its exit status; its own tokens, if it says."""
+        code = 0 if result is not None else failure.exit_code if failure else None
+        return Effect(
+            executor="command",
+            argv=tuple(self.options.argv),
+            exit_code=code,
+            tokens_in=result.tokens_in if result else 0,
+            tokens_out=result.tokens_out if result else 0,
+        )
 
     async def _run(self, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
         """trio.run_process, with the process group recorded from spawn to reap."""

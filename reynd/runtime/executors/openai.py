@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from reynd.protocol.events import Message, ToolCall
+from reynd.protocol.events import Effect, Message, ToolCall
 from reynd.protocol.executor import OpenAIOptions, StepRequest, StepResult
 from reynd.runtime.executors.base import StepFailed
 
@@ -84,18 +84,39 @@ def _wire(m: Message) -> dict[str, Any]:
     return out
 
 
+def _due_tool_calls(request: StepRequest) -> tuple[ToolCall, ...]:
+    """The tool calls this step must run: the model's, when they end the history."""
+    last = request.history[-1] if request.history else None
+    if last is not None and last.role == "assistant" and last.tool_calls:
+        return last.tool_calls
+    return ()
+
+
 class OpenAIExecutor:
     def __init__(self, options: OpenAIOptions) -> None:
         self.options = options
         self.calls = 0
 
     async def step(self, request: StepRequest) -> StepResult:
-        history = request.history
-        last = history[-1] if history else None
-        if last is not None and last.role == "assistant" and last.tool_calls:
-            return self._run_tools(last.tool_calls)
+        calls = _due_tool_calls(request)
+        if calls:
+            return self._run_tools(calls)
         self.calls += 1
         return await self._complete(request)
+
+    def effect(
+        self, request: StepRequest, result: StepResult | None, failure: StepFailed | None
+    ) -> Effect:
+        """The tools the step ran, or its one model call (made even when it failed)."""
+        calls = _due_tool_calls(request)
+        if calls:
+            return Effect(executor="openai", tools=tuple(c.name for c in calls))
+        return Effect(
+            executor="openai",
+            model_calls=1,
+            tokens_in=result.tokens_in if result else 0,
+            tokens_out=result.tokens_out if result else 0,
+        )
 
     def _run_tools(self, calls: tuple[ToolCall, ...]) -> StepResult:
         out = []
