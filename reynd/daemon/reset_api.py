@@ -66,6 +66,7 @@ class ResetApi:
             force=force,
             note=reset_note(ctx, p.reason),
             then=follow,
+            only=p.only,
         )
         return result if follow is None else await follow.answer(result)
 

@@ -278,6 +278,19 @@ _STATE_ADDRESSES: Final = ("seq", "tag", "at")
 
 # What a move delivers again from the branch it abandons (issue 25).
 Reapply = Literal["messages"]
+# What a move restores (issue 25): both by default (the workspace only when
+# workspace rewind is on), or one of the two.
+Only = Literal["runtime", "workspace"]
+
+
+def _check_only(params: RewindParams | CheckoutParams) -> None:
+    """Refuse `then`/`reapply` with only "workspace": they need the runtime restored."""
+    if params.only == "workspace" and (params.then is not None or params.reapply is not None):
+        which = "then" if params.then is not None else "reapply"
+        raise ValueError(
+            f"field `{which}` conflicts with only=workspace: a workspace-only restore leaves the "
+            "conversation at the tip; drop `only` (or use only=runtime) to deliver messages"
+        )
 
 
 class RewindParams(Params, kw_only=True):
@@ -287,7 +300,10 @@ class RewindParams(Params, kw_only=True):
     `then`: deliver a message to an agent right after the reset, in the same atomic
     batch (edit and retry, issue 25): after a crash there is either both or neither.
     `reapply` "messages": the messages received on the branch the move abandons are
-    delivered again, in their order, after `then`, in the same batch."""
+    delivered again, in their order, after `then`, in the same batch.
+    `only` "runtime": the conversation and agent state move, the workspace's files stay
+    as they are; "workspace": the files become those as of the target, the runtime stays
+    at the tip (needs workspace rewind on). Default: both."""
 
     seq: NonNegative | None = None
     at: Time | None = None
@@ -296,9 +312,11 @@ class RewindParams(Params, kw_only=True):
     tag: TagName | None = None
     then: agent_methods.AgentsSendParams | None = None
     reapply: Reapply | None = None
+    only: Only | None = None
 
     def __post_init__(self) -> None:
         one_address(self, _REWIND_ADDRESSES)
+        _check_only(self)
 
 
 class CheckoutParams(Params, kw_only=True):
@@ -306,7 +324,8 @@ class CheckoutParams(Params, kw_only=True):
 
     `force`: restore the workspace (when workspace rewind is on) even over changes
     reynd did not record; the overwritten content is recorded first, just before the
-    reset record R, and `checkout R-1` brings it back. `then`, `reapply`: as for rewind."""
+    reset record R, and `checkout R-1` brings it back. `then`, `reapply`, `only`: as for
+    rewind."""
 
     seq: NonNegative | None = None
     force: bool = False
@@ -315,9 +334,11 @@ class CheckoutParams(Params, kw_only=True):
     tag: TagName | None = None
     then: agent_methods.AgentsSendParams | None = None
     reapply: Reapply | None = None
+    only: Only | None = None
 
     def __post_init__(self) -> None:
         one_address(self, _CHECKOUT_ADDRESSES)
+        _check_only(self)
 
 
 class Redelivered(Result, kw_only=True):
@@ -351,6 +372,10 @@ class RewindResult(Result, kw_only=True):
     # and with `then.wait` how its turn went, as agents.send answers.
     sent: agent_methods.AgentsSendResult | None = None
     reapplied: list[Redelivered] = []  # with `reapply`, in seq order
+    # With `only`: what was restored. With "workspace", the reset record targets the
+    # tip itself (`target`) and the files are those as of `files_as_of` (issue 25).
+    only: Only | None = None
+    files_as_of: Seq | None = None
 
 
 # -- branches.list ----------------------------------------------------------
