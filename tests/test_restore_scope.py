@@ -15,6 +15,7 @@ from typing import Any
 
 from tests.harness import Daemon
 from tests.runtime_helpers import head, records, restart
+from tests.test_reynctl_cli import ok, reynctl
 from tests.test_workspace import Agent, Tree, snapshot, write
 from tests.test_workspace_crash import crashing, killed_by
 
@@ -173,3 +174,17 @@ def test_a_crash_in_a_workspace_only_restore_is_finished_at_start(
         assert restore["seq"] == head(d)
     finally:
         d.stop()
+
+
+def test_reynctl_only(wd: Daemon, ws: Path) -> None:
+    _, (g1, g2, _), (s1, _, s3) = three_turns(wd, ws)
+    out = ok(reynctl("rewind", str(g1), "--only", "workspace", "--yes", sock=wd.socket))
+    assert f"restored the workspace's files as of seq {g1}" in out
+    assert snapshot(ws) == s1
+    out = ok(reynctl("undo", "--yes", sock=wd.socket))
+    assert snapshot(ws) == s3
+    out = ok(reynctl("checkout", str(g2), "--only", "runtime", "--yes", sock=wd.socket))
+    assert f"rewound to seq {g2} (the workspace's files stay as they were)" in out
+    assert snapshot(ws) == s3
+    bad = reynctl("rewind", str(g1), "--only", "files", "--yes", sock=wd.socket)
+    assert bad.returncode == 2 and "'files' is not one of 'runtime', 'workspace'" in bad.stderr

@@ -27,7 +27,14 @@ from reynctl.cli.options import (
     seq_or_tag,
     width,
 )
-from reynctl.cli.then import reapplied_text, send_options, sent_text, then_of
+from reynctl.cli.then import (
+    only_option,
+    only_what,
+    reapplied_text,
+    send_options,
+    sent_text,
+    then_of,
+)
 from reynctl.cli.times import AT_HELP, TIME, addressed, one_of
 from reynctl.client import Client, Reply
 from reynd.protocol import agent_methods as a
@@ -144,6 +151,7 @@ def move(
 @click.option("--at", type=TIME, help=AT_HELP + " The newest checkpoint at or before it.")
 @click.option("--back", type=click.IntRange(min=1), help="N checkpoints back on the active branch.")
 @send_options
+@only_option
 @reason_option
 @json_option
 @pass_opts
@@ -159,6 +167,7 @@ def rewind(
     wait: bool | None,
     wait_timeout: float,
     reapply: m.Reapply | None,
+    only: m.Only | None,
 ) -> None:
     """Move the tip back to SEQ, an active seq below it.
 
@@ -176,18 +185,30 @@ def rewind(
     --send) the command returns once its turn ended, as `reynctl send` does.
     --reapply messages delivers again, in that batch, every message received
     after SEQ on the branch the rewind abandons.
+
+    --only runtime moves the conversation and agent state and leaves the
+    workspace's files as they are; --only workspace restores the files as of
+    SEQ and leaves the conversation at the tip (a reset record to the tip
+    itself, so the reflog shows it and `reynctl undo` brings the files back).
     """
     one_of(seq=seq, at=at, back=back)
     then = then_of(send, wait, wait_timeout)
     confirm_move(yes, "rewind")
     by_seq, tag = seq_or_tag(seq)
     params = m.RewindParams(
-        seq=by_seq, tag=tag, at=at, back=back, reason=reason, then=then, reapply=reapply
+        seq=by_seq,
+        tag=tag,
+        at=at,
+        back=back,
+        reason=reason,
+        then=then,
+        reapply=reapply,
+        only=only,
     )
     _reset_move(
         opts,
         yes=yes,
-        what=_what("rewind to", seq, at, back),
+        what=only_what(_what("rewind to", seq, at, back), only),
         call=lambda c: c.call("rewind", params, m.RewindResult),
         then=then,
         wait_timeout=wait_timeout,
@@ -247,6 +268,7 @@ def _what(move: str, seq: int | str | None, at: float | str | None, back: int | 
     "brings them back).",
 )
 @send_options
+@only_option
 @reason_option
 @json_option
 @pass_opts
@@ -262,26 +284,33 @@ def checkout(
     wait: bool | None,
     wait_timeout: float,
     reapply: m.Reapply | None,
+    only: m.Only | None,
 ) -> None:
     """Undo to SEQ, or switch to the abandoned branch that holds it.
 
     Every agent's state moves to SEQ and turns in flight are cancelled; work
     pending at SEQ runs again at once. Asks first on a terminal; elsewhere
     pass --yes. Instead of SEQ, --at TIME goes where the tip was at TIME.
-    --send AGENT TEXT and --reapply messages: as for rewind, in the reset
-    record's batch.
+    --send AGENT TEXT, --reapply messages and --only: as for rewind.
     """
     one_of(seq=seq, at=at)
     then = then_of(send, wait, wait_timeout)
     confirm_move(yes, "checkout")
     by_seq, tag = seq_or_tag(seq)
     params = m.CheckoutParams(
-        seq=by_seq, tag=tag, force=force, at=at, reason=reason, then=then, reapply=reapply
+        seq=by_seq,
+        tag=tag,
+        force=force,
+        at=at,
+        reason=reason,
+        then=then,
+        reapply=reapply,
+        only=only,
     )
     _reset_move(
         opts,
         yes=yes,
-        what=_what("checkout", seq, at),
+        what=only_what(_what("checkout", seq, at), only),
         call=lambda c: c.call("checkout", params, m.RewindResult),
         then=then,
         wait_timeout=wait_timeout,
