@@ -184,20 +184,20 @@ class Coordinator:
         work = partial(self._reset, op, seq, agent, force, note, then=then, only=only)
         return await self.serialized(work)
 
-    async def undo(self, steps: int, note: ResetNote) -> m.RewindResult:
+    async def undo(self, steps: int, note: ResetNote, then: Then | None = None) -> m.RewindResult:
         """Check out where the tip was before the `steps`-th newest move.
 
         Resolved inside the coordinator's task, so no other move can come
         between reading the reflog and the checkout: two clients that undo at
-        once undo two moves, each its own.
+        once undo two moves, each its own. `then`: as for `request`.
         """
-        return await self.serialized(partial(self._undo, steps, note))
+        return await self.serialized(partial(self._undo, steps, note, then))
 
-    async def _undo(self, steps: int, note: ResetNote) -> m.RewindResult:
+    async def _undo(self, steps: int, note: ResetNote, then: Then | None) -> m.RewindResult:
         reset, target = undo_target(self._store.lineage, steps)
         if not note.reason:
             note = dataclasses.replace(note, reason=f"undo of reset {reset}")
-        return await self._reset("checkout", target, None, False, note)
+        return await self._reset("checkout", target, None, False, note, then=then)
 
     async def _reset(
         self,

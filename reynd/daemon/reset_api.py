@@ -71,4 +71,6 @@ class ResetApi:
         return result if follow is None else await follow.answer(result)
 
     async def _undo(self, p: UndoParams, ctx: CallContext) -> m.RewindResult:
-        return await self._coordinator.undo(p.steps, reset_note(ctx, p.reason))
+        follow = None if p.then is None else self._follow(p.then, None)
+        result = await self._coordinator.undo(p.steps, reset_note(ctx, p.reason), then=follow)
+        return result if follow is None else await follow.answer(result)

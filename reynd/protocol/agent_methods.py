@@ -175,11 +175,15 @@ class InterventionsAnswerResult(Result, kw_only=True):
 
 
 class ActTurnRewindParams(Params, kw_only=True):
-    """Rewind to a seq inside one of `agent`'s turns, between two act-steps."""
+    """Rewind to a seq inside one of `agent`'s turns, between two act-steps.
+
+    `then`: deliver a message right after the reset record, in its atomic batch,
+    as rewind's `then` (issue 25); it waits in the inbox behind the resumed turn."""
 
     agent: AgentRef
     seq: Annotated[int, msgspec.Meta(ge=0)]
     reason: Reason = ""
+    then: AgentsSendParams | None = None
 
 
 class ActTurnRewindResult(Result, kw_only=True):
@@ -192,6 +196,7 @@ class ActTurnRewindResult(Result, kw_only=True):
     cancelled: list[dict[str, str]] = []
     duration_ms: float = 0.0
     reason: str = ""
+    sent: AgentsSendResult | None = None  # `then`'s message, as rewind's `sent`
 
 
 _UNKNOWN = (errors.UnknownAgent,)
