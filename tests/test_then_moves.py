@@ -1,9 +1,10 @@
-"""`then` on act_turn.rewind and on undo (issue 25), against the real daemon.
+"""`then` on act_turn.rewind and on undo, and `replaces` (issue 25), against the real daemon.
 
 As with rewind's `then`: the message lands right after the reset record, in
 its atomic batch (a SIGKILL inside the batch leaves neither), its turn runs,
 and a message to an agent missing as of the target is refused with nothing
-written.
+written. An edit with `reapply` does not deliver the message it replaces
+again (`replaces`, what `reynctl edit --reapply messages` sends).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from tests.runtime_helpers import (
     send,
     wait_turn_end,
 )
-from tests.test_edit_retry import then, user_texts
+from tests.test_edit_retry import create_external, inbox_texts, then, user_texts
+from tests.test_reynctl_cli import ok, reynctl
 
 
 def _planned_turn(d: Daemon) -> tuple[str, int, int]:
@@ -111,3 +113,63 @@ def test_sigkill_inside_the_batch_leaves_neither(short_tmp: Path, method: str) -
         assert send(d, "a", "still serves", timeout=DEADLINE)["outcome"] == "completed"
     finally:
         d.stop()
+
+
+def _three_messages(d: Daemon) -> list[dict[str, Any]]:
+    """Three messages waiting in an external agent's inbox: their send results."""
+    create_external(d, "x")
+    return [send(d, "x", text, wait=False) for text in ("one", "two", "three")]
+
+
+def test_an_edit_with_reapply_does_not_deliver_the_replaced_message_again(
+    daemon: Daemon,
+) -> None:
+    _, two, three = _three_messages(daemon)
+    params = {"seq": two["seq"] - 1, "then": then("x", "two, edited"), "reapply": "messages"}
+    res = daemon.call("checkout", {**params, "replaces": two["seq"]})
+    assert [(r["message_id"], r["from_seq"]) for r in res["reapplied"]] == [
+        (three["message_id"], three["seq"])
+    ]
+    assert res["reapplied"][0]["seq"] == res["sent"]["seq"] + 1 == res["reset_seq"] + 2
+    assert inbox_texts(daemon, "x") == ["one", "two, edited", "three"]
+    # Without `replaces`, the old text comes back too: what `replaces` is for.
+    daemon.call("undo", {})
+    res = daemon.call("checkout", params)
+    assert inbox_texts(daemon, "x") == ["one", "two, edited", "two", "three"]
+
+
+def test_replaces_is_checked_before_anything_is_written(daemon: Daemon) -> None:
+    one, two, _ = _three_messages(daemon)
+    created = one["seq"] - 1  # agent.created: not a message
+    for params, says in (
+        ({"seq": created, "replaces": one["seq"]}, "`replaces` needs `then`"),
+        (
+            {"seq": created, "replaces": created, "then": then("x", "hi"), "reapply": "messages"},
+            f"seq {created}, which is not a received message",
+        ),
+        ({"seq": created, "replaces": 10**6, "then": then("x", "hi")}, "not a received message"),
+    ):
+        err = error_of(daemon, "checkout", params)
+        assert err["code"] == -32602 and says in err["message"], err
+    assert not records(daemon, kind="rewind")
+    assert inbox_texts(daemon, "x") == ["one", "two", "three"]
+    assert two["seq"] == head(daemon) - 1
+
+
+def test_reynctl_edit_reapply_skips_the_edited_message(daemon: Daemon) -> None:
+    _, two, three = _three_messages(daemon)
+    out = ok(
+        reynctl(
+            "edit",
+            str(two["seq"]),
+            "two, edited",
+            "--reapply",
+            "messages",
+            "--yes",
+            "--no-wait",
+            sock=daemon.socket,
+        )
+    )
+    assert f"message {three['message_id']} to x delivered again" in out
+    assert two["message_id"] not in out
+    assert inbox_texts(daemon, "x") == ["one", "two, edited", "three"]

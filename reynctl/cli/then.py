@@ -21,6 +21,7 @@ __all__ = [
     "only_option",
     "only_what",
     "reapplied_text",
+    "reapply_option",
     "send_options",
     "sent_text",
     "then_of",
@@ -42,16 +43,20 @@ def wait_options(f: F) -> F:
     )(f)
 
 
-def send_options(f: F) -> F:
-    """--send AGENT TEXT, with the wait options, and --reapply messages."""
-    f = wait_options(f)
-    f = click.option(
+def reapply_option(f: F) -> F:
+    """--reapply messages."""
+    return click.option(
         "--reapply",
         type=click.Choice(["messages"]),
         default=None,
         help="Deliver again, in the same atomic batch, the messages received on the "
-        "branch the move abandons (after --send's).",
+        "branch the move abandons (after the new message; an edited one is not).",
     )(f)
+
+
+def send_options(f: F) -> F:
+    """--send AGENT TEXT, with the wait options, and --reapply messages."""
+    f = reapply_option(wait_options(f))
     return click.option(
         "--send",
         nargs=2,

@@ -524,7 +524,9 @@ class ReyndTui(TuiHost):
             say(Text(f"edit of the message at seq {seq}…", style="dim"))
             then = a.AgentsSendParams(agent=agent, text=text, wait=False)
             try:
-                rr = await client.checkout(seq=seq - 1, then=then, reason=f"edit of message {seq}")
+                rr = await client.checkout(
+                    seq=seq - 1, then=then, reason=f"edit of message {seq}", replaces=seq
+                )
             except (ReyndError, ClientError) as exc:
                 say(_not_done(exc))
                 return

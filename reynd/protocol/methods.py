@@ -283,6 +283,16 @@ Reapply = Literal["messages"]
 Only = Literal["runtime", "workspace"]
 
 
+def _check_follow(params: RewindParams | CheckoutParams) -> None:
+    """Refuse `replaces` without `then`, and `then`/`reapply` with only "workspace"."""
+    if params.replaces is not None and params.then is None:
+        raise ValueError(
+            "field `replaces` needs `then`: it names the message `then` supersedes "
+            "(so that `reapply` does not deliver it again)"
+        )
+    _check_only(params)
+
+
 def _check_only(params: RewindParams | CheckoutParams) -> None:
     """Refuse `then`/`reapply` with only "workspace": they need the runtime restored."""
     if params.only == "workspace" and (params.then is not None or params.reapply is not None):
@@ -303,7 +313,9 @@ class RewindParams(Params, kw_only=True):
     delivered again, in their order, after `then`, in the same batch.
     `only` "runtime": the conversation and agent state move, the workspace's files stay
     as they are; "workspace": the files become those as of the target, the runtime stays
-    at the tip (needs workspace rewind on). Default: both."""
+    at the tip (needs workspace rewind on). Default: both.
+    `replaces`: the seq of the message.received that `then` supersedes (an edit):
+    `reapply` does not deliver it again."""
 
     seq: NonNegative | None = None
     at: Time | None = None
@@ -313,10 +325,11 @@ class RewindParams(Params, kw_only=True):
     then: agent_methods.AgentsSendParams | None = None
     reapply: Reapply | None = None
     only: Only | None = None
+    replaces: NonNegative | None = None
 
     def __post_init__(self) -> None:
         one_address(self, _REWIND_ADDRESSES)
-        _check_only(self)
+        _check_follow(self)
 
 
 class CheckoutParams(Params, kw_only=True):
@@ -324,8 +337,8 @@ class CheckoutParams(Params, kw_only=True):
 
     `force`: restore the workspace (when workspace rewind is on) even over changes
     reynd did not record; the overwritten content is recorded first, just before the
-    reset record R, and `checkout R-1` brings it back. `then`, `reapply`, `only`: as for
-    rewind."""
+    reset record R, and `checkout R-1` brings it back. `then`, `reapply`, `only`,
+    `replaces`: as for rewind."""
 
     seq: NonNegative | None = None
     force: bool = False
@@ -335,10 +348,11 @@ class CheckoutParams(Params, kw_only=True):
     then: agent_methods.AgentsSendParams | None = None
     reapply: Reapply | None = None
     only: Only | None = None
+    replaces: NonNegative | None = None
 
     def __post_init__(self) -> None:
         one_address(self, _CHECKOUT_ADDRESSES)
-        _check_only(self)
+        _check_follow(self)
 
 
 class Redelivered(Result, kw_only=True):
