@@ -18,8 +18,6 @@ from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 
 __all__ = [
-    "only_option",
-    "only_what",
     "reapplied_text",
     "reapply_option",
     "send_options",
@@ -66,27 +64,6 @@ def send_options(f: F) -> F:
         help="Then deliver TEXT to AGENT, in the same atomic batch as the reset record; "
         "its turn starts at once.",
     )(f)
-
-
-def only_option(f: F) -> F:
-    """--only runtime|workspace: what the move restores (both by default)."""
-    return click.option(
-        "--only",
-        type=click.Choice(["runtime", "workspace"]),
-        default=None,
-        help="Restore only the conversation and agent state (runtime: the workspace's files "
-        "stay as they are) or only the files (workspace: as of SEQ; the conversation stays at "
-        "the tip). Default: both (the files when workspace rewind is on).",
-    )(f)
-
-
-def only_what(what: str, only: m.Only | None) -> str:
-    """The move as the confirmation question names it, with --only."""
-    if only == "workspace":
-        return f"{what}, the workspace's files only"
-    if only == "runtime":
-        return f"{what}, the conversation and agents only (the files stay)"
-    return what
 
 
 def then_of(

@@ -27,14 +27,8 @@ from reynctl.cli.options import (
     seq_or_tag,
     width,
 )
-from reynctl.cli.then import (
-    only_option,
-    only_what,
-    reapplied_text,
-    send_options,
-    sent_text,
-    then_of,
-)
+from reynctl.cli.scope import only_option, only_what
+from reynctl.cli.then import reapplied_text, send_options, sent_text, then_of
 from reynctl.cli.times import AT_HELP, TIME, addressed, one_of
 from reynctl.client import Client, Reply
 from reynd.protocol import agent_methods as a

@@ -6,8 +6,8 @@ ancestor with the target), delivered again in their order, with the same
 id, text and sender, but the one `then` replaces (`replaces`, an edit).
 Both are made in the coordinator, for the state as of the target, before any
 turn is cancelled: a message to an agent that does not exist there is
-refused with nothing written. Their seqs follow the reset
-record's, in this order: `then`'s first, then the reapplied ones.
+refused with nothing written. Their seqs follow the reset record's, in this
+order: `then`'s first, then the reapplied ones.
 """
 
 from __future__ import annotations
