@@ -1,4 +1,5 @@
-"""The picker's "edit this message" (issue 25), driven by textual's Pilot against a real daemon.
+"""The picker's "edit this message" (issue 25), driven by textual's Pilot against a real daemon;
+and a workspace-only restore by another client, told as such (the conversation goes on).
 
 `e` on a turn opens the message that started it, its old text in an input;
 Enter does what `reynctl edit` does (checkout SEQ-1 with the new message in
@@ -64,5 +65,25 @@ def test_edit_this_message_replaces_it_in_one_atomic_batch(daemon: Daemon) -> No
             await pilot.press("e")
             await until(pilot, lambda: shows(app, "only a turn's message can be edited"), "why")
             assert isinstance(app.screen, PickerScreen)
+
+    run(scenario)
+
+
+def test_a_workspace_only_restore_elsewhere_is_told_as_such(wd: Daemon) -> None:
+    g1, g2 = two_turns(wd)
+
+    async def scenario() -> None:
+        app = ReyndTui(wd.socket, agent="a")
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot, g1, g2)
+            await call(wd, "checkout", {"seq": g1, "only": "workspace"})
+            told = f"another client restored the workspace's files as of seq {g1}"
+            chat = f"the workspace's files restored as of seq {g1}"
+            await until(
+                pilot,
+                lambda: shows(app, told, chat, "the conversation goes on", main=True),
+                "the banner and the chat line",
+            )
+            assert not shows(app, "now abandoned", main=True)
 
     run(scenario)

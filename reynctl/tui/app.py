@@ -356,6 +356,8 @@ class ReyndTui(TuiHost):
             if d.get("mode") == "fork_switch"
             else ("rewound to seq")
         )
+        if d.get("only") == "workspace":
+            what = f"restored the workspace's files as of seq {d.get('files_as_of')}, at seq"
         cancelled = d.get("cancelled") or []
         more = f", cancelled {len(cancelled)} turn(s)" if cancelled else ""
         self.set_banner(
