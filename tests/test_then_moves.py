@@ -173,3 +173,17 @@ def test_reynctl_edit_reapply_skips_the_edited_message(daemon: Daemon) -> None:
     assert f"message {three['message_id']} to x delivered again" in out
     assert two["message_id"] not in out
     assert inbox_texts(daemon, "x") == ["one", "two, edited", "three"]
+
+
+def test_reynctl_undo_send_waits_for_the_new_turn(daemon: Daemon) -> None:
+    create_builtin(daemon, "a")
+    send(daemon, "a", "one")
+    two = send(daemon, "a", "two")
+    daemon.call("rewind", {"seq": two["seq"] - 1})
+    out = ok(reynctl("undo", "--send", "a", "three", "--yes", sock=daemon.socket))
+    (msg,) = records(daemon, kind="message.received", text="three")
+    assert f"at seq {msg['seq']})" in out and "completed" in out
+    assert records(daemon, kind="rewind", seq=msg["seq"] - 1)  # right after the undo's record
+    assert user_texts(daemon, "a") == ["one", "two", "three"]
+    bad = reynctl("undo", "--wait", "--yes", sock=daemon.socket)
+    assert bad.returncode == 2 and "--wait/--no-wait need --send AGENT TEXT" in bad.stderr

@@ -20,6 +20,7 @@ from reynd.protocol import methods as m
 __all__ = [
     "reapplied_text",
     "reapply_option",
+    "send_option",
     "send_options",
     "sent_text",
     "then_of",
@@ -52,9 +53,8 @@ def reapply_option(f: F) -> F:
     )(f)
 
 
-def send_options(f: F) -> F:
-    """--send AGENT TEXT, with the wait options, and --reapply messages."""
-    f = reapply_option(wait_options(f))
+def send_option(f: F) -> F:
+    """--send AGENT TEXT, with the wait options."""
     return click.option(
         "--send",
         nargs=2,
@@ -63,7 +63,12 @@ def send_options(f: F) -> F:
         metavar="AGENT TEXT",
         help="Then deliver TEXT to AGENT, in the same atomic batch as the reset record; "
         "its turn starts at once.",
-    )(f)
+    )(wait_options(f))
+
+
+def send_options(f: F) -> F:
+    """--send AGENT TEXT, with the wait options, and --reapply messages."""
+    return send_option(reapply_option(f))
 
 
 def then_of(
