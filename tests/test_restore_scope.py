@@ -5,7 +5,8 @@ moves what it says and leaves the rest byte for byte; what it leaves is
 recorded, so a later move of either kind restores exactly; a workspace-only
 restore is a reset record to the tip itself followed by a `workspace.files`
 record ("restore"): the reflog shows it and `undo` brings the files back; a
-SIGKILL at its restore is finished at start.
+SIGKILL at its restore is finished at start, one inside its batch leaves
+neither record and the files as they were.
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.harness import Daemon
-from tests.runtime_helpers import head, records, restart
+import pytest
+
+from reynd.storage.crashpoints import CRASH_ENV
+from tests.conftest import workspace_config
+from tests.harness import Daemon, start_daemon
+from tests.runtime_helpers import head, kill_daemon, records, restart
 from tests.test_reynctl_cli import ok, reynctl
 from tests.test_workspace import Agent, Tree, snapshot, write
 from tests.test_workspace_crash import crashing, killed_by
@@ -188,3 +193,24 @@ def test_reynctl_only(wd: Daemon, ws: Path) -> None:
     assert snapshot(ws) == s3
     bad = reynctl("rewind", str(g1), "--only", "files", "--yes", sock=wd.socket)
     assert bad.returncode == 2 and "'files' is not one of 'runtime', 'workspace'" in bad.stderr
+
+
+def test_a_sigkill_inside_a_workspace_only_batch_leaves_neither(short_tmp: Path, ws: Path) -> None:
+    d = start_daemon(short_tmp, config=workspace_config(ws), env={CRASH_ENV: "wal.mid_batch:1"})
+    try:
+        _, (g1, _, _), (_, _, s3) = three_turns(d, ws)
+        tip, tip_state = head(d), state(d)
+        with d.connect() as c, pytest.raises(EOFError):
+            c.request("checkout", {"seq": g1, "only": "workspace"})
+        d.wait()
+        assert [r["kind"] for r in records(d, after=tip)] == ["rewind"]  # torn after it
+    finally:
+        kill_daemon(d)
+    d = restart(d, short_tmp)
+    try:
+        assert head(d) == tip and not records(d, after=tip)
+        assert snapshot(ws) == s3  # the files are restored only once the batch is durable
+        assert state(d) == tip_state
+        assert not (d.state_dir / "state" / "workspace-restore.json").exists()
+    finally:
+        d.stop()
