@@ -38,6 +38,12 @@ def test_edit_this_message_replaces_it_in_one_atomic_batch(daemon: Daemon) -> No
             assert shows(app, f"the message to a at seq {second['seq']}")
             await pilot.press("escape")
             await until(pilot, lambda: shows(app, "cancelled: nothing changed"), "cancelled")
+            # An empty text: nothing changes either.
+            await pilot.press("e")
+            await until(pilot, lambda: isinstance(app.screen, EditScreen), "the editor")
+            app.screen.query_one("#edit-input", Input).value = "  "
+            await pilot.press("enter")
+            await until(pilot, lambda: shows(app, "the message is empty"), "refused")
             head = (await call(daemon, "daemon.status"))["head"]
             assert head == app.head
 

@@ -153,6 +153,8 @@ class PickerScreen(TuiScreen):
         item = self.selected()
         if isinstance(item, Node):
             spawn(self, partial(self._edit, item), group="edit", exclusive=True)
+        elif item is not None:  # an act-step
+            self.message(Text("e edits a turn's message: pick the turn itself", style="yellow"))
 
     async def _edit(self, node: Node) -> None:
         """Open the message that started `node`'s turn, its old text in an input."""
