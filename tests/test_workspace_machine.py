@@ -224,7 +224,7 @@ class WorkspaceMachine(RuleBasedStateMachine):
         files = dict(self.tree)
         result = self._reset("rewind", target, only="runtime")
         self.trees[int(result["reset_seq"])] = files  # the files stay: the reset's tree
-        self.tree = files
+        self.tree = dict(files)
 
     @precondition(lambda self: self.head > 1)
     @rule(data=st.data())
