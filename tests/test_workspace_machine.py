@@ -3,10 +3,13 @@
 An external runtime's agent (wal.append) runs turns whose steps write,
 delete, re-mode and link files in the workspace; rewinds, checkouts (to any
 seq, abandoned branches included), act-turn rewinds, a user's edits that a
-checkout must refuse (then force, and bring back), and SIGKILL with a
-restart (mostly through the segment indexes) are interleaved. The model
-holds the tree expected as of every seq; after every operation the
-directory must equal the tree expected at the tip.
+checkout must refuse (then force, and bring back), restores of one scope
+(`only` runtime: the files stay and are the reset's tree; `only` workspace:
+a reset record to the tip, then the files as of the target), edits of a
+message with and without reapply (issue 25), and SIGKILL with a restart
+(mostly through the segment indexes) are interleaved. The model holds the
+tree expected as of every seq; after every operation the directory must
+equal the tree expected at the tip.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ class WorkspaceMachine(RuleBasedStateMachine):
         self.turn_at: dict[int, str | None] = {0: None}  # the turn in flight as of each seq
         self.parent: dict[int, int] = {}  # seq 1 creates the agent: resets land at or above it
         self.head = 0
+        self.messages: set[int] = set()  # seqs of message.received records
         self.n = 0
         self.step_no = 0
         self._add("agent.created", executor="external")
@@ -145,7 +149,7 @@ class WorkspaceMachine(RuleBasedStateMachine):
     @rule()
     def start_turn(self) -> None:
         self.n += 1
-        self._add("message.received", message_id=f"m{self.n}", text="go")
+        self.messages.add(self._add("message.received", message_id=f"m{self.n}", text="go"))
         self._add("turn.started", turn_id=f"t{self.n}", message_id=f"m{self.n}")
         self.step_no = 0
 
@@ -212,6 +216,45 @@ class WorkspaceMachine(RuleBasedStateMachine):
         kept = int(result["reset_seq"]) - 1
         assert kept == old_head + 1
         assert self.trees[kept] == edited  # the record before the reset holds the edit
+
+    @precondition(lambda self: self.head > 1)
+    @rule(data=st.data())
+    def rewind_only_runtime(self, data: st.DataObject) -> None:
+        target = data.draw(st.sampled_from(sorted(self._active() - {0, self.head})))
+        files = dict(self.tree)
+        result = self._reset("rewind", target, only="runtime")
+        self.trees[int(result["reset_seq"])] = files  # the files stay: the reset's tree
+        self.tree = dict(files)
+
+    @precondition(lambda self: self.head > 1)
+    @rule(data=st.data())
+    def checkout_only_workspace(self, data: st.DataObject) -> None:
+        target = data.draw(st.sampled_from(range(1, self.head)))
+        tip, turn = self.head, self.turn_at[self.head]
+        with self.d.connect() as c:
+            reply = c.request("checkout", {"seq": target, "only": "workspace"})
+        assert "result" in reply, reply
+        reset = int(reply["result"]["reset_seq"])
+        assert reset == tip + 1 and reply["result"]["target"] == tip
+        # The reset record to the tip keeps its tree; the files record after it (none
+        # when the trees are equal) makes the tree as of the target.
+        self.trees[reset], self.turn_at[reset], self.parent[reset] = dict(self.tree), turn, tip
+        self.head = reset
+        self.tree = dict(self.trees[target])
+        self._advance(int(self.d.call("daemon.status")["head"]), turn)
+
+    @precondition(lambda self: bool(self.messages & self._active()))
+    @rule(data=st.data(), reapply=st.booleans())
+    def edit_message(self, data: st.DataObject, reapply: bool) -> None:
+        seq = data.draw(st.sampled_from(sorted(self.messages & self._active())))
+        extra: dict[str, Any] = {"then": {"agent": "x", "text": "edited"}, "replaces": seq}
+        if reapply:
+            extra["reapply"] = "messages"
+        result = self._reset("checkout", seq - 1, **extra)
+        assert seq not in [r["from_seq"] for r in result["reapplied"]]
+        first = int(result["reset_seq"]) + 1
+        self._advance(first + len(result["reapplied"]), self.turn_at[self.head])
+        self.messages.update(range(first, self.head + 1))
 
     @rule()
     def crash_and_restart(self) -> None:

@@ -24,7 +24,7 @@ from reynctl.cli.options import (
     pass_opts,
     reason_option,
 )
-from reynctl.cli.then import sent_text, then_of, wait_options
+from reynctl.cli.then import reapplied_text, reapply_option, sent_text, then_of, wait_options
 from reynctl.cli.timeline import _YES, move
 from reynctl.client import Client
 from reynd.protocol import methods as m
@@ -59,6 +59,7 @@ def _sender_of(c: Client, seq: int) -> str:
 @click.argument("text")
 @_YES
 @wait_options
+@reapply_option
 @reason_option
 @json_option
 @pass_opts
@@ -71,6 +72,7 @@ def edit(
     *,
     wait: bool | None,
     wait_timeout: float,
+    reapply: m.Reapply | None,
 ) -> None:
     """Replace the message received at SEQ with TEXT and run its turn again.
 
@@ -79,6 +81,8 @@ def edit(
     batch: `checkout SEQ-1 --send AGENT TEXT`. The old message and what
     followed it stay on the abandoned branch (`reynctl checkout` brings them
     back). With --wait (the default) it returns once the new turn ended.
+    --reapply messages delivers again the messages received after SEQ on the
+    branch it abandons, but not the one at SEQ: TEXT replaces it.
     """
     if seq < 1:
         raise click.BadParameter("seq 0 is genesis, not a message", param_hint="SEQ")
@@ -87,7 +91,13 @@ def edit(
         agent = _sender_of(c, seq)
     then = then_of((agent, text), wait, wait_timeout)
     assert then is not None
-    params = m.CheckoutParams(seq=seq - 1, reason=reason or f"edit of message {seq}", then=then)
+    params = m.CheckoutParams(
+        seq=seq - 1,
+        reason=reason or f"edit of message {seq}",
+        then=then,
+        reapply=reapply,
+        replaces=seq,
+    )
     dry = m.CheckoutParams(seq=seq - 1, dry_run=True)  # what the question says is not undone
     move(
         opts,
@@ -95,7 +105,11 @@ def edit(
         what=f"replace the message at seq {seq} (checkout seq {seq - 1})",
         call=lambda c: c.call("checkout", params, m.RewindResult),
         dry=lambda c: c.call("checkout", dry, m.RewindResult),
-        human=lambda res: render.rewind_text(res, opts.style) + sent_text(res, then, opts.style),
+        human=lambda res: (
+            render.rewind_text(res, opts.style)
+            + sent_text(res, then, opts.style)
+            + reapplied_text(res)
+        ),
         agent=agent,
         at_least=wait_timeout + 10 if then.wait else None,
     )

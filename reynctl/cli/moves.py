@@ -15,6 +15,7 @@ from reynctl.cli.options import (
     pass_opts,
     reason_option,
 )
+from reynctl.cli.then import send_option, sent_text, then_of
 from reynctl.cli.timeline import move
 from reynd.protocol import methods as m
 from reynd.protocol import moves
@@ -51,6 +52,7 @@ def reflog(opts: Options, limit: int, cursor: int | None) -> None:
         "reynctl undo                   # back to where the tip was before the last move",
         "reynctl undo                   # again: back again (like `cd -`)",
         "reynctl undo --steps 3 --yes   # before the third-newest move, in a script",
+        'reynctl undo --send ada "Go on."   # then a message, atomically',
     )
 )
 @click.option(
@@ -63,22 +65,37 @@ def reflog(opts: Options, limit: int, cursor: int | None) -> None:
 @click.option(
     "--yes", "-y", is_flag=True, help="Do not ask for confirmation (required off a terminal)."
 )
+@send_option
 @reason_option
 @json_option
 @pass_opts
-def undo(opts: Options, steps: int, yes: bool, reason: str) -> None:
+def undo(
+    opts: Options,
+    steps: int,
+    yes: bool,
+    reason: str,
+    *,
+    send: tuple[str, str] | None,
+    wait: bool | None,
+    wait_timeout: float,
+) -> None:
     """Move the tip back to where it was before the last move.
 
     A checkout of the seq the newest reset record superseded, written as one
     more reset record: so `undo` again returns, and `--steps N` walks the
     reflog N moves back. The daemon picks the move and checks out in one
     step, so two clients that undo at once do not undo the same move twice.
+    --send AGENT TEXT delivers a message in the reset record's atomic batch,
+    as `rewind --send` does.
     """
+    then = then_of(send, wait, wait_timeout)
     confirm_move(yes, "undo")
+    params = moves.UndoParams(steps=steps, reason=reason, then=then)
     move(
         opts,
         yes=yes,
         what="undo of the last move" if steps == 1 else f"undo of the last {steps} moves",
-        call=lambda c: c.call("undo", moves.UndoParams(steps=steps, reason=reason), m.RewindResult),
-        human=lambda res: render.rewind_text(res, opts.style),
+        call=lambda c: c.call("undo", params, m.RewindResult),
+        human=lambda res: render.rewind_text(res, opts.style) + sent_text(res, then, opts.style),
+        at_least=wait_timeout + 10 if then and then.wait else None,
     )

@@ -17,7 +17,15 @@ from reynctl.render import Style
 from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 
-__all__ = ["reapplied_text", "send_options", "sent_text", "then_of", "wait_options"]
+__all__ = [
+    "reapplied_text",
+    "reapply_option",
+    "send_option",
+    "send_options",
+    "sent_text",
+    "then_of",
+    "wait_options",
+]
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -34,16 +42,19 @@ def wait_options(f: F) -> F:
     )(f)
 
 
-def send_options(f: F) -> F:
-    """--send AGENT TEXT, with the wait options, and --reapply messages."""
-    f = wait_options(f)
-    f = click.option(
+def reapply_option(f: F) -> F:
+    """--reapply messages."""
+    return click.option(
         "--reapply",
         type=click.Choice(["messages"]),
         default=None,
         help="Deliver again, in the same atomic batch, the messages received on the "
-        "branch the move abandons (after --send's).",
+        "branch the move abandons (after the new message; an edited one is not).",
     )(f)
+
+
+def send_option(f: F) -> F:
+    """--send AGENT TEXT, with the wait options."""
     return click.option(
         "--send",
         nargs=2,
@@ -52,7 +63,12 @@ def send_options(f: F) -> F:
         metavar="AGENT TEXT",
         help="Then deliver TEXT to AGENT, in the same atomic batch as the reset record; "
         "its turn starts at once.",
-    )(f)
+    )(wait_options(f))
+
+
+def send_options(f: F) -> F:
+    """--send AGENT TEXT, with the wait options, and --reapply messages."""
+    return send_option(reapply_option(f))
 
 
 def then_of(

@@ -28,6 +28,7 @@ from reynctl.cli.options import (
     seq_or_tag,
     width,
 )
+from reynctl.cli.scope import only_option, only_what
 from reynctl.cli.then import reapplied_text, send_options, sent_text, then_of
 from reynctl.cli.times import AT_HELP, TIME, addressed, one_of
 from reynctl.client import Client, Reply
@@ -141,10 +142,17 @@ def preview_move(opts: Options, what: str, call: Callable[[Client], Reply[R]]) -
     opts.emit(reply, lambda: render.preview_text(what, reply.value, opts.style))
 
 
-def no_follow(dry_run: bool, then: a.AgentsSendParams | None, reapply: m.Reapply | None) -> None:
-    """--dry-run previews the move alone (the daemon refuses `dry_run` with `then`/`reapply`)."""
-    if dry_run and (then is not None or reapply is not None):
-        which = "--send" if then is not None else "--reapply"
+def no_follow(
+    dry_run: bool,
+    then: a.AgentsSendParams | None,
+    reapply: m.Reapply | None,
+    only: m.Only | None = None,
+) -> None:
+    """--dry-run previews the move alone (the daemon refuses `dry_run` with `then`, `reapply`
+    or `only`)."""
+    given = [f for f, v in (("--send", then), ("--reapply", reapply), ("--only", only)) if v]
+    if dry_run and given:
+        which = given[0]
         raise click.UsageError(
             f"--dry-run previews the move alone: drop {which} to preview, "
             f"then move with {which} (and without --dry-run)"
@@ -168,6 +176,7 @@ def no_follow(dry_run: bool, then: a.AgentsSendParams | None, reapply: m.Reapply
 @click.option("--back", type=click.IntRange(min=1), help="N checkpoints back on the active branch.")
 @send_options
 @dry_run_option
+@only_option
 @reason_option
 @json_option
 @pass_opts
@@ -184,6 +193,7 @@ def rewind(
     wait_timeout: float,
     reapply: m.Reapply | None,
     dry_run: bool,
+    only: m.Only | None,
 ) -> None:
     """Move the tip back to SEQ, an active seq below it.
 
@@ -206,13 +216,25 @@ def rewind(
     turns cancelled, workspace files) and what it cannot undo: the commands,
     model calls and tool calls of the branch it leaves. The question asked
     before a rewind names those too.
+
+    --only runtime moves the conversation and agent state and leaves the
+    workspace's files as they are; --only workspace restores the files as of
+    SEQ and leaves the conversation at the tip (a reset record to the tip
+    itself, so the reflog shows it and `reynctl undo` brings the files back).
     """
     one_of(seq=seq, at=at, back=back)
     then = then_of(send, wait, wait_timeout)
-    no_follow(dry_run, then, reapply)
+    no_follow(dry_run, then, reapply, only)
     by_seq, tag = seq_or_tag(seq)
     params = m.RewindParams(
-        seq=by_seq, tag=tag, at=at, back=back, reason=reason, then=then, reapply=reapply
+        seq=by_seq,
+        tag=tag,
+        at=at,
+        back=back,
+        reason=reason,
+        then=then,
+        reapply=reapply,
+        only=only,
     )
     dry = m.RewindParams(seq=by_seq, tag=tag, at=at, back=back, reason=reason, dry_run=True)
     what = _what("rewind to", seq, at, back)
@@ -223,7 +245,7 @@ def rewind(
     _reset_move(
         opts,
         yes=yes,
-        what=what,
+        what=only_what(what, only),
         call=lambda c: c.call("rewind", params, m.RewindResult),
         then=then,
         wait_timeout=wait_timeout,
@@ -287,6 +309,7 @@ def _what(move: str, seq: int | str | None, at: float | str | None, back: int | 
 )
 @send_options
 @dry_run_option
+@only_option
 @reason_option
 @json_option
 @pass_opts
@@ -303,22 +326,30 @@ def checkout(
     wait_timeout: float,
     reapply: m.Reapply | None,
     dry_run: bool,
+    only: m.Only | None,
 ) -> None:
     """Undo to SEQ, or switch to the abandoned branch that holds it.
 
     Every agent's state moves to SEQ and turns in flight are cancelled; work
     pending at SEQ runs again at once. Asks first on a terminal; elsewhere
     pass --yes. Instead of SEQ, --at TIME goes where the tip was at TIME.
-    --send AGENT TEXT and --reapply messages: as for rewind, in the reset
-    record's batch. --dry-run: as for rewind (what a checkout of an abandoned
-    branch restores, too).
+    --send AGENT TEXT, --reapply messages and --only: as for rewind, in the
+    reset record's batch. --dry-run: as for rewind (what a checkout of an
+    abandoned branch restores, too).
     """
     one_of(seq=seq, at=at)
     then = then_of(send, wait, wait_timeout)
-    no_follow(dry_run, then, reapply)
+    no_follow(dry_run, then, reapply, only)
     by_seq, tag = seq_or_tag(seq)
     params = m.CheckoutParams(
-        seq=by_seq, tag=tag, force=force, at=at, reason=reason, then=then, reapply=reapply
+        seq=by_seq,
+        tag=tag,
+        force=force,
+        at=at,
+        reason=reason,
+        then=then,
+        reapply=reapply,
+        only=only,
     )
     dry = m.CheckoutParams(seq=by_seq, tag=tag, at=at, reason=reason, dry_run=True)
     what = _what("checkout", seq, at)
@@ -329,7 +360,7 @@ def checkout(
     _reset_move(
         opts,
         yes=yes,
-        what=what,
+        what=only_what(what, only),
         call=lambda c: c.call("checkout", params, m.RewindResult),
         then=then,
         wait_timeout=wait_timeout,

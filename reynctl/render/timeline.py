@@ -39,10 +39,14 @@ def generations_table(res: m.GenerationsResult, style: Style, tz: tzinfo | None 
 
 def rewind_text(res: m.RewindResult, style: Style) -> str:
     """What a rewind or checkout did, in a line or two."""
-    if res.mode == "fork_switch":
+    if res.only == "workspace":
+        head = f"restored the workspace's files as of seq {res.files_as_of}"
+    elif res.mode == "fork_switch":
         head = f"switched to the abandoned branch at seq {res.target}"
     else:
         head = f"rewound to seq {res.target}"
+    if res.only == "runtime":
+        head += " (the workspace's files stay as they were)"
     lines = [
         f"{style(head, 'bold')}: reset record {res.reset_seq}, now on branch {res.branch}"
         + (f" ({res.duration_ms:.1f} ms)" if res.duration_ms else "")

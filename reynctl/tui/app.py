@@ -88,9 +88,11 @@ class ReyndTui(TuiHost):
     #picker-list { width: 3fr; }
     #preview-pane { width: 2fr; border-left: solid $primary; padding: 0 1; }
     #picker-message { padding: 0 1; }
-    ConfirmScreen, HelpScreen { align: center middle; }
+    ConfirmScreen, HelpScreen, EditScreen { align: center middle; }
     #help-box { width: 80; max-width: 100%; height: auto; max-height: 100%;
                 border: thick $primary; padding: 1 2; background: $surface; }
+    #edit-box { width: 80; max-width: 100%; height: auto; border: thick $primary;
+                padding: 1 2; background: $surface; }
     #confirm-box { width: 80; max-width: 100%; height: auto; border: thick $warning;
                    padding: 1 2; background: $surface; }
     #confirm-effects, #confirm-keys { margin-top: 1; }
@@ -356,6 +358,8 @@ class ReyndTui(TuiHost):
             if d.get("mode") == "fork_switch"
             else ("rewound to seq")
         )
+        if d.get("only") == "workspace":
+            what = f"restored the workspace's files as of seq {d.get('files_as_of')}, at seq"
         cancelled = d.get("cancelled") or []
         more = f", cancelled {len(cancelled)} turn(s)" if cancelled else ""
         self.set_banner(
@@ -519,20 +523,59 @@ class ReyndTui(TuiHost):
                 self._own_resets.add(rr.reset_seq)
                 word = "fork switch" if rr.mode == "fork_switch" else "undo"
                 banner = f"{word}: {render.rewind_text(rr, PLAIN)}"
-        except ReyndError as exc:
-            name = exc.data.get("error", exc.name)
-            self.last_error = Text(
-                f"nothing changed, refused by the daemon: {exc.message} ({name}, {exc.code})",
-                style="bold red",
-            )
-            return False
-        except ClientError as exc:
-            self.last_error = Text(f"{exc.message}: the result is unknown", style="bold red")
+        except (ReyndError, ClientError) as exc:
+            self.last_error = _not_done(exc)
             return False
         self.set_banner(Text(banner, style="bold green"))
         if self.client is client:
             await self._load_timeline(client)
         return True
+
+    def edit(
+        self,
+        seq: int,
+        agent: str,
+        text: str,
+        say: Callable[[Text | str], None],
+        done: Callable[[], None],
+    ) -> None:
+        """What `reynctl edit SEQ TEXT` does: checkout seq-1 with `text` in its atomic batch."""
+
+        async def act() -> None:
+            client = self.client
+            if client is None:
+                say(Text("not connected to the daemon: nothing changed", style="bold red"))
+                return
+            say(Text(f"edit of the message at seq {seq}…", style="dim"))
+            then = a.AgentsSendParams(agent=agent, text=text, wait=False)
+            try:
+                rr = await client.checkout(
+                    seq=seq - 1, then=then, reason=f"edit of message {seq}", replaces=seq
+                )
+            except (ReyndError, ClientError) as exc:
+                say(_not_done(exc))
+                return
+            self._own_resets.add(rr.reset_seq)
+            sent = f", new message at seq {rr.sent.seq}" if rr.sent is not None else ""
+            self.set_banner(
+                Text(f"edit: {render.rewind_text(rr, PLAIN)}{sent}", style="bold green")
+            )
+            done()
+            if self.client is client:
+                await self._load_timeline(client)
+
+        spawn(self, act, group="action", exclusive=True)
+
+
+def _not_done(exc: ReyndError | ClientError) -> Text:
+    """What the banner says of a move that failed."""
+    if isinstance(exc, ClientError):
+        return Text(f"{exc.message}: the result is unknown", style="bold red")
+    name = exc.data.get("error", exc.name)
+    return Text(
+        f"nothing changed, refused by the daemon: {exc.message} ({name}, {exc.code})",
+        style="bold red",
+    )
 
 
 def run(

@@ -74,6 +74,11 @@ def rewind_lines(agent: str, data: Mapping[str, object], state: AgentState | Non
     of the reset record, that is as of the target.
     """
     target, reset = data.get("target"), data.get("reset_seq")
+    if data.get("only") == "workspace":  # the conversation is where it was (issue 25)
+        return [
+            f"━━━━ the workspace's files restored as of seq {data.get('files_as_of')} "
+            f"(reset record {reset}); the conversation goes on ━━━━"
+        ]
     if data.get("mode") == "fork_switch":
         what, left = "fork switch to", "the branch it was on, now abandoned"
     else:

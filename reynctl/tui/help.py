@@ -17,6 +17,7 @@ __all__ = ["HELP", "HelpScreen"]
 HELP: tuple[tuple[str, str], ...] = (
     ("Esc Esc", "open the rewind picker (undo, fork switch, act-turn rewind)"),
     ("/rewind", "typed in the chat and Enter: the rewind picker too"),
+    ("e", "in the picker, on a turn: edit the message that started it and run it again"),
     ("Enter", "in the chat input: send the message to the agent"),
     ("ctrl+n", "talk to the next agent"),
     ("ctrl+x", "hard-cancel the agent's turn in flight"),

@@ -71,3 +71,14 @@ class TuiHost(App[None]):
         done: Callable[[], None] | None = None,
     ) -> None:
         """Confirm `target`, then perform it; `say` shows progress, `done` runs on success."""
+
+    @abstractmethod
+    def edit(
+        self,
+        seq: int,
+        agent: str,
+        text: str,
+        say: Callable[[Text | str], None],
+        done: Callable[[], None],
+    ) -> None:
+        """Send `text` to `agent` in place of the message at `seq` (checkout seq-1 with `then`)."""

@@ -16,6 +16,7 @@ from reynctl import render
 from reynctl.errors import ClientError
 from reynctl.tui.base import TuiScreen, spawn
 from reynctl.tui.confirm import Target
+from reynctl.tui.edit import EditScreen, message_of
 from reynctl.tui.graph import Node
 from reynctl.tui.timeline import StepRow, _step_summary, option_width, timeline_options
 from reynd.protocol.errors import ReyndError
@@ -33,6 +34,7 @@ class PickerScreen(TuiScreen):
         Binding("escape", "cancel", "cancel"),
         Binding("right,space", "expand", "steps"),
         Binding("left", "collapse", "hide steps"),
+        Binding("e", "edit", "edit message"),
     ]
 
     def __init__(self) -> None:
@@ -43,7 +45,8 @@ class PickerScreen(TuiScreen):
     def compose(self) -> ComposeResult:
         yield Static(
             Text(
-                "Rewind: ↑↓ move · → / space: act-steps of a turn · Enter: checkout · Esc: cancel",
+                "Rewind: ↑↓ move · → / space: act-steps of a turn · Enter: checkout · "
+                "e: edit its message · Esc: cancel",
                 style="bold",
             ),
             id="picker-title",
@@ -145,6 +148,38 @@ class PickerScreen(TuiScreen):
             index = _index_of(ol, f"n{seq}")
             if index is not None:
                 ol.highlighted = index
+
+    def action_edit(self) -> None:
+        item = self.selected()
+        if isinstance(item, Node):
+            spawn(self, partial(self._edit, item), group="edit", exclusive=True)
+        elif item is not None:  # an act-step
+            self.message(Text("e edits a turn's message: pick the turn itself", style="yellow"))
+
+    async def _edit(self, node: Node) -> None:
+        """Open the message that started `node`'s turn, its old text in an input."""
+        client = self.tui.client
+        if client is None:
+            self.message(Text("not connected", style="red"))
+            return
+        try:
+            found = await message_of(client, node)
+        except (ReyndError, ClientError) as exc:
+            self.message(Text(f"cannot read the message: {exc.message}", style="red"))
+            return
+        if isinstance(found, str):
+            self.message(Text(found, style="yellow"))
+            return
+
+        def answered(text: str | None) -> None:
+            if text is None:
+                self.message(Text("cancelled: nothing changed", style="dim"))
+            elif not text.strip():
+                self.message(Text("the message is empty: nothing changed", style="yellow"))
+            else:
+                self.tui.edit(found.seq, found.agent, text, self.message, self._close)
+
+        self.app.push_screen(EditScreen(found), answered)
 
     async def _expand(self, node: Node) -> None:
         steps = await self.steps_of(node)

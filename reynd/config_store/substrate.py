@@ -92,11 +92,13 @@ class ConfigStore:
                 retention=msgspec.to_builtins(self._policy),
             )
 
-    async def before_reset(self, target: int, force: bool) -> None:
+    async def before_reset(self, target: int, force: bool, files: int | None) -> None:
         return None
 
-    async def reset_records(self, target: int) -> Sequence[Event]:
-        return ()
+    async def reset_records(
+        self, target: int, files: int | None
+    ) -> tuple[Sequence[Event], Sequence[Event]]:
+        return (), ()
 
     async def after_reset(self, target: int, reset_seq: int) -> None:
         async with self._lock:

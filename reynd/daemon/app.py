@@ -223,6 +223,7 @@ class App:
         substrates.append(self._config)
         if self._workspace is not None:
             substrates.append(self._workspace)
+            self._coordinator.restores_files = True
         publisher = Publisher(store, self._publish)
         location = self._replicate.location()
         if self._follow is not None:

@@ -35,10 +35,11 @@ from reynd.daemon.addresses import Address
 from reynd.daemon.committer import Committer
 from reynd.daemon.hooks import Substrate
 from reynd.daemon.preview import Preview
+from reynd.protocol import errors
 from reynd.protocol import methods as m
 from reynd.protocol.events import Event, Rewind
 from reynd.storage.batch import Rebuilt
-from reynd.storage.store import NO_NOTE, ResetNote, ResetOp, Store
+from reynd.storage.store import NO_NOTE, Reset, ResetNote, ResetOp, Store
 
 __all__ = ["Coordinator", "Gate"]
 
@@ -137,6 +138,7 @@ class Coordinator:
         self._preview = preview
         self._send, self._receive = trio.open_memory_channel[_Job](64)
         self.substrates: list[Substrate] = []
+        self.restores_files = False  # one of them is the workspace (workspace rewind is on)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -169,6 +171,7 @@ class Coordinator:
         note: ResetNote = NO_NOTE,
         then: Then | None = None,
         dry_run: bool = False,
+        only: m.Only | None = None,
     ) -> m.RewindResult:
         """Queue a rewind, checkout or act-turn rewind and wait for its outcome.
 
@@ -176,10 +179,20 @@ class Coordinator:
         is called when this reset runs, against the tip this reset moves.
         `then`: records to append right after the reset record, whole with it
         or not at all (their seqs follow `reset_seq`). `dry_run`: validate and
-        say what the move would do; nothing is written or cancelled."""
+        say what the move would do; nothing is written or cancelled. `only`: what
+        is restored (issue 25); "workspace" writes a reset record to the tip
+        itself and the files as of `seq` right after it, so that the move
+        is in the reflog and `undo` (checkout reset - 1) brings the files back."""
+        if only == "workspace" and not self.restores_files:
+            raise errors.InvalidParams(
+                "only=workspace restores the workspace's files, but workspace rewind is off "
+                "for this daemon: turn it on ([workspace] enabled = true) or drop `only`",
+                {"only": only},
+            )
         if dry_run:
             return await self.serialized(partial(self._dry_run, op, seq, agent, note))
-        return await self.serialized(partial(self._reset, op, seq, agent, force, note, then=then))
+        work = partial(self._reset, op, seq, agent, force, note, then=then, only=only)
+        return await self.serialized(work)
 
     async def _dry_run(
         self, op: ResetOp, seq: Target, agent: str | None, note: ResetNote
@@ -205,20 +218,20 @@ class Coordinator:
             address.stamp(result)
         return result
 
-    async def undo(self, steps: int, note: ResetNote) -> m.RewindResult:
+    async def undo(self, steps: int, note: ResetNote, then: Then | None = None) -> m.RewindResult:
         """Check out where the tip was before the `steps`-th newest move.
 
         Resolved inside the coordinator's task, so no other move can come
         between reading the reflog and the checkout: two clients that undo at
-        once undo two moves, each its own.
+        once undo two moves, each its own. `then`: as for `request`.
         """
-        return await self.serialized(partial(self._undo, steps, note))
+        return await self.serialized(partial(self._undo, steps, note, then))
 
-    async def _undo(self, steps: int, note: ResetNote) -> m.RewindResult:
+    async def _undo(self, steps: int, note: ResetNote, then: Then | None) -> m.RewindResult:
         reset, target = undo_target(self._store.lineage, steps)
         if not note.reason:
             note = dataclasses.replace(note, reason=f"undo of reset {reset}")
-        return await self._reset("checkout", target, None, False, note)
+        return await self._reset("checkout", target, None, False, note, then=then)
 
     async def _reset(
         self,
@@ -229,34 +242,40 @@ class Coordinator:
         note: ResetNote,
         *,
         then: Then | None = None,
+        only: m.Only | None = None,
     ) -> m.RewindResult:
         started = time.perf_counter()
         async with self._gate.exclusive():
             address, seq = (seq, seq.resolve()) if isinstance(seq, Address) else (None, seq)
             reset = self._store.prepare_reset(seq, op, agent)
+            reset, files, note = _scoped(reset, self._store.head, only, note)
             for substrate in self.substrates:
-                await substrate.before_reset(seq, force)  # may refuse: nothing written yet
+                # May refuse: nothing written yet.
+                await substrate.before_reset(reset.target, force, files)
             # Built before any turn is cancelled: history up to the target never
             # changes, and `then` may refuse with no turn cancelled for nothing.
-            rebuilt = await trio.to_thread.run_sync(self._store.rebuild, seq)
+            rebuilt = await trio.to_thread.run_sync(self._store.rebuild, reset.target)
             follow = [] if then is None else list(await then.records(rebuilt))
             # Read before the reset record: the branch it leaves, as the tip holds it now.
-            effects = await self._preview.effects(seq)
+            effects = await self._preview.effects(reset.target)
             cancelled = await self._cancel_all()
             pairs = tuple((c.agent, c.turn_id) for c in cancelled)
             note = dataclasses.replace(note, cancelled=pairs)
             try:
                 extra: list[Event] = []
+                after: list[Event] = []
                 for substrate in self.substrates:
-                    extra.extend(await substrate.reset_records(seq))
+                    before_it, after_it = await substrate.reset_records(reset.target, files)
+                    extra.extend(before_it)
+                    after.extend(after_it)
                 # Built and staged in one step: the reset record supersedes
                 # the last record before it (what the substrates recorded
                 # stays on the branch it leaves).
                 batch = self._store.reset_batch(reset, extra, note)
-                # With `then`, atomic: after a crash, recovery keeps the reset
-                # record and what follows it both, or neither (issue 25).
+                # With records after it, atomic: after a crash, recovery keeps
+                # the reset record and what follows it both, or neither (issue 25).
                 written = await self._committer.append(
-                    [*batch, *follow], rebuilt, atomic=bool(follow)
+                    [*batch, *after, *follow], rebuilt, atomic=bool(after or follow)
                 )
                 durable = written[len(batch) - 1]
             except Exception as exc:
@@ -272,19 +291,21 @@ class Coordinator:
             failure: Exception | None = None
             for substrate in self.substrates:
                 try:
-                    await substrate.after_reset(seq, durable.seq)
+                    await substrate.after_reset(reset.target, durable.seq)
                 except Exception as exc:  # the reset stands: finish it, then report
                     failure = failure or exc
             result = m.RewindResult(
                 mode=reset.mode,
                 reset_seq=durable.seq,
-                target=seq,
+                target=reset.target,
                 branch=self._store.lineage.branch_of(durable.seq),
                 cancelled=cancelled,
                 duration_ms=(time.perf_counter() - started) * 1000,
                 reason=durable.reason,
                 by=by_of(durable),
                 effects=effects,
+                only=only,
+                files_as_of=seq if only == "workspace" else None,
             )
             if address is not None:
                 address.stamp(result)  # before the hooks: `rewinds` subscribers see it too
@@ -303,3 +324,21 @@ class Coordinator:
         if failure is not None:
             raise failure
         return result
+
+
+def _scoped(
+    reset: Reset, head: int, only: m.Only | None, note: ResetNote
+) -> tuple[Reset, int | None, ResetNote]:
+    """The reset record to write for `only`, the seq whose files the workspace takes, the note.
+
+    Only "workspace": the runtime stays, so the reset record targets the tip
+    itself; its reason (unless given) says which files (the reflog shows it).
+    """
+    if only == "runtime":
+        return reset, None, note
+    if only is None:
+        return reset, reset.target, note
+    files = reset.target
+    if not note.reason:
+        note = dataclasses.replace(note, reason=f"workspace files as of seq {files}")
+    return dataclasses.replace(reset, target=head, mode="undo"), files, note

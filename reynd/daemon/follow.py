@@ -3,10 +3,11 @@
 `then`: a new message (edit and retry). `reapply` "messages": every message
 received on the branch the move abandons (lineage(head) above its common
 ancestor with the target), delivered again in their order, with the same
-id, text and sender. Both are made in the coordinator, for the state as of
-the target, before any turn is cancelled: a message to an agent that does
-not exist there is refused with nothing written. Their seqs follow the reset
-record's, in this order: `then`'s first, then the reapplied ones.
+id, text and sender, but the one `then` replaces (`replaces`, an edit).
+Both are made in the coordinator, for the state as of the target, before any
+turn is cancelled: a message to an agent that does not exist there is
+refused with nothing written. Their seqs follow the reset record's, in this
+order: `then`'s first, then the reapplied ones.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import trio
 
 from reynd.daemon.preview import records_in
 from reynd.protocol import agent_methods as a
+from reynd.protocol import errors
 from reynd.protocol import events as ev
 from reynd.protocol import methods as m
 from reynd.runtime.registry import AgentRegistry
@@ -36,11 +38,14 @@ class Follow:
         registry: AgentRegistry,
         then: a.AgentsSendParams | None,
         reapply: m.Reapply | None,
+        replaces: int | None = None,
     ) -> None:
+        """`replaces`: the seq of the message `then` supersedes (an edit): not reapplied."""
         self._store = store
         self._registry = registry
         self._then = then
         self._reapply = reapply
+        self._replaces = replaces
         self._sent: ev.MessageReceived | None = None
         self._old: list[ev.MessageReceived] = []
 
@@ -50,11 +55,27 @@ class Follow:
         if self._then is not None:
             self._sent = self._registry.message(self._then.agent, self._then.text, rebuilt.state)
             out.append(self._sent)
+        if self._replaces is not None:
+            await trio.to_thread.run_sync(self._check_replaced, self._replaces)
         if self._reapply == "messages":
             # Reads the log: off the event loop (the write gate is held, the log stands still).
-            self._old = await trio.to_thread.run_sync(self._abandoned_messages, rebuilt.target)
+            abandoned = await trio.to_thread.run_sync(self._abandoned_messages, rebuilt.target)
+            # The edit supersedes the message it replaces: not delivered again.
+            self._old = [o for o in abandoned if o.seq != self._replaces]
             out.extend(self._registry.redelivery(old, rebuilt.state) for old in self._old)
         return out
+
+    def _check_replaced(self, seq: int) -> None:
+        """Refuse a `replaces` that names no received message (a typo must not pass silently)."""
+        wal = self._store.wal
+        found = wal.read(seq, seq) if wal.first_seq <= seq <= self._store.head else []
+        if not any(isinstance(e, ev.MessageReceived) for e in found):
+            raise errors.InvalidParams(
+                f"`replaces` names seq {seq}, which is not a received message "
+                "(a message.received record still kept): give the seq of the message "
+                "`then` supersedes, or leave `replaces` out",
+                {"replaces": seq},
+            )
 
     def _abandoned_messages(self, target: int) -> list[ev.MessageReceived]:
         leaving = self._store.lineage.leaving(target)

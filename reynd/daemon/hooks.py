@@ -21,12 +21,16 @@ class Substrate(Protocol):
     - `start(head)`: once at start-up, after storage recovery: bring the
       substrate in line with the tip (a crash may have hit between a reset
       record and the substrate's restore).
-    - `before_reset(target, force)`: may refuse the reset (raise a
+    - `before_reset(target, force, files)`: may refuse the reset (raise a
       ReyndError, e.g. WorkspaceDirty) before anything is written; the
-      chains in flight are still running.
-    - `reset_records(target)`: the chains in flight are cancelled: records to
-      append in the reset record's batch, just before it (the workspace's
-      unrecorded changes). The reset record then supersedes the last of them.
+      chains in flight are still running. `files`: the seq whose files the
+      workspace takes (issue 25's scope): `target` by default, None when
+      they stay as they are (only runtime), another seq when only the
+      workspace is restored (the reset record then targets the tip itself).
+    - `reset_records(target, files)`: the chains in flight are cancelled:
+      records to append in the reset record's batch, just before it (the
+      workspace's unrecorded changes; the reset record then supersedes the
+      last of them), and right after it (a workspace-only restore's files).
     - `after_reset(target, reset_seq)`: restore the substrate as of `target`;
       runs after the reset record is durable and the runtime state rebuilt,
       while writes are still held.
@@ -36,9 +40,11 @@ class Substrate(Protocol):
 
     async def start(self, head: int) -> None: ...
 
-    async def before_reset(self, target: int, force: bool) -> None: ...
+    async def before_reset(self, target: int, force: bool, files: int | None) -> None: ...
 
-    async def reset_records(self, target: int) -> Sequence[Event]: ...
+    async def reset_records(
+        self, target: int, files: int | None
+    ) -> tuple[Sequence[Event], Sequence[Event]]: ...
 
     async def after_reset(self, target: int, reset_seq: int) -> None: ...
 

@@ -16,7 +16,7 @@ from reynd.storage.store import ResetNote, ResetOp
 
 __all__ = ["FollowMaker", "ResetApi", "reset_note"]
 
-FollowMaker = Callable[[a.AgentsSendParams | None, m.Reapply | None], Follow]
+FollowMaker = Callable[[a.AgentsSendParams | None, m.Reapply | None, int | None], Follow]
 
 
 def reset_note(ctx: CallContext, reason: str) -> ResetNote:
@@ -59,7 +59,7 @@ class ResetApi:
     ) -> m.RewindResult:
         follow = None
         if p.then is not None or p.reapply is not None:
-            follow = self._follow(p.then, p.reapply)
+            follow = self._follow(p.then, p.reapply, p.replaces)
         result = await self._coordinator.request(
             op,
             address,
@@ -67,8 +67,11 @@ class ResetApi:
             note=reset_note(ctx, p.reason),
             then=follow,
             dry_run=p.dry_run,
+            only=p.only,
         )
         return result if follow is None else await follow.answer(result)
 
     async def _undo(self, p: UndoParams, ctx: CallContext) -> m.RewindResult:
-        return await self._coordinator.undo(p.steps, reset_note(ctx, p.reason))
+        follow = None if p.then is None else self._follow(p.then, None, None)
+        result = await self._coordinator.undo(p.steps, reset_note(ctx, p.reason), then=follow)
+        return result if follow is None else await follow.answer(result)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from reynd.daemon.as_of import ReadAsOf
 from reynd.daemon.context import CallContext
 from reynd.daemon.coordinator import Coordinator
+from reynd.daemon.follow import Follow
 from reynd.daemon.reset_api import reset_note
 from reynd.daemon.rpc import Handler
 from reynd.protocol import agent_methods as a
@@ -95,9 +96,12 @@ class RuntimeApi:
         chain = agent.pending_chains[0]
         rerun = self._steps_committed_after(p.agent, chain.turn_id, p.seq)
         note = reset_note(ctx, p.reason)
+        follow = None if p.then is None else Follow(self._store, self._registry, p.then, None)
         result = await self._coordinator.request(
-            "act_turn", p.seq, agent=p.agent, note=note, dry_run=p.dry_run
+            "act_turn", p.seq, agent=p.agent, note=note, then=follow, dry_run=p.dry_run
         )
+        if follow is not None:
+            result = await follow.answer(result)
         return a.ActTurnRewindResult(
             reset_seq=result.reset_seq,
             target=result.target,
@@ -111,6 +115,7 @@ class RuntimeApi:
             effects=result.effects,
             dry_run=result.dry_run,
             preview=result.preview,
+            sent=result.sent,
         )
 
     def _check_target(self, seq: int) -> None:

@@ -176,12 +176,23 @@ class InterventionsAnswerResult(Result, kw_only=True):
 
 
 class ActTurnRewindParams(Params, kw_only=True):
-    """Rewind to a seq inside one of `agent`'s turns, between two act-steps."""
+    """Rewind to a seq inside one of `agent`'s turns, between two act-steps.
+
+    `then`: deliver a message right after the reset record, in its atomic batch,
+    as rewind's `then` (issue 25); it waits in the inbox behind the resumed turn."""
 
     agent: AgentRef
     seq: Annotated[int, msgspec.Meta(ge=0)]
     reason: Reason = ""
     dry_run: bool = False  # write nothing, cancel nothing: say what it would do (issue 25)
+    then: AgentsSendParams | None = None
+
+    def __post_init__(self) -> None:
+        if self.dry_run and self.then is not None:
+            raise ValueError(
+                "field `then` conflicts with `dry_run`: a dry run previews the move alone; "
+                "preview without `then`, then make the move with it"
+            )
 
 
 class ActTurnRewindResult(Result, kw_only=True):
@@ -198,6 +209,7 @@ class ActTurnRewindResult(Result, kw_only=True):
     effects: Effects | None = None
     dry_run: bool = False
     preview: MovePreview | None = None
+    sent: AgentsSendResult | None = None  # `then`'s message, as rewind's `sent`
 
 
 _UNKNOWN = (errors.UnknownAgent,)

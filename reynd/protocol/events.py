@@ -252,13 +252,15 @@ class WorkspaceFiles(Event, tag="workspace.files", kw_only=True, frozen=True):
     Written by the daemon only (never through wal.append), in the same batch
     as the record it goes with: a step's commit (`cause` "step"), a boundary
     without one ("boundary"), or a reset record, for changes the reset is
-    about to overwrite ("reset"). The tree as of seq N is the tree of the
+    about to overwrite ("reset"); or right after a reset record to the tip
+    itself, a workspace-only restore ("restore", issue 25): the files as of
+    the seq the move named. The tree as of seq N is the tree of the
     nearest recorded generation at or below N on N's lineage with the `ops`
     of these records in between applied in order. Changes no runtime state.
     """
 
     ops: tuple[FileOp, ...]
-    cause: Literal["step", "boundary", "reset"] = "step"
+    cause: Literal["step", "boundary", "reset", "restore"] = "step"
 
 
 class TagSet(Event, tag="tag.set", kw_only=True, frozen=True):

@@ -117,9 +117,11 @@ Back = Annotated[int, msgspec.Meta(ge=1)]
 
 
 def no_dry_run_with_follow(params: RewindParams | CheckoutParams) -> None:
-    """Refuse `dry_run` with `then` or `reapply` (in `__post_init__`, as one_address)."""
-    if params.dry_run and (params.then is not None or params.reapply is not None):
-        which = "then" if params.then is not None else "reapply"
+    """Refuse `dry_run` with what it does not preview, `then`, `reapply` or `only` (in
+    `__post_init__`, as one_address)."""
+    given = [f for f in ("then", "reapply", "only") if getattr(params, f, None) is not None]
+    if params.dry_run and given:
+        which = given[0]
         raise ValueError(
             f"field `{which}` conflicts with `dry_run`: a dry run previews the move alone; "
             f"preview without `{which}`, then make the move with it"
@@ -302,6 +304,29 @@ _STATE_ADDRESSES: Final = ("seq", "tag", "at")
 
 # What a move delivers again from the branch it abandons (issue 25).
 Reapply = Literal["messages"]
+# What a move restores (issue 25): both by default (the workspace only when
+# workspace rewind is on), or one of the two.
+Only = Literal["runtime", "workspace"]
+
+
+def _check_follow(params: RewindParams | CheckoutParams) -> None:
+    """Refuse `replaces` without `then`, and `then`/`reapply` with only "workspace"."""
+    if params.replaces is not None and params.then is None:
+        raise ValueError(
+            "field `replaces` needs `then`: it names the message `then` supersedes "
+            "(so that `reapply` does not deliver it again)"
+        )
+    _check_only(params)
+
+
+def _check_only(params: RewindParams | CheckoutParams) -> None:
+    """Refuse `then`/`reapply` with only "workspace": they need the runtime restored."""
+    if params.only == "workspace" and (params.then is not None or params.reapply is not None):
+        which = "then" if params.then is not None else "reapply"
+        raise ValueError(
+            f"field `{which}` conflicts with only=workspace: a workspace-only restore leaves the "
+            "conversation at the tip; drop `only` (or use only=runtime) to deliver messages"
+        )
 
 
 class RewindParams(Params, kw_only=True):
@@ -313,7 +338,12 @@ class RewindParams(Params, kw_only=True):
     `reapply` "messages": the messages received on the branch the move abandons are
     delivered again, in their order, after `then`, in the same batch.
     `dry_run`: write nothing and cancel nothing; the result says what the move
-    would do (`preview`, `cancelled`) and what it cannot undo (`effects`)."""
+    would do (`preview`, `cancelled`) and what it cannot undo (`effects`).
+    `only` "runtime": the conversation and agent state move, the workspace's files stay
+    as they are; "workspace": the files become those as of the target, the runtime stays
+    at the tip (needs workspace rewind on). Default: both.
+    `replaces`: the seq of the message.received that `then` supersedes (an edit):
+    `reapply` does not deliver it again."""
 
     seq: NonNegative | None = None
     at: Time | None = None
@@ -323,10 +353,13 @@ class RewindParams(Params, kw_only=True):
     then: agent_methods.AgentsSendParams | None = None
     reapply: Reapply | None = None
     dry_run: bool = False
+    only: Only | None = None
+    replaces: NonNegative | None = None
 
     def __post_init__(self) -> None:
         one_address(self, _REWIND_ADDRESSES)
         no_dry_run_with_follow(self)
+        _check_follow(self)
 
 
 class CheckoutParams(Params, kw_only=True):
@@ -334,8 +367,8 @@ class CheckoutParams(Params, kw_only=True):
 
     `force`: restore the workspace (when workspace rewind is on) even over changes
     reynd did not record; the overwritten content is recorded first, just before the
-    reset record R, and `checkout R-1` brings it back. `then`, `reapply`, `dry_run`:
-    as for rewind."""
+    reset record R, and `checkout R-1` brings it back. `then`, `reapply`, `dry_run`,
+    `only`, `replaces`: as for rewind."""
 
     seq: NonNegative | None = None
     force: bool = False
@@ -345,10 +378,13 @@ class CheckoutParams(Params, kw_only=True):
     then: agent_methods.AgentsSendParams | None = None
     reapply: Reapply | None = None
     dry_run: bool = False
+    only: Only | None = None
+    replaces: NonNegative | None = None
 
     def __post_init__(self) -> None:
         one_address(self, _CHECKOUT_ADDRESSES)
         no_dry_run_with_follow(self)
+        _check_follow(self)
 
 
 class Redelivered(Result, kw_only=True):
@@ -389,6 +425,10 @@ class RewindResult(Result, kw_only=True):
     effects: Effects | None = None
     dry_run: bool = False
     preview: MovePreview | None = None
+    # With `only`: what was restored. With "workspace", the reset record targets the
+    # tip itself (`target`) and the files are those as of `files_as_of` (issue 25).
+    only: Only | None = None
+    files_as_of: Seq | None = None
 
 
 # -- branches.list ----------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
+from reynd.protocol.agent_methods import AgentsSendParams
 from reynd.protocol.base import MethodDef, Params, Result
 from reynd.protocol.names import ClientName, Reason
 
@@ -58,10 +59,14 @@ class SessionHelloResult(Result, kw_only=True):
 
 
 class UndoParams(Params, kw_only=True):
-    """Check out where the tip was before the `steps`-th newest move (1: the last one)."""
+    """Check out where the tip was before the `steps`-th newest move (1: the last one).
+
+    `then`: deliver a message right after the reset record, in its atomic batch,
+    as rewind's `then` (issue 25)."""
 
     steps: Annotated[int, msgspec.Meta(ge=1, le=MAX_UNDO_STEPS)] = 1
     reason: Reason = ""
+    then: AgentsSendParams | None = None
 
 
 class ReflogParams(Params, kw_only=True):

@@ -2,7 +2,8 @@
 
 Written (atomically) before the reset record, removed once the files are
 restored. At start, its presence means: if the first reset record after
-`head` targets `target`, the restore runs again (it is idempotent); if no
+`head` targets `target` (the tip itself for a workspace-only restore, whose
+`goal` is the tree as of `files`), the restore runs again (it is idempotent); if no
 such record became durable, the journal is dropped and the files are left.
 """
 
@@ -23,6 +24,9 @@ class Intent(msgspec.Struct, kw_only=True):
     head: int  # the tip before the reset (and before the file records that go with it)
     goal: str | None  # root manifest to restore (None: no tree at or below target)
     tip: str | None  # the tree the reset leaves; with no goal, it stays the tree of the reset
+    # The seq `goal` is the tree of, when not `target`: a workspace-only restore (issue 25),
+    # whose reset record targets the tip itself. Absent from older journals.
+    files: int | None = None
     # Written by 0.1.0 only: what a forced checkout found, recorded as the tree of `head`.
     backup: str | None = None
 

@@ -1,18 +1,24 @@
 """Workspace rewind at a reset (rewind, checkout, act-turn rewind): the Substrate hooks.
 
-- `before_reset(target, force)`: the workspace is scanned and compared with
+`files` is the seq whose tree the files take: the reset's target, or (issue
+25's scope) None, the files stay (they are recorded as the reset record's
+tree), or with a reset record to the tip itself, the seq a workspace-only
+restore names (its files recorded by a `workspace.files` record right after
+the reset record, cause "restore").
+
+- `before_reset(target, force, files)`: the workspace is scanned and compared with
   the tree as of the tip; changes reynd did not record refuse the reset
   (WorkspaceDirty) unless `force`. Then the preflight proves the restore
   can finish (names, directories, inode flags, special files, space):
   what cannot be restored refuses the reset (WorkspaceUnrestorable), and
   nothing is written. The steps in flight still run.
-- `reset_records(target)`: they are cancelled now: what the workspace holds
+- `reset_records(target, files)`: they are cancelled now: what the workspace holds
   that is not recorded (what the scan found, what the watcher saw since) is
   stored and becomes a `workspace.files` record just before the reset
   record (so `checkout <reset - 1>` brings it back); the restore journal is
   written.
-- `after_reset(target, reset_seq)`: restore tree(target), file by file;
-  index it as the tree of the target; remove the journal. A path that
+- `after_reset(target, reset_seq)`: restore tree(files), file by file;
+  index it as the tree of `files`; remove the journal. A path that
   fails does not stop the others; with any failed, the journal stays, the
   restore is reported pending (`unfinished`, daemon.status) and the reset
   answers WorkspaceUnrestorable (stage "restore"): it stands.
@@ -42,11 +48,19 @@ SHOWN_PATHS = 8  # dirty paths named in the error message (all of them are in da
 
 
 class Resets(WorkspaceCore):
-    async def before_reset(self, target: int, force: bool) -> None:
+    async def before_reset(self, target: int, force: bool, files: int | None) -> None:
         await self._settled.wait()
         async with self._lock:
             self._planned = None
-            plan = self.history.plan(target)
+            if files is None:
+                return  # only the runtime moves: the files stay (recorded as the reset's tree)
+            plan = self.history.plan(files)
+            if plan is None and files != target:
+                raise errors.NothingToDo(
+                    f"no workspace tree was recorded as of seq {files} (workspace rewind was "
+                    "off then), so there are no files to restore: pick a later seq",
+                    {"seq": files},
+                )
             if plan is None:
                 return  # no tree as of target (rewind was off): the files stay as they are
             now = await trio.to_thread.run_sync(scan, self.root, self._ignore, self._cache)
@@ -61,7 +75,7 @@ class Resets(WorkspaceCore):
             try:
                 goal = await trio.to_thread.run_sync(self.history.execute, plan)
             except (ValueError, msgspec.DecodeError) as exc:  # a damaged manifest
-                problems = [(".", f"the stored tree as of seq {target} is damaged: {exc}")]
+                problems = [(".", f"the stored tree as of seq {files} is damaged: {exc}")]
             else:
                 problems = await trio.to_thread.run_sync(
                     preflight, self.root, self._ignore, now, flat(goal), self.blobs
@@ -69,10 +83,10 @@ class Resets(WorkspaceCore):
             if problems:
                 log.warning("workspace.unrestorable", target=target, paths=len(problems))
                 raise errors.WorkspaceUnrestorable(
-                    _unrestorable_message(problems, target, None),
-                    {**_problem_data(problems), "stage": "preflight", "target": target},
+                    _unrestorable_message(problems, files, None),
+                    {**_problem_data(problems), "stage": "preflight", "target": files},
                 )
-            self._planned = (target, goal)
+            self._planned = (files, goal)
             self._leftovers = now.leftovers  # tmp files a crash left: the restore removes them
             if dirty:
                 log.warning("workspace.forced", paths=len(dirty), kept_as_record_after=head)
@@ -87,21 +101,35 @@ class Resets(WorkspaceCore):
             goal = await trio.to_thread.run_sync(self.history.execute, plan)
             return sorted(changed(flat(self._model), flat(goal)))
 
-    async def reset_records(self, target: int) -> list[Event]:
-        """Record what the workspace holds that is not recorded; journal the restore."""
+    async def reset_records(
+        self, target: int, files: int | None
+    ) -> tuple[list[Event], list[Event]]:
+        """Record what the workspace holds that is not recorded; journal the restore.
+
+        Returns the records before the reset record, and after it: for a
+        workspace-only restore (`files` not `target`, the reset record
+        targeting the tip), the change from the tip's tree to the tree as of
+        `files`, so that the tree as of the record after the reset is exact.
+        """
         async with self._lock:
-            plan = self.history.plan(target)
+            plan = self.history.plan(files) if files is not None else None
+            tip = self._model  # the tree as of the tip: what the reset record's lineage holds
             prepared = await trio.to_thread.run_sync(self._seal)
             planned, self._planned = self._planned, None
-            if planned is not None and planned[0] == target:
-                goal: Dir | None = planned[1]  # the preflight's: the tree as of target
+            if planned is not None and planned[0] == files:
+                goal: Dir | None = planned[1]  # the preflight's: the tree as of `files`
             else:
                 goal = await trio.to_thread.run_sync(self.history.execute, plan) if plan else None
             intent = journal.Intent(target=target, head=self._store.head, goal=None, tip=None)
+            if files != target:
+                intent.files = files
             await trio.to_thread.run_sync(self._write_intent, intent, goal, prepared.model)
             self._adopt(prepared, ())
             self._pending = (intent, goal)
-            return list(file_records(prepared.changes, "reset"))
+            after: list[Event] = []
+            if goal is not None and files != target:
+                after.extend(file_records(changed(flat(tip), flat(goal)), "restore"))
+            return list(file_records(prepared.changes, "reset")), after
 
     def _seal(self) -> Prepared:
         """Everything that differs from the model, stored (worker thread, locked).
@@ -192,8 +220,9 @@ class Resets(WorkspaceCore):
         if intent.backup is not None:  # a journal of 0.1.0: its forced checkout's backup
             self.index.set(intent.head, intent.backup)
         if intent.goal is not None:
-            if self.index.get(intent.target) != intent.goal:
-                self.index.set(intent.target, intent.goal)  # tree(reset) = tree(target)
+            of = intent.target if intent.files is None else intent.files
+            if self.index.get(of) != intent.goal:
+                self.index.set(of, intent.goal)  # tree(reset) = tree(target)
         elif intent.tip is not None:
             self.index.set(reset_seq, intent.tip)  # nothing to restore: the files stay
         if restored.failed:
