@@ -1,9 +1,10 @@
 """The web server's one connection to the daemon, opened again whenever it is lost.
 
-Every request and every live stream of every browser shares it (the daemon
-answers overlapping calls in any order). It does not reconnect by itself:
-a live stream must be able to say "daemon lost" at once, and `get` dials a
-fresh connection on the next use.
+Every request of every browser shares it (the daemon answers overlapping
+calls in any order); each live stream opens its own (`open`), so that a page
+that goes away takes its subscription with it. It does not reconnect by
+itself: a live stream must say "daemon lost" at once, and `get` dials a fresh
+connection on the next use.
 """
 
 from __future__ import annotations
@@ -35,14 +36,18 @@ class Link:
             if self._client is None or self._client.closed is not None:
                 if self._client is not None:
                     await self._client.aclose()
-                self._client = await open_client(
-                    self.socket,
-                    timeout=self.timeout,
-                    daemon_uid=self.daemon_uid,
-                    reconnect=False,
-                    name=CLIENT_NAME,
-                )
+                self._client = await self.open()
             return self._client
+
+    async def open(self) -> AsyncClient:
+        """A connection of its own (a live stream's: its reads never wait for another's)."""
+        return await open_client(
+            self.socket,
+            timeout=self.timeout,
+            daemon_uid=self.daemon_uid,
+            reconnect=False,
+            name=CLIENT_NAME,
+        )
 
     async def aclose(self) -> None:
         """Close the connection (at server shutdown)."""

@@ -256,9 +256,14 @@ async function loadStatus() {
   }
 }
 
-async function refresh() {
-  await Promise.all([loadTimeline(), loadStatus(), loadQuestions()]);
-  await loadDetail();
+// One reload at a time, in order: an older answer never lands over a newer one.
+let chain = Promise.resolve();
+function refresh() {
+  chain = chain.catch(() => {}).then(async () => {
+    await Promise.all([loadTimeline(), loadStatus(), loadQuestions()]);
+    await loadDetail();
+  });
+  return chain;
 }
 
 // ---- live: the daemon's notifications over SSE ----------------------------------------
@@ -310,5 +315,5 @@ document.addEventListener("keydown", (ev) => {
   ev.preventDefault();
 });
 window.addEventListener("resize", () => requestAnimationFrame(draw));
-refresh().then(() => select(ui.head)).catch(showError);
+refresh().catch(showError);  // the tip is selected until the user picks another
 live();
