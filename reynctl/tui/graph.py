@@ -104,20 +104,54 @@ def build_nodes(
     if head not in nodes:
         holder = _branch_of(head, branches)
         nodes[head] = Node(seq=head, kind="tip", active=True, branch=holder.id if holder else 0)
-    seqs = sorted(nodes)
-    out: list[Node] = []
-    for seq in reversed(seqs):
-        parent: int | None = None
-        if seq > 0:
-            for lo, hi in lineage_intervals(seq, branches):
-                i = bisect.bisect_right(seqs, min(hi, seq - 1)) - 1
-                if i >= 0 and seqs[i] >= lo:
-                    parent = seqs[i]
-                    break
-            else:
-                parent = 0
-        out.append(replace(nodes[seq], parent=parent, here=seq == head))
-    return out
+    nearest = _Nearest(nodes, branches)
+    return [
+        replace(node, parent=nearest.parent(node), here=seq == head)
+        for seq, node in sorted(nodes.items(), reverse=True)
+    ]
+
+
+class _Nearest:
+    """The nearest node at or below a seq on its lineage, in O(log n) amortised.
+
+    A node's parent is the nearest node below it on its own lineage: the
+    previous node of its own branch, else the nearest one at or below the
+    branch's origin on its parent branch, and so on down. What lies below a
+    branch's origin is the same for every node of the branch, so it is found
+    once per branch (a walk of every branch per node made 10^4 nodes and
+    10^3 branches take minutes).
+    """
+
+    def __init__(self, nodes: dict[int, Node], branches: Sequence[m.BranchInfo]) -> None:
+        self.by_id = {b.id: b for b in branches}
+        self.members: dict[int, list[int]] = {}
+        for seq in sorted(nodes):
+            self.members.setdefault(nodes[seq].branch, []).append(seq)
+        self.below_origin: dict[int, int] = {}
+
+    def parent(self, node: Node) -> int | None:
+        return None if node.seq == 0 else self.at_or_below(node.seq - 1, node.branch)
+
+    def at_or_below(self, seq: int, branch: int) -> int:
+        passed: list[int] = []  # branches left through their origin: they share the answer
+        while True:
+            info = self.by_id.get(branch)
+            mine = self.members.get(branch, [])
+            i = bisect.bisect_right(mine, seq) - 1
+            if i >= 0 and mine[i] >= (info.id if info else 0):
+                found = mine[i]
+                break
+            if info is None or info.parent is None:
+                found = 0  # genesis
+                break
+            if branch in self.below_origin:
+                found = self.below_origin[branch]
+                break
+            passed.append(branch)
+            seq, branch = info.origin_seq, info.parent
+        for b in passed:
+            self.below_origin[b] = found
+        return found
 
 
 def _cells(lanes: Sequence[int | None]) -> list[str]:
