@@ -26,7 +26,7 @@ def simulate(
     """
     parent: dict[int, int] = {}
     branch_of: dict[int, int] = {0: 0}
-    infos: dict[int, dict[int, int | None]] = {0: {"origin": 0, "parent": None, "tip": 0}}
+    infos: dict[int, dict[str, int | None]] = {0: {"origin": 0, "parent": None, "tip": 0}}
     head, current = 0, 0
     for count, pick in moves:
         for _ in range(count):
