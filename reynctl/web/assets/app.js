@@ -4,6 +4,7 @@
 "use strict";
 const CSRF = document.querySelector('meta[name="csrf"]').content;
 const ROW = 24, LANE = 14, PAD = 8, OVERSCAN = 10;
+const SHOWN = 200;  // messages and changes drawn at most: a long history stays fast
 const $ = (id) => document.getElementById(id);
 const ui = { rows: [], bySeq: new Map(), index: new Map(), head: 0, selected: null, agent: null };
 
@@ -49,7 +50,10 @@ async function loadTimeline() {
   const top = Math.floor(box.scrollTop / ROW);
   const anchor = ui.rows[top] ? ui.rows[top].seq : null;  // keep what the user looks at
   const offset = box.scrollTop - top * ROW;
+  // Selected at the tip: follow it (a turn then shows step by step); else stay put.
+  const follow = ui.selected === ui.head;
   ui.rows = t.rows; ui.head = t.head;
+  if (follow) ui.selected = t.head;
   ui.bySeq = new Map(t.rows.map((r) => [r.seq, r]));
   ui.index = new Map(t.rows.map((r, i) => [r.seq, i]));
   ui.width = PAD * 2 + LANE * (1 + Math.max(0, ...t.rows.map((r) => r.col)));
@@ -142,11 +146,14 @@ async function loadDetail() {
   if (ui.agent === null || !names.includes(ui.agent)) ui.agent = r.agent || names[0] || null;
   sel.replaceChildren(...names.map((n) => el("option", n === ui.agent ? { selected: "" } : {}, n)));
   const agent = ui.agent ? state.agents[ui.agent] : null;
-  $("conversation").replaceChildren(...(agent ? agent.history : []).map((m) => {
+  const history = agent ? agent.history : [];
+  $("conversation").replaceChildren(...history.slice(-SHOWN).map((m) => {
     const calls = (m.tool_calls || []).map((c) => `→ ${c.name}(${c.arguments})`).join("\n");
     return el("div", { class: `msg ${m.role}` }, el("b", {}, m.role), [m.content, calls].filter(Boolean).join("\n"));
   }));
   if (!agent) $("conversation").append("(no agent as of this seq)");
+  if (history.length > SHOWN)
+    $("conversation").prepend(el("p", {}, `${history.length - SHOWN} earlier messages not shown`));
 }
 
 function diffTable(diff) {
@@ -159,7 +166,9 @@ function diffTable(diff) {
   if (!rows.length) return el("p", {}, `no difference between ${diff.from_seq} and the tip ${diff.to_seq}`);
   const head = el("tr", {}, el("th", {}, "path"), el("th", {}, "op"),
                   el("th", {}, `as of ${diff.from_seq}`), el("th", {}, `tip ${diff.to_seq}`));
-  return el("table", { class: "diff" }, head, ...rows);
+  const table = el("table", { class: "diff" }, head, ...rows.slice(0, SHOWN));
+  if (rows.length <= SHOWN) return table;
+  return el("div", {}, table, el("p", {}, `and ${rows.length - SHOWN} more changes (reynctl diff shows all)`));
 }
 
 // ---- actions, each behind a confirm that says what it changes ------------------------
