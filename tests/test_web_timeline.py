@@ -18,11 +18,12 @@ from reynd.protocol import methods as m
 
 def simulate(
     moves: list[tuple[int, int]], every: int
-) -> tuple[list[m.Generation], list[m.BranchInfo], int, dict[int, int]]:
+) -> tuple[list[m.Generation], list[m.BranchInfo], int, dict[int, int], set[int]]:
     """A log: runs of records, each followed by a reset to a random earlier seq.
 
     `moves`: (records to append, which earlier seq to reset to, as an index).
-    Returns generations (every `every`-th record), branches, the head and parent(s).
+    Returns generations (every `every`-th record), branches, the head, parent(s)
+    and the active seqs (lineage(head)).
     """
     parent: dict[int, int] = {}
     branch_of: dict[int, int] = {0: 0}
@@ -43,7 +44,8 @@ def simulate(
         head += 1
         parent[head], branch_of[head] = head - 1, current
         infos[current]["tip"] = head
-    active, at = set(), head
+    active: set[int] = set()
+    at = head
     while at:
         active.add(at)
         at = parent[at]
@@ -64,7 +66,7 @@ def simulate(
         for s in range(1, head + 1)
         if s % every == 0 and branch_of[s] != s
     ]
-    return gens, branches, head, parent
+    return gens, branches, head, parent, active
 
 
 @given(
@@ -74,7 +76,7 @@ def simulate(
 def test_each_parent_is_the_nearest_node_below_on_its_lineage(
     moves: list[tuple[int, int]], every: int
 ) -> None:
-    gens, branches, head, parent = simulate(moves, every)
+    gens, branches, head, parent, active = simulate(moves, every)
     nodes = build_nodes(gens, branches, head)
     seqs = {n.seq for n in nodes}
     for node in nodes:
@@ -85,6 +87,7 @@ def test_each_parent_is_the_nearest_node_below_on_its_lineage(
                 at = parent[at]
             want = at
         assert node.parent == want, (node, moves)
+        assert node.active == (node.seq in active or node.seq == 0), (node, moves)
     # The lanes the page draws: one per node, the tip at the top of column 0.
     rows = lanes(gens, branches, head)
     assert [r["seq"] for r in rows] == sorted(seqs, reverse=True)

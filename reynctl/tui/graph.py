@@ -61,22 +61,25 @@ def _branch_of(seq: int, branches: Sequence[m.BranchInfo]) -> m.BranchInfo | Non
 
 def lineage_intervals(seq: int, branches: Sequence[m.BranchInfo]) -> list[tuple[int, int]]:
     """lineage(seq) as closed intervals, newest first: [(branch id, seq), (.., origin), ...]."""
+    by_id = {b.id: b for b in branches}
     out: list[tuple[int, int]] = []
     seen: set[int] = set()
-    at: int | None = seq
-    while at is not None:
-        b = _branch_of(at, branches)
+    at = seq
+    b = _branch_of(at, branches)
+    while True:
         if b is None or b.id in seen:
             out.append((0, at))
             break
         seen.add(b.id)
         out.append((b.id, at))
-        at = b.origin_seq if b.parent is not None else None
+        if b.parent is None:
+            break
+        at = b.origin_seq
+        # Branches hold disjoint ranges [id, tip]: the parent named is the one
+        # holding the origin, unless the lists raced (then search them all).
+        up = by_id.get(b.parent)
+        b = up if up is not None and up.id <= at <= up.tip else _branch_of(at, branches)
     return out
-
-
-def _on(seq: int, intervals: Iterable[tuple[int, int]]) -> bool:
-    return any(lo <= seq <= hi for lo, hi in intervals)
 
 
 def build_nodes(
@@ -96,10 +99,16 @@ def build_nodes(
             created_at=g.created_at,
             tags=tuple(g.tags),
         )
+    # A reset record starts its own branch: it is active when that branch is on lineage(head).
+    active_branches = {lo for lo, hi in active if lo <= hi}
     for b in branches:
         if b.parent is not None:
             nodes[b.id] = Node(
-                seq=b.id, kind="reset", active=_on(b.id, active), branch=b.id, target=b.origin_seq
+                seq=b.id,
+                kind="reset",
+                active=b.id in active_branches,
+                branch=b.id,
+                target=b.origin_seq,
             )
     if head not in nodes:
         holder = _branch_of(head, branches)

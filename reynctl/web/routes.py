@@ -114,14 +114,16 @@ def routes(link: Link, policy: Policy) -> list[Route]:
             return _error(404, -32601, f"{method!r} is not an action this page offers")
         return await _call(link, method, await request.body())
 
+    layout = timeline.Timeline()
+
     async def tree(request: Request) -> Response:
         try:
-            body = await timeline.load(await link.get())
+            body = await layout.get(await link.get())
         except ReyndError as exc:
             return _error(409, exc.code, exc.message, exc.data)
         except ClientError as exc:
             return _error(503, -1, f"the daemon is not reachable: {exc}")
-        return Response(msgspec.json.encode(body), media_type=JSON)
+        return Response(body, media_type=JSON)
 
     return [
         Route("/", page),

@@ -10,12 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
+import anyio.to_thread
+import msgspec
+
 from reynctl.aio import AsyncClient
 from reynctl.tui.graph import build_nodes, layout
 from reynd.protocol import methods as m
 from reynd.protocol import moves as mv
 
-__all__ = ["MAX_GENERATIONS", "lanes", "load"]
+__all__ = ["MAX_GENERATIONS", "Timeline", "lanes", "load"]
 
 MAX_GENERATIONS = 20_000  # newest first; older ones are left out (the page says how many)
 GLYPHS = "◉●○"
@@ -39,19 +43,43 @@ def lanes(
                 "kind": node.kind,
                 "active": node.active,
                 "here": node.here,
-                "branch": node.branch,
                 "agent": node.agent,
                 "label": node.label,
                 "tags": list(node.tags),
                 "target": node.target,
-                "at": node.created_at,
             }
         )
     return out
 
 
+class Timeline:
+    """The timeline as the page gets it (JSON), laid out again only when the log changed.
+
+    Every change to what the timeline shows appends a record (a turn, a reset,
+    a tag), and GC moves the floor: so (head, floor) names a layout. Each page
+    that opens, and each that reloads on a notification, shares one layout
+    per head; it is made on a worker thread, so the live streams and other
+    requests go on meanwhile.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[int, int] | None = None
+        self._body = b""
+        self._lock = anyio.Lock()
+
+    async def get(self, client: AsyncClient) -> bytes:
+        """The timeline of every branch as of now, JSON-encoded (see `load`)."""
+        async with self._lock:
+            status = await client.status()
+            key = (status.head, status.floor)
+            if key != self._key:
+                self._body = msgspec.json.encode(await load(client))
+                self._key = key
+            return self._body
+
+
 async def load(client: AsyncClient) -> dict[str, Any]:
-    """The timeline of every branch as of now: head, branches (with reasons), lane rows."""
+    """The timeline of every branch: head, branches, reset reasons, lane rows."""
     branches = await client.branches()
     gens: list[m.Generation] = []
     cursor: int | None = None
@@ -62,7 +90,7 @@ async def load(client: AsyncClient) -> dict[str, Any]:
         if cursor is None:
             break
     moves = await _moves(client)
-    rows = lanes(gens, branches.branches, branches.head)
+    rows = await anyio.to_thread.run_sync(lanes, gens, branches.branches, branches.head)
     for row in rows:
         move = moves.get(row["seq"]) if row["kind"] == "reset" else None
         if move is not None:
