@@ -52,7 +52,6 @@ def listen(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     sock.listen(128)
-    sock.set_inheritable(True)
     return sock
 
 

@@ -12,6 +12,7 @@ stream dials again with backoff and says `hello` once it is back).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -32,6 +33,9 @@ HEADERS = [
     (b"cache-control", b"no-store"),
     (b"x-accel-buffering", b"no"),
 ]
+
+
+Emit = Callable[[str, Any], Awaitable[None]]
 
 
 def event(name: str, data: Any) -> bytes:
@@ -68,7 +72,7 @@ class Events:
                 await anyio.sleep(delay)
                 delay = min(delay * 2, longest)
 
-    async def _follow(self, emit: Any) -> None:
+    async def _follow(self, emit: Emit) -> None:
         client = await self.link.open()
         try:
             async with await client.subscribe() as sub:

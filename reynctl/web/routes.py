@@ -8,6 +8,7 @@ method's validation message, never a daemon call.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 
@@ -16,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from reynctl.aio import AsyncClient
 from reynctl.errors import ClientError
 from reynctl.helpers import Helper, Methods
 from reynctl.web import timeline
@@ -72,6 +74,17 @@ def _error(status: int, code: int, message: str, data: Any = None) -> Response:
     return Response(msgspec.json.encode(body), status, media_type=JSON)
 
 
+async def _answer(link: Link, ask: Callable[[AsyncClient], Awaitable[bytes]]) -> Response:
+    """`ask` the daemon; its JSON answer, or its error (409), or 503 when it is unreachable."""
+    try:
+        body = await ask(await link.get())
+    except ReyndError as exc:
+        return _error(409, exc.code, exc.message, exc.data)
+    except ClientError as exc:
+        return _error(503, -1, f"the daemon is not reachable: {exc}")
+    return Response(body, media_type=JSON)
+
+
 async def _call(link: Link, method: str, raw: bytes) -> Response:
     """Decode `raw` as `method`'s params, call it, answer its result as the daemon sent it."""
     helper = _HELPERS[method]
@@ -79,14 +92,11 @@ async def _call(link: Link, method: str, raw: bytes) -> Response:
         params = msgspec.json.decode(raw or b"{}", type=helper.params)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         return _error(400, InvalidParams.code, f"{method}: {exc}")
-    try:
-        client = await link.get()
-        reply = await client.call(method, params, helper.result)
-    except ReyndError as exc:
-        return _error(409, exc.code, exc.message, exc.data)
-    except ClientError as exc:
-        return _error(503, -1, f"the daemon is not reachable: {exc}")
-    return Response(reply.raw, media_type=JSON)
+
+    async def ask(client: AsyncClient) -> bytes:
+        return (await client.call(method, params, helper.result)).raw
+
+    return await _answer(link, ask)
 
 
 def routes(link: Link, policy: Policy) -> list[Route]:
@@ -117,13 +127,7 @@ def routes(link: Link, policy: Policy) -> list[Route]:
     layout = timeline.Timeline()
 
     async def tree(request: Request) -> Response:
-        try:
-            body = await layout.get(await link.get())
-        except ReyndError as exc:
-            return _error(409, exc.code, exc.message, exc.data)
-        except ClientError as exc:
-            return _error(503, -1, f"the daemon is not reachable: {exc}")
-        return Response(body, media_type=JSON)
+        return await _answer(link, layout.get)
 
     return [
         Route("/", page),
