@@ -113,6 +113,15 @@ def test_bad_input_and_daemon_errors_say_what_to_do(web: Web, shared_daemon: Dae
     assert body["error"]["message"]
     status, raw, _ = web.request("GET", "/api/read/state.get?p=%7Bnot-json")
     assert status == 400
+    status, raw, _ = web.request("GET", "/api/timeline?first=-1")
+    assert status == 400
+    assert b"is not a row count" in raw
+    status, raw, _ = web.request("GET", "/api/timeline?first=2")
+    newest = json.loads(raw)
+    status, raw, _ = web.request("GET", "/api/timeline")
+    whole = json.loads(raw)
+    assert newest["rows"] == whole["rows"][:2]
+    assert newest["total"] == whole["total"] == len(whole["rows"]) > 2
     # None of it broke the server or the daemon.
     status, raw, _ = web.request("GET", "/api/read/daemon.status")
     assert status == 200

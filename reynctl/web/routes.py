@@ -127,7 +127,14 @@ def routes(link: Link, policy: Policy) -> list[Route]:
     layout = timeline.Timeline()
 
     async def tree(request: Request) -> Response:
-        return await _answer(link, layout.get)
+        first = request.query_params.get("first")
+        if first is not None and not first.isdigit():
+            return _error(400, InvalidParams.code, f"first: {first!r} is not a row count")
+
+        async def ask(client: AsyncClient) -> bytes:
+            return await layout.get(client, None if first is None else int(first))
+
+        return await _answer(link, ask)
 
     return [
         Route("/", page),

@@ -64,18 +64,25 @@ class Timeline:
 
     def __init__(self) -> None:
         self._key: tuple[int, int] | None = None
+        self._whole: dict[str, Any] = {}
         self._body = b""
         self._lock = anyio.Lock()
 
-    async def get(self, client: AsyncClient) -> bytes:
-        """The timeline of every branch as of now, JSON-encoded (see `load`)."""
+    async def get(self, client: AsyncClient, first: int | None = None) -> bytes:
+        """The timeline as of now, JSON-encoded (see `load`); `first`: only its newest rows.
+
+        The page asks for the rows in view first and paints them, then for all.
+        """
         async with self._lock:
             status = await client.status()
             key = (status.head, status.floor)
             if key != self._key:
-                self._body = msgspec.json.encode(await load(client))
+                self._whole = await load(client)
+                self._body = msgspec.json.encode(self._whole)
                 self._key = key
-            return self._body
+            if first is None:
+                return self._body
+            return msgspec.json.encode({**self._whole, "rows": self._whole["rows"][:first]})
 
 
 async def load(client: AsyncClient) -> dict[str, Any]:
@@ -99,6 +106,8 @@ async def load(client: AsyncClient) -> dict[str, Any]:
         "head": branches.head,
         "branches": len(branches.branches),
         "truncated": cursor is not None,
+        "total": len(rows),
+        "lanes": 1 + max((r["col"] for r in rows), default=0),
         "rows": rows,
     }
 

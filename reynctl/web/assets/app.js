@@ -4,6 +4,7 @@
 "use strict";
 const CSRF = document.querySelector('meta[name="csrf"]').content;
 const ROW = 24, LANE = 14, PAD = 8, OVERSCAN = 10;
+const FIRST = 100;  // rows of the first paint: more than a tall screen shows
 const SHOWN = 200;  // messages and changes drawn at most: a long history stays fast
 const $ = (id) => document.getElementById(id);
 const ui = { rows: [], bySeq: new Map(), index: new Map(), head: 0, selected: null, agent: null };
@@ -44,8 +45,8 @@ function showError(e) {
 }
 
 // ---- the timeline: only the rows in view are in the DOM --------------------------
-async function loadTimeline() {
-  const t = await answer(await fetch("/api/timeline"));
+async function loadTimeline(first) {
+  const t = await answer(await fetch(first ? `/api/timeline?first=${first}` : "/api/timeline"));
   const box = $("timeline");
   const top = Math.floor(box.scrollTop / ROW);
   const anchor = ui.rows[top] ? ui.rows[top].seq : null;  // keep what the user looks at
@@ -56,8 +57,8 @@ async function loadTimeline() {
   if (follow) ui.selected = t.head;
   ui.bySeq = new Map(t.rows.map((r) => [r.seq, r]));
   ui.index = new Map(t.rows.map((r, i) => [r.seq, i]));
-  ui.width = PAD * 2 + LANE * (1 + Math.max(0, ...t.rows.map((r) => r.col)));
-  $("spacer").style.height = `${t.rows.length * ROW}px`;
+  ui.width = PAD * 2 + LANE * t.lanes;
+  $("spacer").style.height = `${t.total * ROW}px`;
   if (anchor !== null && ui.index.has(anchor) && top > 0) box.scrollTop = ui.index.get(anchor) * ROW + offset;
   if (ui.selected === null || !ui.bySeq.has(ui.selected)) ui.selected = t.head;
   draw();
@@ -325,5 +326,6 @@ document.addEventListener("keydown", (ev) => {
   ev.preventDefault();
 });
 window.addEventListener("resize", () => requestAnimationFrame(draw));
-refresh().catch(showError);  // the tip is selected until the user picks another
+// The rows in view first (painted at once), then all of them with the rest of the page.
+loadTimeline(FIRST).catch(showError).finally(() => refresh().catch(showError));
 live();
