@@ -192,6 +192,25 @@ def test_another_clients_write_appears_live(browser: WebDriver, web: Web, run: R
     assert selected == chosen
 
 
+def test_a_message_sent_from_the_page_runs_a_turn(browser: WebDriver, web: Web, run: Run) -> None:
+    browser.get(web.url)
+    until(browser, here, "the tip")
+    box = browser.find_element(By.ID, "message")
+    box.send_keys("sent from the page")
+    box.submit()
+    # Selected at the tip, the page follows it: the new turn is the one shown.
+    mark = until(
+        browser, lambda d: (h := here(d)) and "sent from the page" in h["text"] and h, "the turn"
+    )
+    assert mark["seq"] == run.daemon.call("daemon.status")["head"]
+    said = until(
+        browser,
+        lambda d: "You said: 'sent from the page'" in d.find_element(By.ID, "conversation").text,
+        "the reply in the conversation",
+    )
+    assert said
+
+
 class _Attacker(BaseHTTPRequestHandler):
     """Another origin's page: a form that posts a rewind to the web server at once."""
 

@@ -138,7 +138,7 @@ async function loadDetail() {
   $("do-act-turn").disabled = !r.active || !r.agent;
   $("do-tag").disabled = false;
   const [diff, state] = await Promise.all([
-    read("state.diff", { from_seq: r.seq, to_seq: ui.head }),
+    read("state.diff", { from_seq: r.seq, to_seq: diffTo() }),
     read("state.get", { seq: r.seq }),
   ]);
   $("diff").replaceChildren(diffTable(diff));
@@ -157,6 +157,12 @@ async function loadDetail() {
     $("conversation").prepend(el("p", {}, `${history.length - SHOWN} earlier messages not shown`));
 }
 
+// The other side of a checkpoint's diff: the seq typed, else the tip.
+function diffTo() {
+  const v = $("diff-to").value;
+  return v === "" ? ui.head : Number(v);
+}
+
 function diffTable(diff) {
   const rows = [];
   for (const [agent, changes] of Object.entries(diff.agents))
@@ -164,9 +170,10 @@ function diffTable(diff) {
       rows.push(el("tr", {}, el("td", {}, `${agent}${c.path}`), el("td", {}, c.op),
         el("td", { class: "before" }, c.before === undefined || c.before === null ? "" : JSON.stringify(c.before)),
         el("td", { class: "after" }, c.after === undefined || c.after === null ? "" : JSON.stringify(c.after))));
-  if (!rows.length) return el("p", {}, `no difference between ${diff.from_seq} and the tip ${diff.to_seq}`);
+  const to = diff.to_seq === ui.head ? `the tip ${diff.to_seq}` : `${diff.to_seq}`;
+  if (!rows.length) return el("p", {}, `no difference between ${diff.from_seq} and ${to}`);
   const head = el("tr", {}, el("th", {}, "path"), el("th", {}, "op"),
-                  el("th", {}, `as of ${diff.from_seq}`), el("th", {}, `tip ${diff.to_seq}`));
+                  el("th", {}, `as of ${diff.from_seq}`), el("th", {}, `as of ${to}`));
   const table = el("table", { class: "diff" }, head, ...rows.slice(0, SHOWN));
   if (rows.length <= SHOWN) return table;
   return el("div", {}, table, el("p", {}, `and ${rows.length - SHOWN} more changes (reynctl diff shows all)`));
@@ -259,6 +266,8 @@ async function loadStatus() {
   const add = (k, v) => dl.append(el("dt", {}, k), el("dd", {}, String(v)));
   add("head", s.head); add("branch", s.branch); add("version", s.version); add("pid", s.pid);
   add("floor", s.floor); add("connections", s.connections);
+  add("ambiguous steps", s.ambiguous.length ? s.ambiguous.map((a) => `${a.agent} ${a.turn_id}`).join(", ") : "none");
+  add("replication", s.replication ? `${s.replication.state} to ${s.replication.url}, shipped ${s.replication.shipped}` : "off");
   for (const a of agents.agents) {
     let what = a.status + (a.step !== null && a.step !== undefined ? ` (step ${a.step})` : "");
     if (a.ambiguous) what += " · an ambiguous step: `reynctl agents resolve`";
@@ -312,6 +321,7 @@ $("do-act-turn").onclick = guard(() => move("act_turn.rewind", ui.selected));
 $("do-tag").onclick = guard(tag);
 $("undo").onclick = guard(undo);
 $("send-form").onsubmit = guard(send);
+$("diff-to").onchange = guard(loadDetail);
 $("agent").onchange = guard(() => { ui.agent = $("agent").value; return loadDetail(); });
 document.addEventListener("keydown", (ev) => {
   if (ev.target.closest("input, select, dialog")) return;
