@@ -324,12 +324,12 @@ $("send-form").onsubmit = guard(send);
 $("diff-to").onchange = guard(loadDetail);
 $("agent").onchange = guard(() => { ui.agent = $("agent").value; return loadDetail(); });
 document.addEventListener("keydown", (ev) => {
-  if (ev.target.closest("input, select, dialog")) return;
+  if (ev.target.closest("input, select, button, dialog") || !ui.rows.length) return;
   const i = ui.index.get(ui.selected);
   if (ev.key === "j" || ev.key === "ArrowDown") { select(ui.rows[Math.min(i + 1, ui.rows.length - 1)].seq); }
   else if (ev.key === "k" || ev.key === "ArrowUp") { select(ui.rows[Math.max(i - 1, 0)].seq); }
   else if (ev.key === "Enter") { const r = ui.bySeq.get(ui.selected);
-    guard(() => move(r.active ? "rewind" : "checkout", ui.selected))(); }
+    if (!r.here) guard(() => move(r.active ? "rewind" : "checkout", ui.selected))(); }
   else if (ev.key === "u") { guard(undo)(); }
   else if (ev.key === "/") { $("message").focus(); }
   else return;
