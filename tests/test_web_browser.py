@@ -211,6 +211,29 @@ def test_a_message_sent_from_the_page_runs_a_turn(browser: WebDriver, web: Web, 
     assert said
 
 
+def test_a_question_is_answered_from_the_page(browser: WebDriver, web: Web, run: Run) -> None:
+    asked = {"intervention_id": "q1", "question": "deploy to staging?"}
+    run.daemon.call("wal.append", {"agent": "ada", "kind": "intervention.asked", "data": asked})
+    browser.get(web.url)
+    box = until(
+        browser,
+        lambda d: d.find_elements(
+            By.CSS_SELECTOR, 'input[aria-label="answer to deploy to staging?"]'
+        ),
+        "the question",
+    )[0]
+    box.send_keys("yes, go")
+    box.submit()
+    until(
+        browser,
+        lambda d: not d.find_elements(By.CSS_SELECTOR, "#questions form"),
+        "the question answered",
+    )
+    assert run.daemon.call("interventions.list")["interventions"] == []
+    state = run.daemon.call("state.get", {"agent": "ada"})["agents"]["ada"]
+    assert "q1" not in state["interventions"]
+
+
 class _Attacker(BaseHTTPRequestHandler):
     """Another origin's page: a form that posts a rewind to the web server at once."""
 

@@ -202,16 +202,21 @@ async function whatChanges(target, agent) {
   return lines;
 }
 
-async function move(method, seq, extra) {
+async function move(method, seq) {
   const r = ui.bySeq.get(seq);
   const agent = method === "act_turn.rewind" ? r.agent : undefined;
   const body = await whatChanges(seq, agent);
   const reason = el("input", { placeholder: "reason (optional)", "aria-label": "reason", id: "reason" });
   body.push(reason);
+  // Edit and retry: a message to deliver in the same atomic batch as the reset record.
+  const then = el("input", { placeholder: `then send to ${ui.agent || "the agent"} (optional)`,
+                             "aria-label": "then send", id: "then" });
+  if (!agent && ui.agent) body.push(el("br"), then);
   if (!(await confirmDialog(`${method} to ${seq}?`, body))) return;
-  const params = { seq, ...(extra || {}) };
+  const params = { seq };
   if (reason.value) params.reason = reason.value;
   if (agent) params.agent = agent;
+  if (then.value && !agent) params.then = { agent: ui.agent, text: then.value };
   await act(method, params);
   showError(null);
   await refresh();
