@@ -90,3 +90,43 @@ def tui(opts: Options, agent: str | None) -> None:
     from reynctl.tui import run
 
     run(find_socket(opts.socket), agent=agent, timeout=opts.timeout, daemon_uid=opts.daemon_uid)
+
+
+@cli.command(
+    epilog=examples(
+        "reynctl web                          # opens the browser",
+        "reynctl web --no-open --port 8765    # prints the URL only",
+        "reynctl web --host 0.0.0.0           # other machines too (warns)",
+    )
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0: any free port."
+)
+@click.option("--no-open", is_flag=True, help="Do not open a browser; only print the URL.")
+@pass_opts
+def web(opts: Options, host: str, port: int, no_open: bool) -> None:
+    """The timeline, branch tree and rewinds in a browser, live.
+
+    Prints the URL (with its access token) as the first line on stdout and
+    serves until stopped. Loopback only unless --host says otherwise.
+    """
+    try:
+        from reynctl.web import serve
+    except ImportError as exc:
+        raise click.ClickException(
+            f"reynctl web needs the `web` extra: pip install 'reynd[web]' ({exc})"
+        ) from None
+    try:
+        serve(
+            find_socket(opts.socket),
+            host=host,
+            port=port,
+            open_browser=not no_open,
+            timeout=opts.timeout,
+            daemon_uid=opts.daemon_uid,
+        )
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    except KeyboardInterrupt:
+        sys.exit(130)

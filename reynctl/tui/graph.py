@@ -61,22 +61,25 @@ def _branch_of(seq: int, branches: Sequence[m.BranchInfo]) -> m.BranchInfo | Non
 
 def lineage_intervals(seq: int, branches: Sequence[m.BranchInfo]) -> list[tuple[int, int]]:
     """lineage(seq) as closed intervals, newest first: [(branch id, seq), (.., origin), ...]."""
+    by_id = {b.id: b for b in branches}
     out: list[tuple[int, int]] = []
     seen: set[int] = set()
-    at: int | None = seq
-    while at is not None:
-        b = _branch_of(at, branches)
+    at = seq
+    b = _branch_of(at, branches)
+    while True:
         if b is None or b.id in seen:
             out.append((0, at))
             break
         seen.add(b.id)
         out.append((b.id, at))
-        at = b.origin_seq if b.parent is not None else None
+        if b.parent is None:
+            break
+        at = b.origin_seq
+        # Branches hold disjoint ranges [id, tip]: the parent named is the one
+        # holding the origin, unless the lists raced (then search them all).
+        up = by_id.get(b.parent)
+        b = up if up is not None and up.id <= at <= up.tip else _branch_of(at, branches)
     return out
-
-
-def _on(seq: int, intervals: Iterable[tuple[int, int]]) -> bool:
-    return any(lo <= seq <= hi for lo, hi in intervals)
 
 
 def build_nodes(
@@ -96,28 +99,68 @@ def build_nodes(
             created_at=g.created_at,
             tags=tuple(g.tags),
         )
+    # A reset record starts its own branch: it is active when that branch is on lineage(head).
+    active_branches = {lo for lo, hi in active if lo <= hi}
     for b in branches:
         if b.parent is not None:
             nodes[b.id] = Node(
-                seq=b.id, kind="reset", active=_on(b.id, active), branch=b.id, target=b.origin_seq
+                seq=b.id,
+                kind="reset",
+                active=b.id in active_branches,
+                branch=b.id,
+                target=b.origin_seq,
             )
     if head not in nodes:
         holder = _branch_of(head, branches)
         nodes[head] = Node(seq=head, kind="tip", active=True, branch=holder.id if holder else 0)
-    seqs = sorted(nodes)
-    out: list[Node] = []
-    for seq in reversed(seqs):
-        parent: int | None = None
-        if seq > 0:
-            for lo, hi in lineage_intervals(seq, branches):
-                i = bisect.bisect_right(seqs, min(hi, seq - 1)) - 1
-                if i >= 0 and seqs[i] >= lo:
-                    parent = seqs[i]
-                    break
-            else:
-                parent = 0
-        out.append(replace(nodes[seq], parent=parent, here=seq == head))
-    return out
+    nearest = _Nearest(nodes, branches)
+    return [
+        replace(node, parent=nearest.parent(node), here=seq == head)
+        for seq, node in sorted(nodes.items(), reverse=True)
+    ]
+
+
+class _Nearest:
+    """The nearest node at or below a seq on its lineage, in O(log n) amortised.
+
+    A node's parent is the nearest node below it on its own lineage: the
+    previous node of its own branch, else the nearest one at or below the
+    branch's origin on its parent branch, and so on down. What lies below a
+    branch's origin is the same for every node of the branch, so it is found
+    once per branch (a walk of every branch per node made 10^4 nodes and
+    10^3 branches take minutes).
+    """
+
+    def __init__(self, nodes: dict[int, Node], branches: Sequence[m.BranchInfo]) -> None:
+        self.by_id = {b.id: b for b in branches}
+        self.members: dict[int, list[int]] = {}
+        for seq in sorted(nodes):
+            self.members.setdefault(nodes[seq].branch, []).append(seq)
+        self.below_origin: dict[int, int] = {}
+
+    def parent(self, node: Node) -> int | None:
+        return None if node.seq == 0 else self.at_or_below(node.seq - 1, node.branch)
+
+    def at_or_below(self, seq: int, branch: int) -> int:
+        passed: list[int] = []  # branches left through their origin: they share the answer
+        while True:
+            info = self.by_id.get(branch)
+            mine = self.members.get(branch, [])
+            i = bisect.bisect_right(mine, seq) - 1
+            if i >= 0 and mine[i] >= (info.id if info else 0):
+                found = mine[i]
+                break
+            if info is None or info.parent is None:
+                found = 0  # genesis
+                break
+            if branch in self.below_origin:
+                found = self.below_origin[branch]
+                break
+            passed.append(branch)
+            seq, branch = info.origin_seq, info.parent
+        for b in passed:
+            self.below_origin[b] = found
+        return found
 
 
 def _cells(lanes: Sequence[int | None]) -> list[str]:

@@ -1,0 +1,174 @@
+"""`reynctl web` on a large state: first paint and interaction times in Chromium (issue 26).
+
+A real daemon is filled through its socket with 10^5 records (turns of 4
+records, written by wal.append_batch) and 1,000 branches (a rewind 10 turns
+back after every 25 turns), then `reynctl web` serves it and a headless
+Chromium (Debian's, through chromedriver) opens the page. Measured:
+
+- server: GET /api/timeline (every branch's lanes): cold (laid out after a
+  change) and warm (the layout of this head, shared by every page);
+- first paint: from navigation start to the first drawn timeline
+  (the page's `timeline-drawn` performance mark), median of page loads;
+- interactions, median in the page: a keypress that moves the selection
+  (its redraw), a scroll to the middle of history (its redraw), and a
+  selection's detail (state and diff to the tip, read from the daemon).
+
+The issue's targets: first paint under 200 ms, every interaction under 100 ms.
+
+    python -m bench.web [--records 100000] [--branches 1000] [--loads 5] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+
+from bench.batch import turn_events
+from bench.daemon import Client, start_reynd
+from tests.web_helpers import web_server
+
+RECORDS_PER_TURN = 4
+TURNS_PER_BRANCH = 25
+BATCH_TURNS = 250  # 1,000 events: wal.append_batch's limit
+
+
+def seed(client: Client, records: int, branches: int) -> dict[str, int]:
+    """`records` records in turns with `branches` rewinds spread over them; the counts."""
+    client.call("wal.append", {"agent": "ada", "kind": "agent.created", "data": {}})
+    turns = records // RECORDS_PER_TURN
+    every = max(1, turns // max(branches, 1)) if branches else turns + 1
+    made = written = 0
+    i = 0
+    while i < turns:
+        batch = min(BATCH_TURNS, every - i % every, turns - i)
+        events = [e for t in range(i, i + batch) for e in turn_events(t, "bench")]
+        client.call("wal.append_batch", {"agent": "ada", "events": events})
+        written += len(events)
+        i += batch
+        if made < branches and i % every == 0:
+            head = client.call("daemon.status")["head"]
+            client.call("rewind", {"seq": head - 10 * RECORDS_PER_TURN, "reason": f"retry {made}"})
+            made += 1
+    status = client.call("daemon.status")
+    return {"records": int(status["head"]), "branches": made, "written": written}
+
+
+def browser(profile: str) -> webdriver.Chrome:
+    """Debian's headless Chromium, as tests/test_web_browser.py starts it."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,800",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    return webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+
+
+MEASURE = """
+const done = arguments[arguments.length - 1];
+(async () => {
+  const out = {key: [], scroll: [], detail: []};
+  const box = document.getElementById("timeline");
+  for (let i = 0; i < 20; i++) {
+    let t = performance.now();
+    box.dispatchEvent(new KeyboardEvent("keydown", {key: "j", bubbles: true}));
+    out.key.push(performance.now() - t);
+    t = performance.now();
+    box.scrollTop = (i % 2 ? 0.5 : 0.25) * box.scrollHeight;
+    draw();
+    out.scroll.push(performance.now() - t);
+    t = performance.now();
+    await loadDetail();
+    out.detail.push(performance.now() - t);
+  }
+  done(out);
+})();
+"""
+
+
+def measure(records: int, branches: int, loads: int) -> dict[str, Any]:
+    """Seed a daemon, serve it, and time the page; the figures in ms."""
+    with tempfile.TemporaryDirectory(prefix="reynd-bw-", dir="/tmp") as tmp:
+        work = Path(tmp)
+        proc = start_reynd("reynd", work / "state", work)
+        try:
+            client = Client(proc.socket)
+            t = time.perf_counter()
+            counts = seed(client, records, branches)
+            seeded_s = time.perf_counter() - t
+            client.close()
+            with web_server(proc.socket) as web:
+                timeline: list[float] = []
+                for _ in range(3):
+                    t = time.perf_counter()
+                    status, body, _ = web.request("GET", "/api/timeline")
+                    timeline.append((time.perf_counter() - t) * 1000)
+                    assert status == 200, body
+                rows = len(json.loads(body)["rows"])
+                driver = browser(str(work / "profile"))
+                try:
+                    paints: list[float] = []
+                    for _ in range(loads):
+                        driver.get(web.url)
+                        paints.append(
+                            driver.execute_script(
+                                "return await new Promise(r => { const f = () => {"
+                                " const m = performance.getEntriesByName('timeline-drawn');"
+                                " m.length ? r(m[0].startTime) : setTimeout(f, 5) }; f() })"
+                            )
+                        )
+                    driver.set_script_timeout(120)
+                    inter = driver.execute_async_script(MEASURE)
+                finally:
+                    driver.quit()
+        finally:
+            proc.stop()
+    med = statistics.median
+    return {
+        **counts,
+        "rows": rows,
+        "seed_s": round(seeded_s, 1),
+        "server_timeline_cold_ms": round(timeline[0], 1),
+        "server_timeline_ms": round(med(timeline[1:]), 1),
+        "first_paint_ms": round(med(paints), 1),
+        "key_ms": round(med(inter["key"]), 2),
+        "scroll_ms": round(med(inter["scroll"]), 2),
+        "detail_ms": round(med(inter["detail"]), 1),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--branches", type=int, default=1000)
+    ap.add_argument("--loads", type=int, default=5)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    result = measure(args.records, args.branches, args.loads)
+    if args.json:
+        print(json.dumps(result))
+        return
+    for key, value in result.items():
+        print(f"{key:>24}: {value}")
+
+
+if __name__ == "__main__":
+    main()
