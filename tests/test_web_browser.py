@@ -157,6 +157,15 @@ def test_a_click_rewinds_and_the_tree_redraws(browser: WebDriver, web: Web, run:
     # Rows are redrawn on every update: click the one there is now.
     browser.execute_script(f"document.querySelector('#window .row[data-seq=\"{first}\"]').click()")
     until(browser, lambda d: d.find_element(By.ID, "do-rewind").is_enabled(), "Rewind enabled")
+    # The detail's diff to the tip reads as a conversation: the turns after `first`.
+    diff = until(
+        browser,
+        lambda d: (t := d.find_element(By.ID, "diff").text) and "+ user" in t and t,
+        "the conversation diff",
+    )
+    assert "ada: 0 message(s) only as of" in diff
+    assert "second question" in diff and "third question" in diff
+    assert "first question" not in diff  # shared: not a difference
     browser.find_element(By.ID, "do-rewind").click()
     dialog = until(browser, lambda d: d.find_element(By.ID, "confirm"), "the confirm")
     until(browser, lambda d: dialog.is_displayed(), "the confirm dialog")

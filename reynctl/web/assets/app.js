@@ -138,10 +138,10 @@ async function loadDetail() {
   $("do-act-turn").disabled = !r.active || !r.agent;
   $("do-tag").disabled = false;
   const [diff, state] = await Promise.all([
-    read("state.diff", { from_seq: r.seq, to_seq: diffTo() }),
+    read("state.diff", { from_seq: r.seq, to_seq: diffTo(), files: true }),
     read("state.get", { seq: r.seq }),
   ]);
-  $("diff").replaceChildren(diffTable(diff));
+  $("diff").replaceChildren(...conversationDiff(diff), ...filesDiff(diff), diffTable(diff));
   const names = Object.keys(state.agents);
   const sel = $("agent");
   if (ui.agent === null || !names.includes(ui.agent)) ui.agent = r.agent || names[0] || null;
@@ -161,6 +161,30 @@ async function loadDetail() {
 function diffTo() {
   const v = $("diff-to").value;
   return v === "" ? ui.head : Number(v);
+}
+
+// One diff across substrates (issue 27): the messages each agent's conversation gained or
+// lost, the workspace's files (when workspace rewind is on), then the rest of the state.
+function conversationDiff(diff) {
+  const out = [];
+  for (const [agent, c] of Object.entries(diff.conversations || {})) {
+    const lines = [
+      ...c.removed.map((m) => el("div", { class: `msg ${m.role} removed` }, el("b", {}, `− ${m.role}`), m.content || "")),
+      ...c.added.map((m) => el("div", { class: `msg ${m.role} added` }, el("b", {}, `+ ${m.role}`), m.content || "")),
+    ];
+    out.push(el("h4", {}, `${agent}: ${c.removed.length} message(s) only as of ${diff.from_seq}, ` +
+      `${c.added.length} only as of ${diff.to_seq} (after ${c.common} shared)`), ...lines.slice(0, SHOWN));
+  }
+  return out;
+}
+
+function filesDiff(diff) {
+  if (!diff.files || !diff.files.length) return [];
+  const out = [el("h4", {}, `${diff.files.length} file(s) differ`)];
+  for (const f of diff.files.slice(0, SHOWN))
+    out.push(el("div", { class: "file" }, el("b", {}, `${f.op} ${f.path}`),
+      f.patch ? el("pre", { class: "patch" }, f.patch) : el("span", {}, f.binary ? " (binary)" : "")));
+  return out;
 }
 
 function diffTable(diff) {
