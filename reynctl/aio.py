@@ -391,6 +391,19 @@ class AsyncClient(AsyncMethods):
 
     # -- subscriptions --------------------------------------------------------------
 
+    async def newest_generations(self, most: int) -> tuple[list[m.Generation], bool]:
+        """The newest (about) `most` checkpoints of every branch, newest first, in pages of
+        1,000; and whether older ones were left out."""
+        gens: list[m.Generation] = []
+        cursor: int | None = None
+        while len(gens) < most:
+            page = await self.generations(all_branches=True, limit=1000, cursor=cursor)
+            gens += page.generations
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return gens, cursor is not None
+
     async def subscribe(self, topics: Sequence[m.Topic] | None = None) -> Subscription:
         """Subscribe to `topics` (default: all); iterate the result for notifications."""
         params = m.SubscribeParams() if topics is None else m.SubscribeParams(topics=list(topics))

@@ -33,6 +33,13 @@ def _echo(state: MessagesState) -> dict[str, Any]:
     return {"messages": [AIMessage(content="a" * BIG + str(len(state["messages"])))]}
 
 
+def _echo_app(saver: ReyndSaver) -> Any:
+    graph = StateGraph(MessagesState)
+    graph.add_node("echo", _echo)
+    graph.add_edge(START, "echo")
+    return graph.compile(checkpointer=saver)
+
+
 def _peak(fn: Callable[[], object]) -> int:
     tracemalloc.start()
     try:
@@ -44,10 +51,7 @@ def _peak(fn: Callable[[], object]) -> int:
 
 def test_list_holds_one_tuple_at_a_time(daemon: Daemon) -> None:
     with ReyndSaver(str(daemon.socket)) as saver:
-        graph = StateGraph(MessagesState)
-        graph.add_node("echo", _echo)
-        graph.add_edge(START, "echo")
-        app = graph.compile(checkpointer=saver)
+        app = _echo_app(saver)
         for i in range(TURNS):
             app.invoke({"messages": [HumanMessage(content="q" * BIG + str(i))]}, CONFIG)
         app.get_state(CONFIG)  # the thread is read: the walks below fetch nothing new
@@ -74,10 +78,7 @@ def test_list_holds_one_tuple_at_a_time(daemon: Daemon) -> None:
 def test_list_goes_on_from_its_read_when_the_thread_moves(daemon: Daemon) -> None:
     """A rewind between two tuples: the walk finishes the history as it read it."""
     with ReyndSaver(str(daemon.socket)) as saver:
-        graph = StateGraph(MessagesState)
-        graph.add_node("echo", _echo)
-        graph.add_edge(START, "echo")
-        app = graph.compile(checkpointer=saver)
+        app = _echo_app(saver)
         app.invoke({"messages": [HumanMessage(content="one")]}, CONFIG)
         seq = daemon.call("daemon.status")["head"]
         for q in ("two", "three"):

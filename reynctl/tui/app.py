@@ -254,16 +254,8 @@ class ReyndTui(TuiHost):
 
     async def _load_timeline(self, client: AsyncClient) -> None:
         branches = await client.branches()
-        gens: list[m.Generation] = []
-        cursor: int | None = None
-        while len(gens) < MAX_GENERATIONS:
-            page = await client.generations(all_branches=True, limit=1000, cursor=cursor)
-            gens += page.generations
-            cursor = page.next_cursor
-            if cursor is None:
-                break
         self.branches = list(branches.branches)
-        self.generations = gens
+        self.generations, _ = await client.newest_generations(MAX_GENERATIONS)
         self.head = branches.head
         self.branch = next((b.id for b in branches.branches if b.active), 0)
         self.loaded_at = branches.head

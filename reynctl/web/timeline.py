@@ -88,14 +88,7 @@ class Timeline:
 async def load(client: AsyncClient) -> dict[str, Any]:
     """The timeline of every branch: head, branches, reset reasons, lane rows."""
     branches = await client.branches()
-    gens: list[m.Generation] = []
-    cursor: int | None = None
-    while len(gens) < MAX_GENERATIONS:
-        page = await client.generations(all_branches=True, limit=1000, cursor=cursor)
-        gens += page.generations
-        cursor = page.next_cursor
-        if cursor is None:
-            break
+    gens, truncated = await client.newest_generations(MAX_GENERATIONS)
     moves = await _moves(client)
     rows = await anyio.to_thread.run_sync(lanes, gens, branches.branches, branches.head)
     for row in rows:
@@ -105,7 +98,7 @@ async def load(client: AsyncClient) -> dict[str, Any]:
     return {
         "head": branches.head,
         "branches": len(branches.branches),
-        "truncated": cursor is not None,
+        "truncated": truncated,
         "total": len(rows),
         "lanes": 1 + max((r["col"] for r in rows), default=0),
         "rows": rows,
