@@ -20,7 +20,7 @@ from reynd.storage.crashpoints import CRASH_ENV
 from tests.conftest import workspace_config
 from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import head, kill_daemon, records, restart
-from tests.test_reynctl_cli import ok, reynctl
+from tests.test_reynctl_cli import _on_a_terminal, ok, reynctl
 from tests.test_workspace import Agent, Tree, snapshot, write
 from tests.test_workspace_crash import crashing, killed_by
 
@@ -199,6 +199,24 @@ def test_reynctl_only(wd: Daemon, ws: Path) -> None:
     assert snapshot(ws) == s3
     bad = reynctl("rewind", str(g1), "--only", "files", "--yes", sock=wd.socket)
     assert bad.returncode == 2 and "'files' is not one of 'runtime', 'workspace'" in bad.stderr
+    # The conversation stays at the tip: nothing for --send/--reapply to follow (no traceback).
+    for extra in (("--send", "ada", "hi"), ("--reapply", "messages")):
+        for move in ("rewind", "checkout"):
+            bad = reynctl(move, str(g1), "--only", "workspace", *extra, "--yes", sock=wd.socket)
+            assert bad.returncode == 2, bad.stderr
+            assert "--only workspace leaves the conversation at the tip" in bad.stderr
+            assert "Traceback" not in bad.stderr
+
+
+def test_the_question_of_a_workspace_only_restore_says_what_it_does(wd: Daemon, ws: Path) -> None:
+    _, (g1, _, _), _ = three_turns(wd, ws)
+    tip = head(wd)
+    declined = _on_a_terminal(wd.socket, b"n\n", "rewind", str(g1), "--only", "workspace")
+    assert declined.returncode == 1 and head(wd) == tip
+    question = declined.stderr
+    assert "the workspace's files become those as of that seq" in question
+    # It abandons nothing: no agent moves, and no effects to warn of.
+    assert "every agent moves" not in question and "not undone" not in question
 
 
 def test_a_sigkill_inside_a_workspace_only_batch_leaves_neither(short_tmp: Path, ws: Path) -> None:

@@ -36,6 +36,12 @@ def test_edit_this_message_replaces_it_in_one_atomic_batch(daemon: Daemon) -> No
             await until(pilot, lambda: isinstance(app.screen, EditScreen), "the editor")
             assert app.screen.query_one("#edit-input", Input).value == "again"
             assert shows(app, f"the message to a at seq {second['seq']}")
+            # What the edit abandons and cannot undo, as the confirm of any move says it.
+            await until(
+                pilot,
+                lambda: shows(app, "not undone:") and not shows(app, "asking the daemon"),
+                "the dry run's line",
+            )
             await pilot.press("escape")
             await until(pilot, lambda: shows(app, "cancelled: nothing changed"), "cancelled")
             # An empty text: nothing changes either.

@@ -252,18 +252,27 @@ def confirm_move(yes: bool, command: str) -> None:
         )
 
 
-def ask_move(opts: Options, head: int, what: str, detail: str = "") -> None:
+def ask_move(
+    opts: Options, head: int, what: str, detail: str = "", *, only: str | None = None
+) -> None:
     """Ask on the terminal whether to go on; exit 1 (nothing changed) unless yes.
 
-    `detail`: said first (what the move cannot undo, issue 25)."""
+    `detail`: said first (what the move cannot undo, issue 25). `only`: the move's
+    scope (a workspace-only restore moves no agent and abandons nothing)."""
     if detail:
         click.echo(detail, err=True)
-    if not click.confirm(
-        f"{what}: every agent moves to its state as of that seq, later seqs become an "
-        f"abandoned branch and turns in flight are cancelled (`reynctl checkout {head}` "
-        "comes back). Continue?",
-        err=True,
-    ):
+    if only == "workspace":
+        what += (
+            ": the workspace's files become those as of that seq, the conversation and the "
+            "agents stay at the tip (`reynctl undo` brings the files back). Continue?"
+        )
+    else:
+        what += (
+            ": every agent moves to its state as of that seq, later seqs become an abandoned "
+            f"branch and turns in flight are cancelled (`reynctl checkout {head}` comes back). "
+            "Continue?"
+        )
+    if not click.confirm(what, err=True):
         decline(opts)
 
 

@@ -9,7 +9,7 @@ import click
 
 from reynd.protocol import methods as m
 
-__all__ = ["only_option", "only_what"]
+__all__ = ["check_only", "only_option", "only_what"]
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -33,3 +33,13 @@ def only_what(what: str, only: m.Only | None) -> str:
     if only == "runtime":
         return f"{what}, the conversation and agents only (the files stay)"
     return what
+
+
+def check_only(only: m.Only | None, then: object, reapply: m.Reapply | None) -> None:
+    """--only workspace leaves the conversation at the tip: --send/--reapply need it moved."""
+    if only == "workspace" and (then is not None or reapply is not None):
+        which = "--send" if then is not None else "--reapply"
+        raise click.UsageError(
+            f"--only workspace leaves the conversation at the tip, so {which} has nothing to "
+            f"follow: drop {which}, or use --only runtime (or no --only)"
+        )

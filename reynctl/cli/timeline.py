@@ -28,7 +28,7 @@ from reynctl.cli.options import (
     seq_or_tag,
     width,
 )
-from reynctl.cli.scope import only_option, only_what
+from reynctl.cli.scope import check_only, only_option, only_what
 from reynctl.cli.then import reapplied_text, send_options, sent_text, then_of
 from reynctl.cli.times import AT_HELP, TIME, addressed, one_of
 from reynctl.client import Client, Reply
@@ -107,6 +107,7 @@ def move(
     agent: str | None = None,
     at_least: float | None = None,
     dry: Callable[[Client], Reply[R]] | None = None,
+    only: m.Only | None = None,
 ) -> None:
     """A rewind, checkout or act-turn rewind: ask (unless --yes), move, say what runs again.
 
@@ -119,13 +120,13 @@ def move(
     with opts.client(at_least=at_least) as c:
         if not yes:
             detail = "" if dry is None else render.effects_text(dry(c).value.effects, opts.style)
-            ask_move(opts, c.status().head, what, detail)
+            ask_move(opts, c.status().head, what, detail, only=only)
         reply = call(c)
         res = reply.value
         state: m.StateResult | None = None
         # The move is done: a failed read only leaves out the note of what runs again.
         with contextlib.suppress(ReyndError):
-            if not opts.json:
+            if not opts.json and only != "workspace":  # else no agent moved
                 state = c.call("state.get", m.StateParams(seq=res.target), m.StateResult).value
     again: list[str] = render.runs_again(state, columns(), skip=agent) if state else []
     opts.emit(reply, lambda: "\n".join([human(res), *again]))
@@ -225,6 +226,7 @@ def rewind(
     one_of(seq=seq, at=at, back=back)
     then = then_of(send, wait, wait_timeout)
     no_follow(dry_run, then, reapply, only)
+    check_only(only, then, reapply)
     by_seq, tag = seq_or_tag(seq)
     params = m.RewindParams(
         seq=by_seq,
@@ -250,6 +252,7 @@ def rewind(
         then=then,
         wait_timeout=wait_timeout,
         dry=lambda c: c.call("rewind", dry, m.RewindResult),
+        only=only,
     )
 
 
@@ -262,6 +265,7 @@ def _reset_move(
     then: a.AgentsSendParams | None,
     wait_timeout: float,
     dry: Callable[[Client], Reply[m.RewindResult]],
+    only: m.Only | None,
 ) -> None:
     """A rewind or checkout: `move`, and what --send and --reapply delivered (issue 25)."""
     move(
@@ -269,7 +273,9 @@ def _reset_move(
         yes=yes,
         what=what,
         call=call,
-        dry=dry,
+        # A workspace-only restore abandons nothing: no effects to warn of.
+        dry=None if only == "workspace" else dry,
+        only=only,
         human=lambda res: (
             render.rewind_text(res, opts.style)
             + addressed(res)
@@ -340,6 +346,7 @@ def checkout(
     one_of(seq=seq, at=at)
     then = then_of(send, wait, wait_timeout)
     no_follow(dry_run, then, reapply, only)
+    check_only(only, then, reapply)
     by_seq, tag = seq_or_tag(seq)
     params = m.CheckoutParams(
         seq=by_seq,
@@ -365,6 +372,7 @@ def checkout(
         then=then,
         wait_timeout=wait_timeout,
         dry=lambda c: c.call("checkout", dry, m.RewindResult),
+        only=only,
     )
 
 

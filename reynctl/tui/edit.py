@@ -21,6 +21,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from reynctl.aio import AsyncClient
+from reynctl.tui.confirm import Preview
 from reynctl.tui.graph import Node
 
 __all__ = ["EditScreen", "Message", "message_of"]
@@ -58,9 +59,10 @@ class EditScreen(ModalScreen[str | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, message: Message) -> None:
+    def __init__(self, message: Message, preview: Preview | None = None) -> None:
         super().__init__()
         self.message = message
+        self._preview = preview  # the move's dry run: what it cannot undo (as ConfirmScreen)
 
     def compose(self) -> ComposeResult:
         msg = self.message
@@ -74,11 +76,19 @@ class EditScreen(ModalScreen[str | None]):
         body.append(f'Same as `reynctl edit {msg.seq} "..."`.\n', style="dim")
         with Vertical(id="edit-box"):
             yield Static(body, id="edit-text")
+            if self._preview is not None:
+                waiting = Text("not undone: asking the daemon…", style="dim")
+                yield Static(waiting, id="edit-effects")
             yield Input(value=msg.text, id="edit-input")
             yield Static(Text("Enter: send     Esc: cancel", style="bold"))
 
     def on_mount(self) -> None:
         self.query_one("#edit-input", Input).focus()
+        if self._preview is not None:
+            self.run_worker(self._show(self._preview))
+
+    async def _show(self, preview: Preview) -> None:
+        self.query_one("#edit-effects", Static).update(await preview())
 
     @on(Input.Submitted, "#edit-input")
     def _submitted(self, event: Input.Submitted) -> None:

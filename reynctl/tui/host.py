@@ -36,6 +36,10 @@ class TuiHost(App[None]):
     rows: list[Row]
 
     @abstractmethod
+    async def dry_run(self, target: Target) -> Text:
+        """What `target` cannot undo and which turns it cancels: its dry run (issue 25)."""
+
+    @abstractmethod
     def node_at(self, seq: int) -> Node | None:
         """The timeline's node at `seq`, if there is one."""
 

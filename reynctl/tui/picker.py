@@ -179,7 +179,9 @@ class PickerScreen(TuiScreen):
             else:
                 self.tui.edit(found.seq, found.agent, text, self.message, self._close)
 
-        self.app.push_screen(EditScreen(found), answered)
+        # An edit abandons what followed the message: the dialog says what stays done.
+        before = Target(seq=found.seq - 1, action="checkout", active=True)
+        self.app.push_screen(EditScreen(found, partial(self.tui.dry_run, before)), answered)
 
     async def _expand(self, node: Node) -> None:
         steps = await self.steps_of(node)

@@ -272,6 +272,9 @@ class Coordinator:
                 # the last record before it (what the substrates recorded
                 # stays on the branch it leaves).
                 batch = self._store.reset_batch(reset, extra, note)
+                # `then`'s message is reset_seq + 1 (follow.py stamps it so): records
+                # after the reset come only with only=workspace, which refuses `then`.
+                assert not (after and follow), "then with records after the reset record"
                 # With records after it, atomic: after a crash, recovery keeps
                 # the reset record and what follows it both, or neither (issue 25).
                 written = await self._committer.append(
