@@ -92,6 +92,11 @@ def pgbench_tps(pg: Cluster, clients: int, seconds: float, script: Path) -> floa
     return float(match.group(1))
 
 
+def _append(k: int) -> bytes:
+    """Writer k's request: APPEND's message, to agent w<k>."""
+    return APPEND.replace(b'"agent":"w"', b'"agent":"w%d"' % k)
+
+
 def _pg_setup(pg: Cluster, base: Path) -> Path:
     import psycopg
 
@@ -121,11 +126,14 @@ def _rounds(
         log(f"  {name}: {rates[name][-1]:,.0f}/s")
 
     def reynd(clients: int) -> float:
-        r = load.run_payload(proc, APPEND, clients, seconds)
+        # One agent per writer, as pgbench's connections insert rows of their own: the
+        # appends of one agent are ordered, so they never share a batch.
+        r = load.run_payload(proc, [_append(k) for k in range(clients)], clients, seconds)
         return float(r["count"] / r["elapsed"])
 
     c = Client(proc.socket)
-    c.call("wal.append", {"agent": "w", "kind": "agent.created"})
+    for k in range(64):
+        c.call("wal.append", {"agent": f"w{k}", "kind": "agent.created"})
     c.close()
     n1 = max(200, int(seconds * 300))
     for r in range(rounds):

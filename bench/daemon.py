@@ -237,8 +237,11 @@ def _loop_one(s: socket.socket, payload: bytes, seconds: float) -> tuple[int, fl
             return count, t - t0
 
 
-def _loop_many(socks: list[socket.socket], payload: bytes, seconds: float) -> tuple[int, float]:
+def _loop_many(
+    socks: list[socket.socket], payloads: list[bytes], seconds: float
+) -> tuple[int, float]:
     by_fd = {s.fileno(): s for s in socks}
+    payload_of = {s.fileno(): p for s, p in zip(socks, payloads, strict=True)}
     ep = select.epoll()
     for fd in by_fd:
         ep.register(fd, select.EPOLLIN)
@@ -248,7 +251,7 @@ def _loop_many(socks: list[socket.socket], payload: bytes, seconds: float) -> tu
         t0 = now()
         deadline = t0 + seconds
         for s in socks:
-            s.send(payload)
+            s.send(payload_of[s.fileno()])
         outstanding = len(socks)
         t = t0
         while t < deadline:
@@ -259,7 +262,7 @@ def _loop_many(socks: list[socket.socket], payload: bytes, seconds: float) -> tu
                     raise EOFError("server closed the connection")
                 if chunk[-1] == 10:
                     count += 1
-                    s.send(payload)  # ~50 bytes into an empty buffer: never partial
+                    s.send(payload_of[fd])  # a small request into an empty buffer: never partial
             t = now()
         elapsed = t - t0
         # Drain the replies still in flight so the server is idle for the next window.
@@ -272,12 +275,16 @@ def _loop_many(socks: list[socket.socket], payload: bytes, seconds: float) -> tu
         ep.close()
 
 
-def run_load(path: Path, payload: bytes, clients: int, seconds: float) -> dict[str, float]:
+def run_load(
+    path: Path, payload: bytes | list[bytes], clients: int, seconds: float
+) -> dict[str, float]:
+    """`payload`: what every client sends, or one per client."""
+    payloads = payload if isinstance(payload, list) else [payload] * clients
     socks = [_connect(path) for _ in range(clients)]
     try:
         reply = b""
-        for s in socks:  # warm up each connection, and check the answer is a result
-            s.sendall(payload)
+        for s, payload_s in zip(socks, payloads, strict=True):  # warm up; answers are results
+            s.sendall(payload_s)
             reply = _recv_reply(s)
             if b'"result"' not in reply:
                 raise RuntimeError(f"not a result: {reply[:300]!r}")
@@ -285,9 +292,9 @@ def run_load(path: Path, payload: bytes, clients: int, seconds: float) -> dict[s
             s.setblocking(clients == 1)
         cpu0 = time.process_time()
         if clients == 1:
-            count, elapsed = _loop_one(socks[0], payload, seconds)
+            count, elapsed = _loop_one(socks[0], payloads[0], seconds)
         else:
-            count, elapsed = _loop_many(socks, payload, seconds)
+            count, elapsed = _loop_many(socks, payloads, seconds)
         cpu = time.process_time() - cpu0
     finally:
         for s in socks:
@@ -316,9 +323,10 @@ class Load:
         return self.run_payload(server, REQUESTS[method], clients, seconds)
 
     def run_payload(
-        self, server: Proc, payload: bytes, clients: int, seconds: float
+        self, server: Proc, payload: bytes | list[bytes], clients: int, seconds: float
     ) -> dict[str, float]:
-        """One window of `clients` connections each sending `payload`, one in flight."""
+        """One window of `clients` connections each sending `payload` (or its own of a list),
+        one request in flight each."""
         cpu0 = server.cpu_s()
         self._conn.send((server.socket, payload, clients, seconds))
         out: dict[str, Any] = self._conn.recv()
