@@ -12,7 +12,7 @@ import copy
 from typing import Any
 
 import jsonpatch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reynd.core.diff import diff_values, json_patch
@@ -103,3 +103,63 @@ def test_an_agent_born_or_gone_is_one_add_or_remove(daemon: Daemon) -> None:
     paths = [c["path"] for c in grown if c["op"] == "add"]
     indices = [int(p.rsplit("/", 1)[1]) for p in paths if p.rsplit("/", 1)[1].isdigit()]
     assert indices == sorted(indices) and len(indices) >= 10, paths
+
+
+# Values Python's == takes as equal though JSON does not (1, 1.0, true): the fast prefix must
+# still report them changed, as the element-wise comparison does.
+_TWINS = st.sampled_from(
+    [(1, True), (0, False), (1, 1.0), (2, 2.0), ({"a": 1, "b": 2}, {"b": 2, "a": 1})]
+)
+_small = leaves | st.dictionaries(st.text(max_size=2), leaves, max_size=3)
+_long = st.lists(_small, min_size=32, max_size=48)
+
+
+@settings(max_examples=60)
+@given(_long, st.lists(_small, max_size=5), st.lists(_small, max_size=5), st.data())
+def test_a_long_shared_history_diffs_as_element_by_element(
+    shared: list[Any], tail_a: list[Any], tail_b: list[Any], data: st.DataObject
+) -> None:
+    import reynd.core.diff as d
+
+    before, after = [*shared, *tail_a], [*copy.deepcopy(shared), *tail_b]
+    if data.draw(st.booleans()):  # one element of the shared part a twin on one side
+        i = data.draw(st.integers(0, len(shared) - 1))
+        one, other = data.draw(_TWINS)
+        before[i], after[i] = {"v": one}, {"v": other}
+    fast = diff_values(before, after)
+    saved = d._PREFIX_MIN
+    d._PREFIX_MIN = 10**9  # the element-wise comparison alone: the reference
+    try:
+        slow = diff_values(before, after)
+    finally:
+        d._PREFIX_MIN = saved
+    assert fast == slow
+    assert _apply(before, fast) == after
+
+
+def test_state_get_keeps_the_last_messages_of_each_history(daemon: Daemon) -> None:
+    """`history_last` (a page that shows the end of a long conversation): a cut copy, the
+    state itself untouched."""
+    from tests.runtime_helpers import create_builtin, send
+
+    create_builtin(daemon, "ada")
+    first = send(daemon, "ada", "one")["boundary_seq"]
+    for text in ("two", "three"):
+        send(daemon, "ada", text)
+    whole = daemon.call("state.get")["agents"]["ada"]["history"]
+    n = len(whole)
+    assert n >= 6  # three turns, each a question and what answered it
+    last = daemon.call("state.get", {"history_last": 2})
+    assert last["agents"]["ada"]["history"] == whole[-2:]
+    assert last["history_from"] == {"ada": n - 2}
+    assert daemon.call("state.get")["agents"]["ada"]["history"] == whole  # not cut in place
+    assert daemon.call("state.get", {"history_last": n})["history_from"] == {}
+    none = daemon.call("state.get", {"history_last": 0, "agent": "ada"})
+    assert none["agents"]["ada"]["history"] == [] and none["history_from"] == {"ada": n}
+    then = daemon.call("state.get", {"seq": first})["agents"]["ada"]["history"]
+    past = daemon.call("state.get", {"seq": first, "history_last": 1})
+    assert past["agents"]["ada"]["history"] == then[-1:]
+    assert past["history_from"] == {"ada": len(then) - 1}
+    with daemon.connect() as c:
+        bad = c.request("state.get", {"history_last": -1})
+    assert bad["error"]["code"] == -32602 and "history_last" in bad["error"]["message"]

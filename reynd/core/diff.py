@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from reynd.protocol.pointer import path_order
 
 __all__ = ["diff_values", "escape", "json_patch", "path_order"]
@@ -49,7 +51,7 @@ def diff_values(before: Any, after: Any, path: str = "") -> list[tuple[str, str,
         return sorted(out, key=lambda c: path_order(c[0]))
     if isinstance(before, list) and isinstance(after, list):
         out = []
-        for i in range(max(len(before), len(after))):
+        for i in range(_same_prefix(before, after), max(len(before), len(after))):
             sub = f"{path}/{i}"
             if i >= len(after):
                 out.append((sub, "remove", before[i], None))
@@ -61,3 +63,31 @@ def diff_values(before: Any, after: Any, path: str = "") -> list[tuple[str, str,
     if before == after and type(before) is type(after):
         return []
     return [(path, "change", before, after)]
+
+
+# Lists shorter than this are compared element by element only.
+_PREFIX_MIN = 32  # not Final: a test raises it to get the element-wise comparison alone
+_encode = msgspec.json.encode
+
+
+def _same_prefix(before: list[Any], after: list[Any]) -> int:
+    """How many leading elements the lists share as JSON values, found at C speed.
+
+    A history grows at its end: two states of an agent share most of it. Equal
+    JSON encodings mean no difference at all (unlike `==`, they tell 1, 1.0 and
+    true apart); the longest equal prefix is found by halving, about four
+    encodes of the list in all. Elements whose encodings differ but whose
+    values do not (dict keys in another order) are left to the element-wise
+    comparison, which then finds nothing for them.
+    """
+    n = min(len(before), len(after))
+    if n < _PREFIX_MIN:
+        return 0
+    lo, hi = 0, n  # before[:lo] == after[:lo] as JSON; no prefix longer than hi is
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _encode(before[lo:mid]) == _encode(after[lo:mid]):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

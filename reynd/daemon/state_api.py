@@ -27,7 +27,8 @@ FilesDiff = Callable[[int, int], Awaitable[list[m.FileChange] | None]]
 
 def at_tip(p: m.StateParams, head: int) -> bool:
     """A `state.get` of the whole state at the tip: answered from the reply kept for `head`."""
-    return p.agent is None and p.at is None and p.tag is None and (p.seq is None or p.seq == head)
+    whole = p.agent is None and p.history_last is None
+    return whole and p.at is None and p.tag is None and (p.seq is None or p.seq == head)
 
 
 class StateApi:
@@ -62,7 +63,10 @@ class StateApi:
                     f"no agent {p.agent!r} as of seq {seq}", {"agent": p.agent, "seq": seq}
                 )
             agents = {p.agent: agents[p.agent]}
-        return self._result(seq, state, agents)
+        result = self._result(seq, state, agents)
+        if p.history_last is not None:
+            _keep_last(result, p.history_last)
+        return result
 
     def _result(
         self, seq: int, state: RuntimeState, agents: dict[str, Any] | None = None
@@ -114,6 +118,18 @@ class StateApi:
             files=await self._files(from_seq, to_seq) if p.files else None,
             patch=json_patch(whole) if p.patch else None,
         )
+
+
+def _keep_last(result: m.StateResult, n: int) -> None:
+    """Cut each agent's history to its last `n` messages, in copies: `result.agents` may be
+    the live state's own dict, which no read may change."""
+    agents = dict(result.agents)
+    for name, agent in result.agents.items():
+        cut = len(agent.history) - n
+        if cut > 0:
+            agents[name] = msgspec.structs.replace(agent, history=agent.history[cut:])
+            result.history_from[name] = cut
+    result.agents = agents
 
 
 def _conversations(

@@ -456,12 +456,16 @@ class BranchesResult(Result, kw_only=True):
 
 
 class StateParams(Params, kw_only=True):
-    """At most one of `seq`, `tag` or `at` (where the tip was at that time); none: the tip."""
+    """At most one of `seq`, `tag` or `at` (where the tip was at that time); none: the tip.
+
+    `history_last`: each agent's `history` holds only its last N messages (a page that
+    shows the end of a long conversation); `history_from` says where each cut one starts."""
 
     seq: NonNegative | None = None
     agent: AgentRef | None = None
     at: Time | None = None
     tag: TagName | None = None
+    history_last: NonNegative | None = None
 
     def __post_init__(self) -> None:
         one_address(self, _STATE_ADDRESSES, required=False)
@@ -472,6 +476,9 @@ class StateResult(Result, kw_only=True):
     active: bool
     branch: int
     agents: dict[str, AgentState]
+    # With `history_last`: per agent whose history was cut, the index of its first message
+    # kept (the messages before it are not in the answer).
+    history_from: dict[str, int] = {}
 
 
 class DiffParams(Params, kw_only=True):

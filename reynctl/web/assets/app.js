@@ -139,7 +139,7 @@ async function loadDetail() {
   $("do-tag").disabled = false;
   const [diff, state] = await Promise.all([
     read("state.diff", { from_seq: r.seq, to_seq: diffTo(), files: true }),
-    read("state.get", { seq: r.seq }),
+    read("state.get", { seq: r.seq, history_last: SHOWN }),
   ]);
   $("diff").replaceChildren(...conversationDiff(diff), ...filesDiff(diff), diffTable(diff));
   const names = Object.keys(state.agents);
@@ -153,8 +153,9 @@ async function loadDetail() {
     return el("div", { class: `msg ${m.role}` }, el("b", {}, m.role), [m.content, calls].filter(Boolean).join("\n"));
   }));
   if (!agent) $("conversation").append("(no agent as of this seq)");
-  if (history.length > SHOWN)
-    $("conversation").prepend(el("p", {}, `${history.length - SHOWN} earlier messages not shown`));
+  const earlier = (state.history_from || {})[ui.agent] || 0;  // the daemon sent the last SHOWN
+  if (earlier)
+    $("conversation").prepend(el("p", {}, `${earlier} earlier messages not shown`));
 }
 
 // The other side of a checkpoint's diff: the seq typed, else the tip.
