@@ -236,7 +236,7 @@ def test_unknown_method(client: Client) -> None:
             "state.get",
             {"sek": 1},
             "sek",
-            "unknown field `sek` (state.get takes seq, agent, at, tag)",
+            "unknown field `sek` (state.get takes seq, agent, at, tag, history_last)",
         ),
         ("rewind", {}, "seq", "missing field `seq`: give exactly one of seq / tag / at / back"),
         ("generations.list", {"limit": 0}, "limit", "must be 1 or more"),
