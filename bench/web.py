@@ -28,12 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
-
 from bench.batch import turn_events
 from bench.daemon import Client, start_reynd
-from tests.web_helpers import web_server
+from tests.web_helpers import chromium, web_server
 
 RECORDS_PER_TURN = 4
 TURNS_PER_BRANCH = 25
@@ -59,27 +56,6 @@ def seed(client: Client, records: int, branches: int) -> dict[str, int]:
             made += 1
     status = client.call("daemon.status")
     return {"records": int(status["head"]), "branches": made, "written": written}
-
-
-def browser(profile: str) -> webdriver.Chrome:
-    """Debian's headless Chromium, as tests/test_web_browser.py starts it."""
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,800",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    return webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
 
 
 MEASURE = """
@@ -123,7 +99,7 @@ def measure(records: int, branches: int, loads: int) -> dict[str, Any]:
                     timeline.append((time.perf_counter() - t) * 1000)
                     assert status == 200, body
                 rows = len(json.loads(body)["rows"])
-                driver = browser(str(work / "profile"))
+                driver = chromium(str(work / "profile"))
                 try:
                     paints: list[float] = []
                     for _ in range(loads):

@@ -20,18 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.harness import Daemon, short_tempdir, start_daemon
-from tests.web_helpers import Web, web_server
+from tests.web_helpers import CHROMEDRIVER, CHROMIUM, Web, chromium, web_server
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 WAIT = 20.0
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "web.png"
 
@@ -45,23 +41,7 @@ def browser() -> Iterator[WebDriver]:
             "run `apt-get install chromium chromium-driver` (.ci/run does)"
         )
     with tempfile.TemporaryDirectory(prefix="reynd-chromium-") as profile:
-        options = webdriver.ChromeOptions()
-        options.binary_location = str(CHROMIUM)
-        for flag in (
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
-            "--window-size=1280,800",
-            f"--user-data-dir={profile}",
-        ):
-            options.add_argument(flag)
-        driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+        driver = chromium(profile)
         try:
             yield driver
         finally:

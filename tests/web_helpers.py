@@ -17,10 +17,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tests.harness import READY_TIMEOUT
+
+if TYPE_CHECKING:
+    from selenium.webdriver import Chrome
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 
 @dataclass
@@ -111,3 +117,28 @@ def web_server(socket: Path, args: Sequence[str] = ()) -> Iterator[Web]:
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
+
+
+def chromium(profile: str) -> Chrome:
+    """Debian's headless Chromium through its driver, a new profile in `profile`: the flags
+    keep it off this machine's closed network (it would retry Google's hosts)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,800",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    return webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
