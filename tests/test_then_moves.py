@@ -187,3 +187,30 @@ def test_reynctl_undo_send_waits_for_the_new_turn(daemon: Daemon) -> None:
     assert user_texts(daemon, "a") == ["one", "two", "three"]
     bad = reynctl("undo", "--wait", "--yes", sock=daemon.socket)
     assert bad.returncode == 2 and "--wait/--no-wait need --send AGENT TEXT" in bad.stderr
+
+
+def test_reynctl_act_turn_rewind_send(daemon: Daemon) -> None:
+    turn, target, _ = _planned_turn(daemon)
+    out = ok(
+        reynctl(
+            "act-turn-rewind",
+            "a",
+            str(target),
+            "--send",
+            "a",
+            "and then?",
+            "--yes",
+            sock=daemon.socket,
+        )
+    )
+    (msg,) = records(daemon, kind="message.received", text="and then?")
+    assert records(daemon, kind="rewind", seq=msg["seq"] - 1)  # in the reset record's batch
+    assert f"inside turn {turn}" in out
+    assert f"at seq {msg['seq']})" in out and "completed" in out  # waited for its turn
+    assert user_texts(daemon, "a")[-1] == "and then?"
+    tip = head(daemon)
+    bad = reynctl(
+        "act-turn-rewind", "a", str(target), "--dry-run", "--send", "a", "x", sock=daemon.socket
+    )
+    assert bad.returncode == 2 and "--dry-run previews the move alone: drop --send" in bad.stderr
+    assert head(daemon) == tip

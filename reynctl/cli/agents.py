@@ -25,7 +25,8 @@ from reynctl.cli.options import (
     pass_opts,
     reason_option,
 )
-from reynctl.cli.timeline import move, preview_move
+from reynctl.cli.then import send_option, sent_text, then_of
+from reynctl.cli.timeline import move, no_follow, preview_move
 from reynctl.client import Client
 from reynctl.errors import DaemonTimeout
 from reynctl.jsonrpc import ServerMessage, decode_notification
@@ -438,6 +439,7 @@ def _check_open(opts: Options, c: Client, agent: str, intervention_id: str) -> N
         "reynctl generations --agent ada --kind plan_step   # the seqs between act-steps",
         "reynctl act-turn-rewind ada 21                     # asks, then rewinds into the turn",
         "reynctl act-turn-rewind ada 21 --yes               # in a script",
+        'reynctl act-turn-rewind ada 21 --send ada "Skip the last step." --yes',
     ),
 )
 @click.argument("agent", shell_complete=_complete_agent)
@@ -445,12 +447,22 @@ def _check_open(opts: Options, c: Client, agent: str, intervention_id: str) -> N
 @click.option(
     "--yes", "-y", is_flag=True, help="Do not ask for confirmation (required off a terminal)."
 )
+@send_option
 @dry_run_option
 @reason_option
 @json_option
 @pass_opts
 def act_turn_rewind(
-    opts: Options, agent: str, seq: int, yes: bool, reason: str, *, dry_run: bool
+    opts: Options,
+    agent: str,
+    seq: int,
+    yes: bool,
+    reason: str,
+    *,
+    dry_run: bool,
+    send: tuple[str, str] | None,
+    wait: bool | None,
+    wait_timeout: float,
 ) -> None:
     """Rewind to SEQ inside one of AGENT's turns, between two act-steps.
 
@@ -459,24 +471,28 @@ def act_turn_rewind(
     resumes: steps up to SEQ are ghost-replayed from their memos (0 executor
     calls), later ones run again. `reynctl checkout` of the previous head
     comes back. Asks first on a terminal; elsewhere pass --yes. --dry-run:
-    as for rewind.
+    as for rewind. --send AGENT TEXT delivers a message in the reset record's
+    atomic batch, as `rewind --send` does; it waits in the inbox behind the
+    resumed turn.
     """
+    then = then_of(send, wait, wait_timeout)
+    no_follow(dry_run, then, None)
     what = f"act-turn rewind of {agent} to seq {seq}"
     dry = a.ActTurnRewindParams(agent=agent, seq=seq, reason=reason, dry_run=True)
     if dry_run:
         preview_move(opts, what, lambda c: c.call("act_turn.rewind", dry, a.ActTurnRewindResult))
         return
     confirm_move(yes, "act-turn-rewind")
+    params = a.ActTurnRewindParams(agent=agent, seq=seq, reason=reason, then=then)
     move(
         opts,
         yes=yes,
         what=what,
-        call=lambda c: c.call(
-            "act_turn.rewind",
-            a.ActTurnRewindParams(agent=agent, seq=seq, reason=reason),
-            a.ActTurnRewindResult,
-        ),
+        call=lambda c: c.call("act_turn.rewind", params, a.ActTurnRewindResult),
         dry=lambda c: c.call("act_turn.rewind", dry, a.ActTurnRewindResult),
-        human=lambda res: render.act_turn_text(res, agent, opts.style),
+        human=lambda res: (
+            render.act_turn_text(res, agent, opts.style) + sent_text(res, then, opts.style)
+        ),
         agent=agent,
+        at_least=wait_timeout + 10 if then and then.wait else None,
     )

@@ -85,7 +85,9 @@ def then_of(
     return a.AgentsSendParams(agent=agent, text=text, wait=wait is not False, timeout=wait_timeout)
 
 
-def sent_text(res: m.RewindResult, then: a.AgentsSendParams | None, style: Style) -> str:
+def sent_text(
+    res: m.RewindResult | a.ActTurnRewindResult, then: a.AgentsSendParams | None, style: Style
+) -> str:
     """The delivered message's lines, after the move's (empty without one)."""
     if res.sent is None or then is None:
         return ""
