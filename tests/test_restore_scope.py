@@ -127,6 +127,11 @@ def test_undo_of_a_workspace_only_restore_brings_the_files_back(wd: Daemon, ws: 
     with wd.connect() as c:
         dirty = c.request("rewind", {"seq": g1, "only": "workspace"})
     assert dirty["error"]["code"] == -32015, dirty  # workspace_dirty: as any restore
+    # A rewind has no force: the way on it names is a checkout that has.
+    says = dirty["error"]["message"]
+    assert "unrecorded.txt" in says and "Nothing was changed" in says, says
+    assert f"`reynctl checkout {g1} --force --only workspace`" in says, says
+    assert "only=runtime" not in says  # the files are all this move is about
     move(wd, "checkout", seq=g1, only="workspace", force=True)
     assert snapshot(ws) == s1
     assert snapshot(ws) != s3

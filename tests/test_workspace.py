@@ -194,8 +194,11 @@ def test_a_user_edit_refuses_checkout_and_force_keeps_it(wd: Daemon, ws: Path) -
     assert err["data"]["paths"] == ["a.txt", "b.txt", "mine.txt"]
     assert err["data"]["head"] == head
     assert "a.txt" in err["message"] and "checkout R-1" in err["message"]
-    with wd.connect() as c:  # a rewind is refused the same way
-        assert c.request("rewind", {"seq": g1})["error"]["code"] == -32015
+    with wd.connect() as c:  # a rewind is refused the same way, pointed at what has force
+        refused = c.request("rewind", {"seq": g1})["error"]
+    assert refused["code"] == -32015
+    assert f"`reynctl checkout {g1} --force`" in refused["message"], refused
+    assert "only=runtime" in refused["message"]
     assert snapshot(ws) == edited
     assert wd.call("daemon.status")["head"] == head  # nothing was written
 

@@ -69,7 +69,7 @@ class Resets(WorkspaceCore):
             head = self._store.head
             if dirty and not force:
                 raise errors.WorkspaceDirty(
-                    _dirty_message(dirty, head),
+                    _dirty_message(dirty, head, files, workspace_only=files != target),
                     {"paths": dirty, "workspace": str(self.root), "head": head, "target": target},
                 )
             try:
@@ -260,16 +260,22 @@ class Resets(WorkspaceCore):
         return None
 
 
-def _dirty_message(paths: list[str], head: int) -> str:
+def _dirty_message(paths: list[str], head: int, files: int, *, workspace_only: bool) -> str:
+    """What was not recorded, and the ways on: each a move the user can make as is (a
+    rewind has no `force`, so the restore anyway is a checkout of the same seq)."""
     shown = ", ".join(paths[:SHOWN_PATHS])
     more = f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else ""
-    return (
+    scope = " --only workspace" if workspace_only else ""
+    text = (
         f"the workspace has {len(paths)} change(s) reynd did not record since seq {head}: "
-        f"{shown}{more}. "
-        "Save them elsewhere, or retry the checkout with force=true to restore anyway: "
+        f"{shown}{more}. Nothing was changed. Save them elsewhere and retry; or restore "
+        f"anyway with checkout and force=true (`reynctl checkout {files} --force{scope}`): "
         "what it overwrites is recorded first, right before its reset record R, and "
         "`checkout R-1` brings it back"
     )
+    if not workspace_only:
+        text += "; or move the conversation alone and leave the files (only=runtime)"
+    return text
 
 
 def _problem_data(problems: list[tuple[str, str]]) -> dict[str, Any]:
