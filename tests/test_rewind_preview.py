@@ -349,6 +349,7 @@ def test_with_workspace_rewind_the_dry_run_names_the_files_that_would_change(
         tip = head(d)
         p = d.call("rewind", {"seq": mark, "dry_run": True})["preview"]
         assert p["files"] == ["kept.txt", "made.txt"] and p["file_count"] == 2
+        assert p["unrecorded"] is None  # nothing changed outside reynd: the move goes through
         assert head(d) == tip and sorted(f.name for f in ws.iterdir()) == ["made.txt"]
         d.call("rewind", {"seq": mark})
         assert sorted(f.name for f in ws.iterdir()) == ["kept.txt"]

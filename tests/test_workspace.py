@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import workspace_config
 from tests.harness import Daemon, start_daemon
 from tests.runtime_helpers import kill_daemon, records, restart, wait_until
+from tests.test_reynctl_cli import reynctl
 
 Tree = dict[str, tuple[Any, ...]]
 
@@ -187,6 +188,13 @@ def test_a_user_edit_refuses_checkout_and_force_keeps_it(wd: Daemon, ws: Path) -
     write(ws, "trace.log", "ignored")
     edited = snapshot(ws)
     head = wd.call("daemon.status")["head"]
+
+    # A dry run says the move would be refused, and why (it writes nothing either).
+    dry = wd.call("checkout", {"seq": g1, "dry_run": True})["preview"]
+    assert dry["unrecorded"] == ["a.txt", "b.txt", "mine.txt"] and dry["unrecorded_count"] == 3
+    shown = reynctl("checkout", str(g1), "--dry-run", sock=wd.socket)
+    assert "refused as it stands: 3 workspace change(s) reynd did not record" in shown.stdout
+    assert "    mine.txt" in shown.stdout
 
     reply = checkout(wd, g1)
     err = reply["error"]

@@ -70,5 +70,12 @@ def preview_text(what: str, res: m.RewindResult | a.ActTurnRewindResult, style: 
         lines.append(f"  workspace files that change: {p.file_count}")
         lines += [f"    {printable(f)}" for f in p.files[:SHOWN]]
         lines += _more(min(len(p.files), SHOWN), p.file_count)
+    if p.unrecorded:
+        lines.append(
+            f"  refused as it stands: {p.unrecorded_count} workspace change(s) reynd did not "
+            "record (save them, or checkout with --force: they are recorded first)"
+        )
+        lines += [f"    {printable(f)}" for f in p.unrecorded[:SHOWN]]
+        lines += _more(min(len(p.unrecorded), SHOWN), p.unrecorded_count)
     text = effects_text(res.effects, style)
     return "\n".join([*lines, *([f"  {text}"] if text else [])])

@@ -25,7 +25,9 @@ from reynd.storage.store import Store
 __all__ = ["MOVE_READ_MAX", "Files", "Preview", "records_in"]
 
 # The workspace paths a restore to a seq would write or remove (None: workspace rewind off).
-Files = Callable[[int], Awaitable[list[str] | None]]
+# The workspace's side of a dry run: the paths a restore would change, and those changed
+# outside reynd that would refuse it (Resets.restoring).
+Files = Callable[[int], Awaitable[tuple[list[str], list[str]] | None]]
 
 
 def records_in(
@@ -94,7 +96,11 @@ class Preview:
         if self._files is not None:
             files = await self._files(target)
             if files is not None:
-                preview.files, preview.file_count = files[:MAX_LISTED], len(files)
+                changing, unrecorded = files
+                preview.files, preview.file_count = changing[:MAX_LISTED], len(changing)
+                if unrecorded:
+                    preview.unrecorded = unrecorded[:MAX_LISTED]
+                    preview.unrecorded_count = len(unrecorded)
         return preview, effects, cancelled
 
     def _read(

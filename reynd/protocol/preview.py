@@ -79,7 +79,10 @@ class MovePreview(Result, kw_only=True):
     the branch it lands on (a checkout of an abandoned branch). Each list holds
     at most MAX_LISTED entries, its `*_count` how many in all. `files`: the
     workspace paths the restore would write or remove, as recorded (None when
-    workspace rewind is off)."""
+    workspace rewind is off). `unrecorded`: the workspace's changes reynd did not
+    record, found by a scan now (None when it restores no files): while there are
+    any the move is refused (`workspace_dirty`) unless it is a checkout with
+    `force`."""
 
     abandoned_turns: list[TurnRef] = []
     abandoned_turn_count: int = 0
@@ -89,6 +92,8 @@ class MovePreview(Result, kw_only=True):
     restored_agents: list[str] = []
     files: list[str] | None = None
     file_count: int = 0
+    unrecorded: list[str] | None = None
+    unrecorded_count: int = 0
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

@@ -91,15 +91,20 @@ class Resets(WorkspaceCore):
             if dirty:
                 log.warning("workspace.forced", paths=len(dirty), kept_as_record_after=head)
 
-    async def restoring(self, target: int) -> list[str]:
-        """The paths a restore to `target` would write or remove, as recorded (a dry
-        run, issue 25); nothing is scanned, stored or changed."""
+    async def restoring(self, target: int) -> tuple[list[str], list[str]]:
+        """For a dry run (issue 25): the paths a restore to `target` would write or
+        remove, as recorded, and the changes reynd did not record that refuse it
+        without force, as before_reset's scan finds them. Nothing is stored or
+        changed."""
+        await self._settled.wait()
         async with self._lock:
             plan = self.history.plan(target)
             if plan is None:
-                return []  # no tree as of target (rewind was off): the files stay
+                return [], []  # no tree as of target (rewind was off): the files stay
             goal = await trio.to_thread.run_sync(self.history.execute, plan)
-            return sorted(changed(flat(self._model), flat(goal)))
+            now = await trio.to_thread.run_sync(scan, self.root, self._ignore, self._cache)
+            model = flat(self._model)
+            return sorted(changed(model, flat(goal))), changed_paths(model, now.tree)
 
     async def reset_records(
         self, target: int, files: int | None
