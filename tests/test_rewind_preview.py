@@ -303,6 +303,30 @@ def test_the_question_says_what_the_move_cannot_undo(daemon: Daemon) -> None:
     assert question.index("not undone") < question.index("Continue?")
 
 
+def test_undo_previews_the_move_it_would_undo(daemon: Daemon) -> None:
+    create_builtin(daemon, "a")
+    send(daemon, "a", "one")
+    before = head(daemon)
+    daemon.call("rewind", {"seq": before - 1})
+    commands_run(daemon)  # on the branch the undo would leave
+    tip = head(daemon)
+    res = daemon.call("undo", {"dry_run": True})
+    assert res["dry_run"] is True and res["target"] == before and res["reset_seq"] == tip + 1
+    assert res["effects"]["command_count"] == 2
+    assert res["preview"]["abandoned_agents"] == ["no", "yes"]
+    out = ok(reynctl("undo", "--dry-run", sock=daemon.socket))
+    assert out.startswith(
+        f"dry run: undo of the last move would append reset record {tip + 1}, to seq {before}"
+    )
+    assert "not undone: 2 commands ran" in out
+    declined = _on_a_terminal(daemon.socket, b"n\n", "undo")
+    assert declined.returncode == 1 and "not undone: 2 commands ran" in declined.stderr
+    assert head(daemon) == tip  # nothing written
+    err = error_of(daemon, "undo", {"dry_run": True, "then": {"agent": "a", "text": "x"}})
+    assert err["code"] == -32602 and "conflicts with `dry_run`" in err["message"], err
+    assert ", to seq" not in ok(reynctl("checkout", str(before), "--dry-run", sock=daemon.socket))
+
+
 def test_the_tui_confirmation_says_what_the_move_cannot_undo(daemon: Daemon) -> None:
     """At 80x24: the dialog shows the dry run's line in full; `n` changes nothing."""
     g1, g2 = two_turns(daemon)

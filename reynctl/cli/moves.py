@@ -9,6 +9,7 @@ from reynctl.cli.group import cli
 from reynctl.cli.options import (
     Options,
     confirm_move,
+    dry_run_option,
     examples,
     json_option,
     next_page,
@@ -16,7 +17,7 @@ from reynctl.cli.options import (
     reason_option,
 )
 from reynctl.cli.then import send_option, sent_text, then_of
-from reynctl.cli.timeline import move
+from reynctl.cli.timeline import move, no_follow, preview_move
 from reynd.protocol import methods as m
 from reynd.protocol import moves
 
@@ -52,6 +53,7 @@ def reflog(opts: Options, limit: int, cursor: int | None) -> None:
         "reynctl undo                   # back to where the tip was before the last move",
         "reynctl undo                   # again: back again (like `cd -`)",
         "reynctl undo --steps 3 --yes   # before the third-newest move, in a script",
+        "reynctl undo --dry-run         # which move it undoes, and what that changes",
         'reynctl undo --send ada "Go on."   # then a message, atomically',
     )
 )
@@ -66,6 +68,7 @@ def reflog(opts: Options, limit: int, cursor: int | None) -> None:
     "--yes", "-y", is_flag=True, help="Do not ask for confirmation (required off a terminal)."
 )
 @send_option
+@dry_run_option
 @reason_option
 @json_option
 @pass_opts
@@ -78,6 +81,7 @@ def undo(
     send: tuple[str, str] | None,
     wait: bool | None,
     wait_timeout: float,
+    dry_run: bool,
 ) -> None:
     """Move the tip back to where it was before the last move.
 
@@ -86,16 +90,24 @@ def undo(
     reflog N moves back. The daemon picks the move and checks out in one
     step, so two clients that undo at once do not undo the same move twice.
     --send AGENT TEXT delivers a message in the reset record's atomic batch,
-    as `rewind --send` does.
+    as `rewind --send` does. --dry-run: as for rewind; the question asked
+    before the move names what it cannot undo too.
     """
     then = then_of(send, wait, wait_timeout)
+    no_follow(dry_run, then, None)
+    what = "undo of the last move" if steps == 1 else f"undo of the last {steps} moves"
+    dry = moves.UndoParams(steps=steps, reason=reason, dry_run=True)
+    if dry_run:
+        preview_move(opts, what, lambda c: c.call("undo", dry, m.RewindResult))
+        return
     confirm_move(yes, "undo")
     params = moves.UndoParams(steps=steps, reason=reason, then=then)
     move(
         opts,
         yes=yes,
-        what="undo of the last move" if steps == 1 else f"undo of the last {steps} moves",
+        what=what,
         call=lambda c: c.call("undo", params, m.RewindResult),
+        dry=lambda c: c.call("undo", dry, m.RewindResult),
         human=lambda res: render.rewind_text(res, opts.style) + sent_text(res, then, opts.style),
         at_least=wait_timeout + 10 if then and then.wait else None,
     )

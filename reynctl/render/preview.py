@@ -51,6 +51,8 @@ def cancelled_of(res: m.RewindResult | a.ActTurnRewindResult) -> list[tuple[str,
 def preview_text(what: str, res: m.RewindResult | a.ActTurnRewindResult, style: Style) -> str:
     """A dry run: what `what` would change, and what it cannot undo. Nothing was written."""
     lines = [f"{style('dry run', 'bold')}: {what} would append reset record {res.reset_seq}"]
+    if f"seq {res.target}" not in what:  # an undo, a time: the daemon picks the seq
+        lines[0] += f", to seq {res.target}"
     p = res.preview or MovePreview()
     for verb, turns, count in (
         ("abandons", p.abandoned_turns, p.abandoned_turn_count),

@@ -218,19 +218,25 @@ class Coordinator:
             address.stamp(result)
         return result
 
-    async def undo(self, steps: int, note: ResetNote, then: Then | None = None) -> m.RewindResult:
+    async def undo(
+        self, steps: int, note: ResetNote, then: Then | None = None, *, dry_run: bool = False
+    ) -> m.RewindResult:
         """Check out where the tip was before the `steps`-th newest move.
 
         Resolved inside the coordinator's task, so no other move can come
         between reading the reflog and the checkout: two clients that undo at
-        once undo two moves, each its own. `then`: as for `request`.
+        once undo two moves, each its own. `then`, `dry_run`: as for `request`.
         """
-        return await self.serialized(partial(self._undo, steps, note, then))
+        return await self.serialized(partial(self._undo, steps, note, then, dry_run))
 
-    async def _undo(self, steps: int, note: ResetNote, then: Then | None) -> m.RewindResult:
+    async def _undo(
+        self, steps: int, note: ResetNote, then: Then | None, dry_run: bool
+    ) -> m.RewindResult:
         reset, target = undo_target(self._store.lineage, steps)
         if not note.reason:
             note = dataclasses.replace(note, reason=f"undo of reset {reset}")
+        if dry_run:
+            return await self._dry_run("checkout", target, None, note)
         return await self._reset("checkout", target, None, False, note, then=then)
 
     async def _reset(

@@ -73,5 +73,6 @@ class ResetApi:
 
     async def _undo(self, p: UndoParams, ctx: CallContext) -> m.RewindResult:
         follow = None if p.then is None else self._follow(p.then, None, None)
-        result = await self._coordinator.undo(p.steps, reset_note(ctx, p.reason), then=follow)
+        note = reset_note(ctx, p.reason)
+        result = await self._coordinator.undo(p.steps, note, then=follow, dry_run=p.dry_run)
         return result if follow is None else await follow.answer(result)

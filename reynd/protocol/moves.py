@@ -62,11 +62,20 @@ class UndoParams(Params, kw_only=True):
     """Check out where the tip was before the `steps`-th newest move (1: the last one).
 
     `then`: deliver a message right after the reset record, in its atomic batch,
-    as rewind's `then` (issue 25)."""
+    as rewind's `then` (issue 25). `dry_run`: say which move it would undo and
+    what that changes, as rewind's; nothing is written or cancelled."""
 
     steps: Annotated[int, msgspec.Meta(ge=1, le=MAX_UNDO_STEPS)] = 1
     reason: Reason = ""
     then: AgentsSendParams | None = None
+    dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dry_run and self.then is not None:
+            raise ValueError(
+                "field `then` conflicts with `dry_run`: a dry run previews the move alone; "
+                "preview without `then`, then make the move with it"
+            )
 
 
 class ReflogParams(Params, kw_only=True):
