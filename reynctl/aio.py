@@ -271,10 +271,25 @@ class AsyncClient(AsyncMethods):
             stream = self._stream
             if gen != self._gen or self._broken is not None or stream is None:
                 raise self._broken or ConnectionClosed(self.path)
-            try:
-                await stream.send(data)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                raise self._break(ConnectionClosed(self.path, "while sending"), gen) from None
+            # Shielded: a send cancelled midway leaves part of a message on the wire, and
+            # every later message of this connection misframed (the daemon's error for
+            # it, unattributable, would reach every call waiting). A caller's cancel takes
+            # effect once the message is out; a daemon that reads nothing for the call's
+            # timeout breaks the connection instead (aclose breaks it too).
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self._send_bound) as bound:
+                try:
+                    await stream.send(data)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    raise self._break(ConnectionClosed(self.path, "while sending"), gen) from None
+            if bound.cancelled_caught:
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
+                why = f"the daemon read nothing for {self._send_bound:g}s while sending"
+                raise self._break(ConnectionClosed(self.path, why), gen)
+
+    @property
+    def _send_bound(self) -> float:
+        return self.timeout if self.timeout is not None else float("inf")
 
     async def _connected(self) -> int:
         """The current connection's generation, dialling again when it broke (`reconnect`)."""

@@ -6,11 +6,14 @@ client code must work on the loop textual uses (asyncio) and on trio.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
+import anyio.abc
+import msgspec
 import pytest
 
 from reynctl import aio, client
@@ -229,3 +232,46 @@ def test_the_public_surface_is_small_and_typed() -> None:
     assert unknown.code == -32999 and unknown.message == "new"
     root = Path(reynctl_errors.__file__).parent
     assert (root / "py.typed").exists() and (root.parent / "reynd" / "py.typed").exists()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_call_cancelled_while_sending_sends_its_whole_message(
+    short_tmp: Path, backend: str
+) -> None:
+    """A peer that stops reading (a stalled daemon) holds a large request half sent; the
+    caller's cancel must not cut it there, or the connection's framing is lost."""
+    path = short_tmp / "stalled.sock"
+    big = "x" * (4 << 20)  # far more than a Unix socket's buffer
+
+    async def body() -> None:
+        got, release, ended = anyio.Event(), anyio.Event(), anyio.Event()
+        received = bytearray()
+
+        async def serve(conn: anyio.abc.SocketStream) -> None:
+            received.extend(await conn.receive())
+            got.set()
+            await release.wait()
+            with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                while True:
+                    received.extend(await conn.receive())
+            ended.set()
+
+        async with await anyio.create_unix_listener(path) as listener:
+            c = await aio.open_client(path, timeout=DEADLINE)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(listener.serve, serve)
+                with anyio.CancelScope() as scope:
+                    async with anyio.create_task_group() as calls:
+                        params = m.WalAppendParams(agent="a", kind="note", data={"t": big})
+                        calls.start_soon(c.call, "wal.append", params, m.WalAppendResult)
+                        await got.wait()  # part of it is on the wire, the rest waits
+                        scope.cancel()
+                        release.set()
+                assert scope.cancelled_caught
+                await c.aclose()  # the peer sees the end of the stream
+                await ended.wait()
+                tg.cancel_scope.cancel()
+        assert received.count(b"\n") == 1 and received.endswith(b"\n")
+        assert msgspec.json.decode(received)["params"]["data"]["t"] == big
+
+    run(backend, body)
