@@ -24,7 +24,7 @@ from tests.runtime_helpers import (
     wait_until,
 )
 
-PROMPT = 5.0  # seconds; the interrupted steps would take 30 to 60
+PROMPT = 15.0  # seconds, for a loaded machine: the interrupted steps would take 30 to 60
 STORAGE_CORRUPT = -32021
 
 

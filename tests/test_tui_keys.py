@@ -141,12 +141,20 @@ def test_preview_and_messages_are_readable_at_80_by_24(daemon: Daemon) -> None:
             await open_picker(pilot)
             await move_to(pilot, f"n{g1}")
             await until(pilot, lambda: shows(app, f"as of seq {g1}"), "the preview")
-            preview = app.screen.query_one("#preview", Static)
-            text = str(preview.content)
-            assert "TAIL-END" in text, text  # the whole message, not cut
-            pane = app.screen.query_one("#preview-pane")
-            assert preview.size.width <= pane.size.width  # wrapped, no line beyond the pane
-            assert preview.size.height > len(text.splitlines())  # ... so some lines wrapped
+
+            def wrapped() -> bool:
+                """The whole message, wrapped within the pane (once laid out: the size
+                follows the content by a refresh, later under load)."""
+                preview = app.screen.query_one("#preview", Static)
+                text = str(preview.content)
+                pane = app.screen.query_one("#preview-pane")
+                return (
+                    "TAIL-END" in text  # the whole message, not cut
+                    and preview.size.width <= pane.size.width  # no line beyond the pane
+                    and preview.size.height > len(text.splitlines())  # so some lines wrapped
+                )
+
+            await until(pilot, wrapped, "the whole message wrapped in the preview pane")
             picker = app.screen
             assert isinstance(picker, PickerScreen)
             picker.message(refusal)
