@@ -31,6 +31,7 @@ from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import msgspec
 
 from reynctl.client import find_socket
@@ -271,25 +272,20 @@ class AsyncClient(AsyncMethods):
             stream = self._stream
             if gen != self._gen or self._broken is not None or stream is None:
                 raise self._broken or ConnectionClosed(self.path)
-            # Shielded: a send cancelled midway leaves part of a message on the wire, and
-            # every later message of this connection misframed (the daemon's error for
-            # it, unattributable, would reach every call waiting). A caller's cancel takes
-            # effect once the message is out; a daemon that reads nothing for the call's
-            # timeout breaks the connection instead (aclose breaks it too).
-            with anyio.CancelScope(shield=True), anyio.move_on_after(self._send_bound) as bound:
-                try:
-                    await stream.send(data)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    raise self._break(ConnectionClosed(self.path, "while sending"), gen) from None
-            if bound.cancelled_caught:
+            await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled already: nothing sent
+            try:
+                await stream.send(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                raise self._break(ConnectionClosed(self.path, "while sending"), gen) from None
+            except anyio.get_cancelled_exc_class():
+                # Part of the message may be on the wire: every later message of this
+                # connection would be misframed (and the daemon's error for the garbage,
+                # unattributable, would reach every call waiting). The daemon drops a
+                # line cut by the end of the stream; the next use dials again.
+                self._break(ConnectionClosed(self.path, "a send was cancelled midway"), gen)
                 with anyio.CancelScope(shield=True):
                     await stream.aclose()
-                why = f"the daemon read nothing for {self._send_bound:g}s while sending"
-                raise self._break(ConnectionClosed(self.path, why), gen)
-
-    @property
-    def _send_bound(self) -> float:
-        return self.timeout if self.timeout is not None else float("inf")
+                raise
 
     async def _connected(self) -> int:
         """The current connection's generation, dialling again when it broke (`reconnect`)."""

@@ -195,6 +195,8 @@ def test_a_user_edit_refuses_checkout_and_force_keeps_it(wd: Daemon, ws: Path) -
     shown = reynctl("checkout", str(g1), "--dry-run", sock=wd.socket)
     assert "refused as it stands: 3 workspace change(s) reynd did not record" in shown.stdout
     assert "    mine.txt" in shown.stdout
+    forced = reynctl("checkout", str(g1), "--dry-run", "--force", sock=wd.socket).stdout
+    assert "3 workspace change(s) reynd did not record: --force records them first" in forced
 
     reply = checkout(wd, g1)
     err = reply["error"]
@@ -206,7 +208,7 @@ def test_a_user_edit_refuses_checkout_and_force_keeps_it(wd: Daemon, ws: Path) -
         refused = c.request("rewind", {"seq": g1})["error"]
     assert refused["code"] == -32015
     assert f"`reynctl checkout {g1} --force`" in refused["message"], refused
-    assert "only=runtime" in refused["message"]
+    assert f"`reynctl checkout {g1} --only runtime`" in refused["message"], refused
     assert snapshot(ws) == edited
     assert wd.call("daemon.status")["head"] == head  # nothing was written
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import click
@@ -108,18 +109,25 @@ def move(
     at_least: float | None = None,
     dry: Callable[[Client], Reply[R]] | None = None,
     only: m.Only | None = None,
+    forced: bool = False,
 ) -> None:
     """A rewind, checkout or act-turn rewind: ask (unless --yes), move, say what runs again.
 
     The caller checked `confirm_move` before connecting. `dry`: the move's dry
-    run; the question says first what the move cannot undo (issue 25). After
+    run; the question says first what the move cannot undo (issue 25) and the
+    workspace changes that refuse it (or, `forced`, that it records first). After
     the move, the human output adds the agents that take work up at once (the
     state as of the target, one more read) and, on stderr, the checkout that
     undoes it.
     """
     with opts.client(at_least=at_least) as c:
         if not yes:
-            detail = "" if dry is None else render.effects_text(dry(c).value.effects, opts.style)
+            detail = ""
+            if dry is not None:
+                preview = dry(c).value
+                said: str = render.effects_text(preview.effects, opts.style)
+                unrecorded: list[str] = render.unrecorded_lines(preview.preview, forced=forced)
+                detail = "\n".join([*([said] if said else []), *unrecorded])
             ask_move(opts, c.status().head, what, detail, only=only)
         reply = call(c)
         res = reply.value
@@ -136,11 +144,20 @@ def move(
             opts.note("wait for it: reynctl agents wait")
 
 
-def preview_move(opts: Options, what: str, call: Callable[[Client], Reply[R]]) -> None:
-    """--dry-run: what the move would change and cannot undo; nothing is written or asked."""
+def preview_move(
+    opts: Options,
+    what: str,
+    call: Callable[[Client], Reply[R]],
+    *,
+    forced: bool = False,
+    target_named: bool = True,
+) -> None:
+    """--dry-run: what the move would change and cannot undo; nothing is written or asked.
+    `forced`: a checkout with --force; `target_named`: `what` names the target seq."""
     with opts.client() as c:
         reply = call(c)
-    opts.emit(reply, lambda: render.preview_text(what, reply.value, opts.style))
+    text = partial(render.preview_text, forced=forced, target_named=target_named)
+    opts.emit(reply, lambda: text(what, reply.value, opts.style))
 
 
 def no_follow(
@@ -241,7 +258,12 @@ def rewind(
     dry = m.RewindParams(seq=by_seq, tag=tag, at=at, back=back, reason=reason, dry_run=True)
     what = _what("rewind to", seq, at, back)
     if dry_run:
-        preview_move(opts, what, lambda c: c.call("rewind", dry, m.RewindResult))
+        preview_move(
+            opts,
+            what,
+            lambda c: c.call("rewind", dry, m.RewindResult),
+            target_named=at is None and back is None,
+        )
         return
     confirm_move(yes, "rewind")
     _reset_move(
@@ -266,6 +288,7 @@ def _reset_move(
     wait_timeout: float,
     dry: Callable[[Client], Reply[m.RewindResult]],
     only: m.Only | None,
+    forced: bool = False,
 ) -> None:
     """A rewind or checkout: `move`, and what --send and --reapply delivered (issue 25)."""
     move(
@@ -273,6 +296,7 @@ def _reset_move(
         yes=yes,
         what=what,
         call=call,
+        forced=forced,
         # A workspace-only restore abandons nothing: no effects to warn of.
         dry=None if only == "workspace" else dry,
         only=only,
@@ -361,7 +385,13 @@ def checkout(
     dry = m.CheckoutParams(seq=by_seq, tag=tag, at=at, reason=reason, dry_run=True)
     what = _what("checkout", seq, at)
     if dry_run:
-        preview_move(opts, what, lambda c: c.call("checkout", dry, m.RewindResult))
+        preview_move(
+            opts,
+            what,
+            lambda c: c.call("checkout", dry, m.RewindResult),
+            forced=force,
+            target_named=at is None,
+        )
         return
     confirm_move(yes, "checkout")
     _reset_move(
@@ -373,6 +403,7 @@ def checkout(
         wait_timeout=wait_timeout,
         dry=lambda c: c.call("checkout", dry, m.RewindResult),
         only=only,
+        forced=force,
     )
 
 

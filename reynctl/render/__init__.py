@@ -38,7 +38,7 @@ from reynctl.render.formats import (
     truncate,
 )
 from reynctl.render.moves import by_text, reflog_table
-from reynctl.render.preview import cancelled_of, effects_text, preview_text
+from reynctl.render.preview import cancelled_of, effects_text, preview_text, unrecorded_lines
 from reynctl.render.retention import du_text, gc_text, retention_text
 from reynctl.render.state import state_text
 from reynctl.render.status import status_text
@@ -94,5 +94,6 @@ __all__ = [
     "tag_text",
     "tags_table",
     "truncate",
+    "unrecorded_lines",
     "walk_text",
 ]

@@ -10,7 +10,7 @@ from reynd.protocol import agent_methods as a
 from reynd.protocol import methods as m
 from reynd.protocol.preview import Effects, MovePreview, effects_line, effects_parts
 
-__all__ = ["cancelled_of", "effects_text", "preview_text"]
+__all__ = ["cancelled_of", "effects_text", "preview_text", "unrecorded_lines"]
 
 SHOWN = 10  # entries of each list the text names; the rest are counted
 
@@ -48,10 +48,38 @@ def cancelled_of(res: m.RewindResult | a.ActTurnRewindResult) -> list[tuple[str,
     return [(c.get("agent", "?"), c.get("turn_id", "?")) for c in res.cancelled]
 
 
-def preview_text(what: str, res: m.RewindResult | a.ActTurnRewindResult, style: Style) -> str:
-    """A dry run: what `what` would change, and what it cannot undo. Nothing was written."""
+def unrecorded_lines(p: MovePreview | None, *, forced: bool = False) -> list[str]:
+    """The workspace's changes reynd did not record: why the move would be refused, or
+    (`forced`: a checkout with --force) what it records first."""
+    if p is None or not p.unrecorded:
+        return []
+    n = p.unrecorded_count
+    if forced:
+        head = (
+            f"  {n} workspace change(s) reynd did not record: --force records them first, "
+            "just before the reset record R (`reynctl checkout R-1` brings them back)"
+        )
+    else:
+        head = (
+            f"  refused as it stands: {n} workspace change(s) reynd did not record "
+            "(save them, or checkout with --force: they are recorded first)"
+        )
+    shown = [f"    {printable(f)}" for f in p.unrecorded[:SHOWN]]
+    return [head, *shown, *_more(min(len(p.unrecorded), SHOWN), n)]
+
+
+def preview_text(
+    what: str,
+    res: m.RewindResult | a.ActTurnRewindResult,
+    style: Style,
+    *,
+    forced: bool = False,
+    target_named: bool = True,
+) -> str:
+    """A dry run: what `what` would change, and what it cannot undo. Nothing was written.
+    `target_named`: `what` names the target seq (else the line says it: an undo, a time)."""
     lines = [f"{style('dry run', 'bold')}: {what} would append reset record {res.reset_seq}"]
-    if f"seq {res.target}" not in what:  # an undo, a time: the daemon picks the seq
+    if not target_named:
         lines[0] += f", to seq {res.target}"
     p = res.preview or MovePreview()
     for verb, turns, count in (
@@ -72,12 +100,6 @@ def preview_text(what: str, res: m.RewindResult | a.ActTurnRewindResult, style: 
         lines.append(f"  workspace files that change: {p.file_count}")
         lines += [f"    {printable(f)}" for f in p.files[:SHOWN]]
         lines += _more(min(len(p.files), SHOWN), p.file_count)
-    if p.unrecorded:
-        lines.append(
-            f"  refused as it stands: {p.unrecorded_count} workspace change(s) reynd did not "
-            "record (save them, or checkout with --force: they are recorded first)"
-        )
-        lines += [f"    {printable(f)}" for f in p.unrecorded[:SHOWN]]
-        lines += _more(min(len(p.unrecorded), SHOWN), p.unrecorded_count)
+    lines += unrecorded_lines(p, forced=forced)
     text = effects_text(res.effects, style)
     return "\n".join([*lines, *([f"  {text}"] if text else [])])

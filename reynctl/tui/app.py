@@ -493,6 +493,9 @@ class ReyndTui(TuiHost):
         cancelled = [f"{agent}/{turn}" for agent, turn in render.cancelled_of(res)]
         if cancelled:
             text.append(f"\ncancels {len(cancelled)} turn(s) in flight: {', '.join(cancelled)}")
+        unrecorded = render.unrecorded_lines(res.preview)
+        if unrecorded:
+            text.append("\n" + "\n".join(line.strip() for line in unrecorded), style="red")
         return text
 
     async def perform(self, target: Target) -> bool:

@@ -80,9 +80,9 @@ class MovePreview(Result, kw_only=True):
     at most MAX_LISTED entries, its `*_count` how many in all. `files`: the
     workspace paths the restore would write or remove, as recorded (None when
     workspace rewind is off). `unrecorded`: the workspace's changes reynd did not
-    record, found by a scan now (None when it restores no files): while there are
-    any the move is refused (`workspace_dirty`) unless it is a checkout with
-    `force`."""
+    record, found by a scan for the dry run (None when there are none, or no files
+    are restored): while there are any the move is refused (`workspace_dirty`)
+    unless it is a checkout with `force`, which records them first."""
 
     abandoned_turns: list[TurnRef] = []
     abandoned_turn_count: int = 0

@@ -102,9 +102,11 @@ class Resets(WorkspaceCore):
             if plan is None:
                 return [], []  # no tree as of target (rewind was off): the files stay
             goal = await trio.to_thread.run_sync(self.history.execute, plan)
-            now = await trio.to_thread.run_sync(scan, self.root, self._ignore, self._cache)
-            model = flat(self._model)
-            return sorted(changed(model, flat(goal))), changed_paths(model, now.tree)
+            model, cache = flat(self._model), dict(self._cache)
+        # Outside the lock (steps commit meanwhile), on a copy of the hash cache: what it
+        # finds is advice, as of now; the move itself scans again under the lock.
+        now = await trio.to_thread.run_sync(scan, self.root, self._ignore, cache)
+        return sorted(changed(model, flat(goal))), changed_paths(model, now.tree)
 
     async def reset_records(
         self, target: int, files: int | None
@@ -266,20 +268,23 @@ class Resets(WorkspaceCore):
 
 
 def _dirty_message(paths: list[str], head: int, files: int, *, workspace_only: bool) -> str:
-    """What was not recorded, and the ways on: each a move the user can make as is (a
-    rewind has no `force`, so the restore anyway is a checkout of the same seq)."""
+    """What was not recorded, and the ways on, each a command that works whatever the
+    move was (only checkout has `force`; act_turn.rewind and undo have no `only`)."""
     shown = ", ".join(paths[:SHOWN_PATHS])
     more = f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else ""
     scope = " --only workspace" if workspace_only else ""
     text = (
         f"the workspace has {len(paths)} change(s) reynd did not record since seq {head}: "
         f"{shown}{more}. Nothing was changed. Save them elsewhere and retry; or restore "
-        f"anyway with checkout and force=true (`reynctl checkout {files} --force{scope}`): "
+        f"anyway with a checkout and force=true (`reynctl checkout {files} --force{scope}`): "
         "what it overwrites is recorded first, right before its reset record R, and "
         "`checkout R-1` brings it back"
     )
     if not workspace_only:
-        text += "; or move the conversation alone and leave the files (only=runtime)"
+        text += (
+            "; or leave the files and move the conversation alone, with a checkout and "
+            f"only=runtime (`reynctl checkout {files} --only runtime`)"
+        )
     return text
 
 
