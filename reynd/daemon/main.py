@@ -147,6 +147,7 @@ async def _serve(opts: ServeOptions) -> int:
                 replicate=config.replicate,
                 follow=opts.follow,
                 on_fatal=shutdown.set,
+                listens=hub.listens,
             )
             await root.start(app.run)
             bound = open_socket(opts.socket)
