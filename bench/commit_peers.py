@@ -15,7 +15,12 @@ once it is durable, on the same file system (/tmp):
   server the bench starts itself with fsync and synchronous_commit on
   (bench/postgres.py); 1 and 64 connections;
 - the limits: a raw write + fdatasync per record (1 writer) and one per 64
-  records (the batched limit), from bench.storage.
+  records (the batched limit), from bench.storage;
+- with `--base DIR` (a checkout of an older reynd, e.g. from `git worktree
+  add`), `reynd_base`: that version's daemon (PYTHONPATH=DIR) beside this
+  one, for before/after ratios measured in the same run.
+
+`cpu_us` is the daemon's user + system CPU per acknowledged append.
 
 Contenders alternate within each round; a figure is the median of the
 rounds. Ratios are reynd / other in records per second: above 1, reynd
@@ -108,7 +113,7 @@ def _pg_setup(pg: Cluster, base: Path) -> Path:
 
 
 def _rounds(
-    proc: Proc,
+    procs: dict[str, Proc],
     load: Load,
     base: Path,
     pg: Cluster | None,
@@ -117,34 +122,43 @@ def _rounds(
     seconds: float,
     rounds: int,
     log: Callable[[str], None],
+    cpu: dict[str, list[float]],
 ) -> dict[str, list[float]]:
-    """Every contender's records/s, one window each per round, the order alternating."""
+    """Every contender's records/s, one window each per round, the order alternating;
+    `cpu` gets each daemon's CPU µs per append."""
     rates: dict[str, list[float]] = {}
 
     def measure(name: str, fn: Callable[[], float]) -> None:
         rates.setdefault(name, []).append(fn())
         log(f"  {name}: {rates[name][-1]:,.0f}/s")
 
-    def reynd(clients: int) -> float:
+    def reynd(proc: Proc, name: str, clients: int) -> float:
         # One agent per writer, as pgbench's connections insert rows of their own: the
         # appends of one agent are ordered, so they never share a batch.
         r = load.run_payload(proc, [_append(k) for k in range(clients)], clients, seconds)
+        cpu.setdefault(name, []).append(r["server_cpu"] / r["count"] * 1e6)
         return float(r["count"] / r["elapsed"])
 
-    c = Client(proc.socket)
-    for k in range(64):
-        c.call("wal.append", {"agent": f"w{k}", "kind": "agent.created"})
-    c.close()
+    for proc in procs.values():
+        c = Client(proc.socket)
+        for k in range(64):
+            c.call("wal.append", {"agent": f"w{k}", "kind": "agent.created"})
+        c.close()
     n1 = max(200, int(seconds * 300))
     for r in range(rounds):
         log(f"round {r + 1}/{rounds}")
         d = base / f"round-{r}"
         d.mkdir()
+
+        def daemons(clients: int) -> list[tuple[str, Callable[[], float]]]:
+            names = [(f"{label}_{clients}", proc) for label, proc in procs.items()]
+            return [(name, partial(reynd, proc, name, clients)) for name, proc in names]
+
         steps: list[tuple[str, Callable[[], float]]] = [
-            ("reynd_1", partial(reynd, 1)),
+            *daemons(1),
             ("sqlite_1", partial(sqlite_commits_per_s, d / "sqlite.db", seconds)),
             ("raw_1", partial(raw_fsync_per_record, d / "raw1", n1, RECORD_BYTES)),
-            ("reynd_64", partial(reynd, 64)),
+            *daemons(64),
             (
                 "raw_batched_64",
                 partial(raw_fsync_per_batch, d / "raw64", n1 * 16, RECORD_BYTES, 64),
@@ -169,34 +183,50 @@ def run(
     seconds: float,
     rounds: int,
     log: Callable[[str], None],
+    before: Path | None = None,
 ) -> dict[str, Any]:
-    """Records/s of every contender at 1 and 64 writers, and the ratios."""
+    """Records/s of every contender at 1 and 64 writers, and the ratios.
+
+    `before`: a checkout of another reynd, run beside this one as `reynd_base`.
+    """
     with contextlib.ExitStack() as stack:
-        proc = start_reynd("commit", base / "reynd", base)
-        stack.callback(proc.stop)
+        procs = {"reynd": start_reynd("commit", base / "reynd", base)}
+        stack.callback(procs["reynd"].stop)
+        if before is not None:
+            env = {"PYTHONPATH": str(before.resolve())}
+            procs["reynd_base"] = start_reynd("commit-base", base / "reynd-base", base, env)
+            stack.callback(procs["reynd_base"].stop)
         load = Load()
         stack.callback(load.close)
         script = _pg_setup(pg, base) if pg is not None else None
-        rates = _rounds(proc, load, base, pg, script, seconds=seconds, rounds=rounds, log=log)
+        cpu: dict[str, list[float]] = {}
+        rates = _rounds(
+            procs, load, base, pg, script, seconds=seconds, rounds=rounds, log=log, cpu=cpu
+        )
     per_s = {name: round(statistics.median(v), 1) for name, v in rates.items()}
-
-    def ratio(a: str, b: str) -> float | None:
-        return round(per_s[a] / per_s[b], 3) if per_s.get(b) and a in per_s else None
-
+    ratios = {
+        "1_writer_vs_raw": _ratio(per_s, "reynd_1", "raw_1"),
+        "1_writer_vs_sqlite_full": _ratio(per_s, "reynd_1", "sqlite_1"),
+        "1_writer_vs_postgres": _ratio(per_s, "reynd_1", "postgres_1"),
+        "64_writers_vs_postgres": _ratio(per_s, "reynd_64", "postgres_64"),
+        "64_writers_vs_batched": _ratio(per_s, "reynd_64", "raw_batched_64"),
+    }
+    if before is not None:
+        ratios["1_writer_vs_base"] = _ratio(per_s, "reynd_1", "reynd_base_1")
+        ratios["64_writers_vs_base"] = _ratio(per_s, "reynd_64", "reynd_base_64")
     return {
         "seconds": seconds,
         "rounds": rounds,
         "record_bytes": RECORD_BYTES,
         "postgres": None if pg is None else pg.version,
         "per_s": per_s,
-        "ratios": {
-            "1_writer_vs_raw": ratio("reynd_1", "raw_1"),
-            "1_writer_vs_sqlite_full": ratio("reynd_1", "sqlite_1"),
-            "1_writer_vs_postgres": ratio("reynd_1", "postgres_1"),
-            "64_writers_vs_postgres": ratio("reynd_64", "postgres_64"),
-            "64_writers_vs_batched": ratio("reynd_64", "raw_batched_64"),
-        },
+        "cpu_us": {name: round(statistics.median(v), 1) for name, v in cpu.items()},
+        "ratios": ratios,
     }
+
+
+def _ratio(per_s: dict[str, float], a: str, b: str) -> float | None:
+    return round(per_s[a] / per_s[b], 3) if per_s.get(b) and a in per_s else None
 
 
 def render(res: dict[str, Any]) -> str:
@@ -205,6 +235,8 @@ def render(res: dict[str, Any]) -> str:
         f"rounds of {res['seconds']} s (records/s)"
     ]
     lines += [f"  {name:<16} {v:>10,.0f}" for name, v in res["per_s"].items()]
+    lines.append("daemon CPU per append (µs, user + system):")
+    lines += [f"  {name:<16} {v:>10,.0f}" for name, v in res["cpu_us"].items()]
     lines.append("reynd / other (above 1: reynd acknowledges more):")
     lines += [f"  {k:<26} {v}" for k, v in res["ratios"].items()]
     return "\n".join(lines)
@@ -218,6 +250,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds")
     ap.add_argument("--no-postgres", action="store_true", help="leave PostgreSQL out")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    ap.add_argument("--base", type=Path, help="a checkout of an older reynd to run beside this one")
     args = ap.parse_args()
 
     def log(msg: str) -> None:
@@ -225,7 +258,7 @@ def main() -> None:
 
     with workdir() as base, contextlib.ExitStack() as stack:
         pg = None if args.no_postgres else stack.enter_context(postgres.cluster_or_none(log))
-        res = run(base, pg, seconds=args.seconds, rounds=args.rounds, log=log)
+        res = run(base, pg, seconds=args.seconds, rounds=args.rounds, log=log, before=args.base)
     print(json.dumps(res, indent=2) if args.json else render(res))
 
 

@@ -97,8 +97,10 @@ class Proc:
             self.proc.wait()
 
 
-def start(name: str, cmd: list[str], sock: Path, workdir: Path) -> Proc:
-    """Start `cmd` with $NOTIFY_SOCKET set; return once it sent READY=1."""
+def start(
+    name: str, cmd: list[str], sock: Path, workdir: Path, extra_env: dict[str, str] | None = None
+) -> Proc:
+    """Start `cmd` with $NOTIFY_SOCKET (and `extra_env`) set; return once it sent READY=1."""
     notify_path = workdir / f"notify-{name}-{time.monotonic_ns()}"
     env = {
         k: v
@@ -106,6 +108,7 @@ def start(name: str, cmd: list[str], sock: Path, workdir: Path) -> Proc:
         if not k.startswith(("REYN_", "LISTEN_", "WATCHDOG_", "NOTIFY_SOCKET"))
     }
     env["NOTIFY_SOCKET"] = str(notify_path)
+    env.update(extra_env or {})
     stderr_path = workdir / f"{name}.stderr"
     with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)) as notify:
         notify.bind(str(notify_path))
@@ -138,7 +141,10 @@ def start(name: str, cmd: list[str], sock: Path, workdir: Path) -> Proc:
     return Proc(name, proc, sock, ready, stderr_path)
 
 
-def start_reynd(name: str, state_dir: Path, workdir: Path) -> Proc:
+def start_reynd(
+    name: str, state_dir: Path, workdir: Path, extra_env: dict[str, str] | None = None
+) -> Proc:
+    """A daemon on `state_dir`; `extra_env` e.g. PYTHONPATH=an older checkout to run that one."""
     sock = workdir / f"{name}.sock"
     cmd = [
         sys.executable,
@@ -154,7 +160,7 @@ def start_reynd(name: str, state_dir: Path, workdir: Path) -> Proc:
         "--log-level",
         "info",  # what a service runs with
     ]
-    return start(name, cmd, sock, workdir)
+    return start(name, cmd, sock, workdir, extra_env)
 
 
 def start_echo(workdir: Path) -> Proc:

@@ -92,10 +92,12 @@ class App:
         replicate: ReplicateConfig | None = None,
         follow: Location | None = None,
         on_fatal: Callable[[], None],
+        listens: Callable[[str], bool] | None = None,
     ) -> None:
         self._state_dir = state_dir
         self._on_fatal = on_fatal
         self._publish = publish
+        self._listens = listens  # Hub.listens: a notice nobody reads is not built
         self._options = options or StorageOptions()
         self._audit_options = audit or AuditOptions()
         self._workspace_config = workspace or WorkspaceConfig()
@@ -224,7 +226,7 @@ class App:
         if self._workspace is not None:
             substrates.append(self._workspace)
             self._coordinator.restores_files = True
-        publisher = Publisher(store, self._publish)
+        publisher = Publisher(store, self._publish, self._listens)
         location = self._replicate.location()
         if self._follow is not None:
             self.follower = Follower(

@@ -132,6 +132,10 @@ class Hub:
             sub.close()
         return sub
 
+    def listens(self, topic: str) -> bool:
+        """Someone is subscribed to `topic` (else publishing to it does nothing)."""
+        return bool(self._by_topic.get(topic))
+
     def publish(self, topic: str, seq: int, data: dict[str, Any]) -> None:
         """Announce an event; never blocks. Subscribers that cannot keep up are dropped."""
         subs = self._by_topic.get(topic)

@@ -33,7 +33,7 @@ from reynd.daemon.context import ServerInfo
 from reynd.daemon.fdlimit import connection_cap, fds_in_use, raise_soft_limit
 from reynd.daemon.hub import Hub
 from reynd.daemon.listen import AnotherDaemon, ListenError, UnsafeDirectory, open_socket
-from reynd.daemon.quick import quick_calls
+from reynd.daemon.quick import BRIEF_CALLS, quick_calls
 from reynd.daemon.server import Server, ServerLimits
 from reynd.replication.objects import Location
 from reynd.replication.shipper import ReplicaRefused
@@ -147,6 +147,7 @@ async def _serve(opts: ServeOptions) -> int:
                 replicate=config.replicate,
                 follow=opts.follow,
                 on_fatal=shutdown.set,
+                listens=hub.listens,
             )
             await root.start(app.run)
             bound = open_socket(opts.socket)
@@ -172,7 +173,14 @@ async def _serve(opts: ServeOptions) -> int:
                     return store.head
 
                 server = Server(
-                    app.handlers(), hub, info, shutdown, limits, head=head, quick=quick_calls(head)
+                    app.handlers(),
+                    hub,
+                    info,
+                    shutdown,
+                    limits,
+                    head=head,
+                    quick=quick_calls(head),
+                    brief=BRIEF_CALLS,
                 )
                 await root.start(server.serve, listener)
                 where = bound.path or "an inherited socket"

@@ -30,17 +30,26 @@ __all__ = ["Publish", "Publisher"]
 
 # Hub.publish: topic, seq, data.
 Publish = Callable[[str, int, dict[str, Any]], None]
+# What `committed` may publish.
+_COMMIT_TOPICS = ("records", "generations", "agents")
 
 
 class Publisher:
     """Turns durable records and resets into notifications."""
 
-    def __init__(self, store: Store, publish: Publish) -> None:
+    def __init__(
+        self, store: Store, publish: Publish, listens: Callable[[str], bool] | None = None
+    ) -> None:
+        """`listens(topic)`: someone is subscribed to it (None: assume so)."""
         self._store = store
         self._publish = publish
+        self._listens = listens
 
     def committed(self, events: Sequence[Event]) -> None:
         """`records` for each record; `generations` for a boundary; `agents` for a creation."""
+        listens = self._listens
+        if listens is not None and not any(map(listens, _COMMIT_TOPICS)):
+            return  # nobody to tell: no notice built (a commit hook, on every batch)
         lineage = self._store.lineage
         for event in events:
             agent = event.agent if isinstance(event, AgentEvent) else None

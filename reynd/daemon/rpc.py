@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -198,9 +198,12 @@ class Dispatcher:
         *,
         max_batch_members: int = MAX_BATCH_MEMBERS,
         quick: Mapping[str, Callable[[Any], bool]] | None = None,
+        brief: Collection[str] = (),
     ) -> None:
         """`quick`: methods whose handler answers without waiting for anything, when their
-        params pass the test (see `quick_call`; the daemon's table is daemon/quick.py)."""
+        params pass the test (see `quick_call`; the daemon's table is daemon/quick.py).
+        `brief`: methods that wait, but never for long (a sync): `quick_call` takes them
+        too when the caller says the call is its connection's only one."""
         unknown = set(handlers) - set(METHODS)
         if unknown:
             raise ValueError(f"handlers for methods not in METHODS: {sorted(unknown)}")
@@ -216,10 +219,11 @@ class Dispatcher:
         self._max_batch = max_batch_members
         self._refusal: errors.ReyndError | None = None
         self._quick = {name: (self._methods[name], test) for name, test in (quick or {}).items()}
+        self._brief = {n: (self._methods[n], _always) for n in brief if n in self._methods}
         # Decided once: logging is configured before the daemon builds its dispatcher.
         self._debug: bool = log.bind().is_enabled_for(logging.DEBUG)
 
-    def quick_call(self, line: bytes) -> QuickCall | None:
+    def quick_call(self, line: bytes, *, alone: bool = False) -> QuickCall | None:
         """`line` decoded, when it is one well-formed request answered without waiting.
 
         The server may then run it in the connection's reader (`handle` with
@@ -227,6 +231,10 @@ class Dispatcher:
         over to a request task, a good part of a small read's cost. Anything
         unusual, bad params included, is None: `handle` answers it the usual
         way, errors and all. Never raises.
+
+        `alone`: the call is its connection's only one (none in flight, no
+        line after it): a `brief` method is taken too. Its client waits for
+        the reply, so the reader has nothing else to read meanwhile.
         """
         # What `handle` and `_answer` check before decoding comes first here too.
         if (
@@ -242,6 +250,8 @@ class Dispatcher:
         except msgspec.DecodeError:
             return None
         quick = self._quick.get(req.method)
+        if quick is None and alone:
+            quick = self._brief.get(req.method)
         if quick is None or req.jsonrpc != "2.0":
             return None
         entry, test = quick
@@ -523,6 +533,10 @@ class Dispatcher:
                 notification=notification,
             )
         return _NO_REPLY if notification else reply
+
+
+def _always(params: object) -> bool:
+    return True
 
 
 def _by_name(entry: _Method, params: list[Any]) -> dict[str, Any]:

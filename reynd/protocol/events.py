@@ -327,4 +327,12 @@ def boundary_kind(event: Event) -> GenerationKind | None:
 
 def kind_of(event: Event) -> str:
     """The event's `kind` tag, as written in the WAL."""
-    return str(type(event).__struct_config__.tag)
+    cls = type(event)
+    kind = _KINDS.get(cls)
+    if kind is None:
+        # __struct_config__ builds a new config object at each access: once per type.
+        kind = _KINDS[cls] = str(cls.__struct_config__.tag)
+    return kind
+
+
+_KINDS: dict[type, str] = {}
