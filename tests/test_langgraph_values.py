@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import random
+import zlib
 from typing import Any
 
+import msgspec
 import pytest
 
 pytest.importorskip("langgraph.checkpoint.serde.jsonplus")
@@ -105,3 +109,50 @@ def test_a_delta_extends_the_longest_stored_base_it_begins_with() -> None:
 def test_packed_bytes_round_trip() -> None:
     data = bytes(range(256)) * 2
     assert unpack(pack(data)) == data
+
+
+def test_a_large_value_is_stored_compressed_and_a_packed_one_still_reads() -> None:
+    texts = [f"message {i}: the CI check on module {i % 37} keeps failing" for i in range(200)]
+    enc = encode(SERDE, 1, texts, None)
+    t, b = enc.record["t"], enc.record["b"]
+    type_, data = SERDE.dumps_typed(texts)
+    assert t == f"zlib:{type_}" and len(b) < len(data) / 4
+    assert enc.record["whole"] == len(data)  # the policy counts serialized bytes, as before
+    # A delta as large is compressed too; a small one is packed as before.
+    more = [*texts, *(f"{t} again" for t in texts[:40])]
+    delta = encode(SERDE, 2, more, enc.previous).record
+    assert delta["t"].startswith("zlib:") and delta["base"] == 1
+    small = encode(SERDE, 3, [*more, "ok"], Previous(2, more, 1, 1, 10**9)).record
+    assert small["t"] == type_ and unpack(small["b"]) == SERDE.dumps_typed(["ok"])[1]
+    blobs = {
+        ("", "m", r["v"]): Blob(r["t"], r["b"], r.get("base"), r.get("depth", 0))
+        for r in (enc.record, delta, small)
+    }
+    assert decode(SERDE, blobs, ("", "m", 3)) == (True, [*more, "ok"])
+    # Written by an older saver: the same value packed whole.
+    blobs[("", "m", 1)] = Blob(type_, pack(data))
+    assert decode(SERDE, blobs, ("", "m", 2)) == (True, more)
+
+
+@pytest.mark.parametrize("kind", ["noise", "letters", "short"])
+def test_a_value_is_stored_in_the_smaller_of_its_two_forms(kind: str) -> None:
+    rng = random.Random(7)
+    value: Any = {
+        "noise": [rng.randbytes(4096)],  # packed: ~2.1 bytes of JSON a byte; base64: 1.33
+        "letters": ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(1500))],
+        "short": ["a short message"],  # below ZIP_MIN: packed, not tried
+    }[kind]
+    type_, data = SERDE.dumps_typed(value)
+    record = encode(SERDE, 1, value, None).record
+    zipped = base64.b64encode(zlib.compress(data, 6)).decode()
+    sizes = {
+        type_: len(msgspec.json.encode(pack(data))),
+        f"zlib:{type_}": len(msgspec.json.encode(zipped)),
+    }
+    if kind == "short":
+        assert record["t"] == type_
+    else:
+        assert len(msgspec.json.encode(record["b"])) == min(sizes.values())
+    assert record["t"] == min(sizes, key=sizes.__getitem__) or kind == "short"
+    blobs = {("", "m", 1): Blob(record["t"], record["b"])}
+    assert decode(SERDE, blobs, ("", "m", 1)) == (True, value)

@@ -47,7 +47,16 @@ from reynctl.langgraph.checkpoints import MAX_DEPTH as MAX_CP_DEPTH
 from reynctl.langgraph.checkpoints import Decoded, apply_diff, diff
 from reynctl.langgraph.names import KIND
 from reynctl.langgraph.records import phase, step
-from reynctl.langgraph.values import Previous, base_for, decode, empty, encode, previous_of
+from reynctl.langgraph.values import (
+    Previous,
+    base_for,
+    decode,
+    empty,
+    encode,
+    loads,
+    previous_of,
+    stored,
+)
 from reynctl.langgraph.view import TURN, Saved, ThreadView, pack, unpack
 
 __all__ = ["ReyndSaver"]
@@ -231,7 +240,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             self._handed[(name, saved.ns)] = handed
         metadata = self.serde.loads_typed((saved.metadata[0], unpack(saved.metadata[1])))
         writes = [
-            (w.task_id, w.channel, self.serde.loads_typed((w.value[0], unpack(w.value[1]))))
+            (w.task_id, w.channel, loads(self.serde, w.value[0], w.value[1]))
             for w in view.pending(saved.ns, saved.id)
         ]
         return CheckpointTuple(
@@ -380,8 +389,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         tid, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
         encoded = []
         for idx, (channel, value) in enumerate(writes):
-            type_, data = self.serde.dumps_typed(value)
-            encoded.append([idx, channel, type_, pack(data)])
+            encoded.append([idx, channel, *stored(*self.serde.dumps_typed(value))])
         payload = {
             "lg": "writes",
             "ns": ns,
