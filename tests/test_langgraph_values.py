@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import base64
-import random
-import zlib
 from typing import Any
 
-import msgspec
 import pytest
 
 pytest.importorskip("langgraph.checkpoint.serde.jsonplus")
@@ -116,13 +112,13 @@ def test_a_large_value_is_stored_compressed_and_a_packed_one_still_reads() -> No
     enc = encode(SERDE, 1, texts, None)
     t, b = enc.record["t"], enc.record["b"]
     type_, data = SERDE.dumps_typed(texts)
-    assert t == f"zlib:{type_}" and len(b) < len(data) / 4
+    assert t == f"z1:{type_}" and len(b) < len(data) / 4
     assert enc.record["whole"] == len(data)  # the policy counts serialized bytes, as before
-    # A delta as large is compressed too; a small one is packed as before.
+    # A delta is compressed too; a tiny one is packed as before.
     more = [*texts, *(f"{t} again" for t in texts[:40])]
     delta = encode(SERDE, 2, more, enc.previous).record
-    assert delta["t"].startswith("zlib:") and delta["base"] == 1
-    small = encode(SERDE, 3, [*more, "ok"], Previous(2, more, 1, 1, 10**9)).record
+    assert delta["t"].startswith("z1:") and delta["base"] == 1
+    small = encode(SERDE, 3, [*more, "ok"], Previous(2, more, 1, 1, 10**9)).record  # < ZIP_MIN
     assert small["t"] == type_ and unpack(small["b"]) == SERDE.dumps_typed(["ok"])[1]
     blobs = {
         ("", "m", r["v"]): Blob(r["t"], r["b"], r.get("base"), r.get("depth", 0))
@@ -132,27 +128,3 @@ def test_a_large_value_is_stored_compressed_and_a_packed_one_still_reads() -> No
     # Written by an older saver: the same value packed whole.
     blobs[("", "m", 1)] = Blob(type_, pack(data))
     assert decode(SERDE, blobs, ("", "m", 2)) == (True, more)
-
-
-@pytest.mark.parametrize("kind", ["noise", "letters", "short"])
-def test_a_value_is_stored_in_the_smaller_of_its_two_forms(kind: str) -> None:
-    rng = random.Random(7)
-    value: Any = {
-        "noise": [rng.randbytes(4096)],  # packed: ~2.1 bytes of JSON a byte; base64: 1.33
-        "letters": ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(1500))],
-        "short": ["a short message"],  # below ZIP_MIN: packed, not tried
-    }[kind]
-    type_, data = SERDE.dumps_typed(value)
-    record = encode(SERDE, 1, value, None).record
-    zipped = base64.b64encode(zlib.compress(data, 6)).decode()
-    sizes = {
-        type_: len(msgspec.json.encode(pack(data))),
-        f"zlib:{type_}": len(msgspec.json.encode(zipped)),
-    }
-    if kind == "short":
-        assert record["t"] == type_
-    else:
-        assert len(msgspec.json.encode(record["b"])) == min(sizes.values())
-    assert record["t"] == min(sizes, key=sizes.__getitem__) or kind == "short"
-    blobs = {("", "m", 1): Blob(record["t"], record["b"])}
-    assert decode(SERDE, blobs, ("", "m", 1)) == (True, value)

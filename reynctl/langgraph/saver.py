@@ -47,16 +47,8 @@ from reynctl.langgraph.checkpoints import MAX_DEPTH as MAX_CP_DEPTH
 from reynctl.langgraph.checkpoints import Decoded, apply_diff, diff
 from reynctl.langgraph.names import KIND
 from reynctl.langgraph.records import phase, step
-from reynctl.langgraph.values import (
-    Previous,
-    base_for,
-    decode,
-    empty,
-    encode,
-    loads,
-    previous_of,
-    stored,
-)
+from reynctl.langgraph.stored import loads, stored
+from reynctl.langgraph.values import Previous, base_for, decode, empty, encode, previous_of
 from reynctl.langgraph.view import TURN, Saved, ThreadView, pack, unpack
 
 __all__ = ["ReyndSaver"]

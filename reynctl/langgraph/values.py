@@ -14,11 +14,10 @@ the whole value before it; the saver starts from versions it holds decoded
 (the last written or read, and a few recent reads) when the chain passes
 through one.
 
-A value of ZIP_MIN bytes or more (serialized) is stored compressed (zlib,
-then base64: compressed bytes are mostly above 0x7f, which the latin-1
-packing would spend two bytes of JSON on) when that is smaller; its type
-then reads `zlib:` and the serializer's type. Records written before hold
-no such type and read as they did.
+A value's bytes are held packed, or compressed when that is smaller
+(`stored`); `whole` and `acc` count serialized bytes either way, so
+compressing changes neither when a whole value is written again nor what a
+read of a version decodes.
 
 The prefix test is by identity (`is`), which is what LangGraph's reducers
 keep (they copy the list, not the items). State mutated in place by a node
@@ -28,17 +27,15 @@ differs by identity only if it was replaced, so do not mutate state in place.
 
 from __future__ import annotations
 
-import base64
 import operator
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-import msgspec
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from reynctl.langgraph.view import Blob, pack, unpack
+from reynctl.langgraph.stored import loads, stored
+from reynctl.langgraph.view import Blob, unpack
 
 __all__ = [
     "MAX_DEPTH",
@@ -48,17 +45,11 @@ __all__ = [
     "decode",
     "empty",
     "encode",
-    "loads",
     "previous_of",
-    "stored",
 ]
 
 MAX_DEPTH: Final = 1 << 20  # a bound for safety: the size rule decides
 EMPTY: Final = "empty"
-ZIP: Final = "zlib:"  # the type prefix of a compressed value
-_json: Final = msgspec.json.Encoder()
-ZIP_MIN: Final = 1024  # serialized bytes from which compressing is tried
-_ZIP_LEVEL: Final = 6  # 80 KB of messages in ~0.8 ms, to an eighth; level 9 is slower for ~2%
 
 
 @dataclass(slots=True)
@@ -129,28 +120,6 @@ def encode(serde: SerializerProtocol, version: Any, value: Any, base: Previous |
         record["whole"] = len(data)
         return Encoded(record, Previous(version, list(value), 0, 0, len(data)))
     return Encoded(record, None)
-
-
-def stored(type_: str, data: bytes) -> tuple[str, str]:
-    """(type, text) that a record holds for serialized `data`: compressed when that is
-    smaller (from ZIP_MIN bytes; random bytes too: packed, each byte above 0x7f takes
-    two in JSON), packed as it is otherwise. `whole` and `acc` count
-    serialized bytes either way, so compressing does not change when a whole value is
-    written again (nor what a read of a version decodes)."""
-    packed = pack(data)
-    if len(data) >= ZIP_MIN:
-        text = base64.b64encode(zlib.compress(data, _ZIP_LEVEL)).decode("ascii")
-        # What each takes in the record (JSON, UTF-8): base64 never needs an escape.
-        if len(text) < len(_json.encode(packed)):
-            return ZIP + type_, text
-    return type_, packed
-
-
-def loads(serde: SerializerProtocol, type_: str, text: str) -> Any:
-    """The value a record's (type, text) holds (`stored`'s, or packed by an older saver)."""
-    if type_.startswith(ZIP):
-        return serde.loads_typed((type_[len(ZIP) :], zlib.decompress(base64.b64decode(text))))
-    return serde.loads_typed((type_, unpack(text)))
 
 
 def empty(version: Any) -> dict[str, Any]:
