@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import random
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from reynctl.langgraph.names import KIND
 from reynctl.langgraph.records import phase, step
 from reynctl.langgraph.stored import loads, stored
 from reynctl.langgraph.values import Previous, base_for, decode, empty, encode, previous_of
+from reynctl.langgraph.versions import next_version
 from reynctl.langgraph.view import TURN, Saved, ThreadView, pack, unpack
 
 __all__ = ["ReyndSaver"]
@@ -475,13 +475,10 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         return events
 
     def get_next_version(self, current: str | None, channel: None) -> str:
-        """A count, then a random part so that a fork from a past checkpoint never reuses a
-        stored version (as InMemorySaver's); zero-padded so that versions sort as strings.
-        Shorter than InMemorySaver's (every checkpoint repeats every channel's version)."""
-        # An int when the thread was written by a saver that counts plainly.
-        raw: Any = current
-        current_v = int(raw.split(".")[0]) if isinstance(raw, str) else int(raw or 0)
-        return f"{current_v + 1:012}.{random.getrandbits(32):08x}"
+        """A zero-padded count, then a random part: a fork from a past checkpoint never
+        reuses a stored version (as InMemorySaver's). Short (versions.py): every
+        checkpoint record repeats the versions it changed several times over."""
+        return next_version(current)
 
     # -- the async API: the same calls in a worker thread -----------------------------------
 
