@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from reynctl.langgraph.stored import DICTIONARY, ZIP, ZIP_MIN, loads, stored
+from reynctl.langgraph.stored import _MEM_LEVEL, DICTIONARY, ZIP, ZIP_MIN, loads, stored
 from reynctl.langgraph.view import pack
 
 SERDE = JsonPlusSerializer()
@@ -35,7 +35,7 @@ def test_the_dictionary_is_frozen() -> None:
 
 def _forms(data: bytes) -> dict[str, int]:
     """Bytes of JSON each form takes in a record: packed, compressed."""
-    deflate = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=DICTIONARY)
+    deflate = zlib.compressobj(6, zlib.DEFLATED, -15, _MEM_LEVEL, zdict=DICTIONARY)
     zipped = base64.b64encode(deflate.compress(data) + deflate.flush()).decode()
     return {"packed": len(msgspec.json.encode(pack(data))), "z1": len(msgspec.json.encode(zipped))}
 
