@@ -33,11 +33,14 @@ def test_the_dictionary_is_frozen() -> None:
     )
 
 
-def _forms(data: bytes) -> dict[str, int]:
-    """Bytes of JSON each form takes in a record: packed, compressed."""
+def _forms(type_: str, data: bytes) -> dict[str, int]:
+    """Bytes of JSON each form takes in a record (its type and text): packed, compressed."""
     deflate = zlib.compressobj(6, zlib.DEFLATED, -15, _MEM_LEVEL, zdict=DICTIONARY)
     zipped = base64.b64encode(deflate.compress(data) + deflate.flush()).decode()
-    return {"packed": len(msgspec.json.encode(pack(data))), "z1": len(msgspec.json.encode(zipped))}
+    return {
+        "packed": len(msgspec.json.encode([type_, pack(data)])),
+        "z1": len(msgspec.json.encode([f"z1:{type_}", zipped])),
+    }
 
 
 MESSAGES = [
@@ -59,11 +62,11 @@ def test_a_value_is_held_in_the_smaller_of_its_two_forms(kind: str) -> None:
     }[kind]
     type_, data = SERDE.dumps_typed(value)
     t, text = stored(type_, data)
-    forms = _forms(data)
+    forms = _forms(type_, data)
     if kind == "short":
         assert len(data) < ZIP_MIN and (t, text) == (type_, pack(data))
     else:
-        assert len(msgspec.json.encode(text)) == min(forms.values())
+        assert len(msgspec.json.encode([t, text])) == min(forms.values())
         assert t == (type_ if forms["packed"] <= forms["z1"] else f"z1:{type_}")
     if kind in ("message", "noise"):
         assert t == f"z1:{type_}"
@@ -77,7 +80,8 @@ def test_every_value_reads_back_and_takes_no_more_than_packed(items: list[Any], 
     for value in (items, raw, {"messages": items}):
         type_, data = SERDE.dumps_typed(value)
         t, text = stored(type_, data)
-        assert len(msgspec.json.encode(text)) <= len(msgspec.json.encode(pack(data)))
+        took = len(msgspec.json.encode([t, text]))
+        assert took <= len(msgspec.json.encode([type_, pack(data)]))
         assert loads(SERDE, t, text) == value
 
 

@@ -117,7 +117,8 @@ def stored(type_: str, data: bytes) -> tuple[str, str]:
     if len(data) >= ZIP_MIN:
         deflate = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15, _MEM_LEVEL, zdict=DICTIONARY)
         text = base64.b64encode(deflate.compress(data) + deflate.flush()).decode("ascii")
-        if len(text) < len(_json.encode(packed)):  # base64 never needs an escape
+        # In the record's JSON: quotes, the type's prefix; base64 never needs an escape.
+        if len(text) + 2 + len(ZIP) < len(_json.encode(packed)):
             return ZIP + type_, text
     return type_, packed
 
