@@ -161,6 +161,7 @@ class Contender:
     close: Callable[[], None]
     disk_bytes: Callable[[], int]  # read after close (logs flushed, SQLite's WAL folded back)
     audit_bytes: Callable[[], int] | None = None
+    parts: Callable[[], dict[str, int]] | None = None  # where the bytes are (reynd)
     times: list[float] = field(default_factory=list)
 
     def turn(self, i: int) -> None:
@@ -190,6 +191,7 @@ def reynd_contender(base: Path) -> Contender:
         # and the audit log (events/), which is also shown apart.
         lambda: sides.files_bytes(state_dir.rglob("*")),
         audit_bytes=lambda: sides.files_bytes((state_dir / "events").rglob("*")),
+        parts=lambda: _parts(state_dir),
     )
     close_saver = c.close
 
@@ -199,6 +201,22 @@ def reynd_contender(base: Path) -> Contender:
 
     c.close = close
     return c
+
+
+# Where reynd's bytes are: the state directory's parts (format.md), the audit log.
+_PARTS = {
+    "wal": "state/wal",
+    "snapshots": "state/snapshots",
+    "index": "state/index",
+    "config": "state/config",
+    "audit": "events",
+}
+
+
+def _parts(state_dir: Path) -> dict[str, int]:
+    out = {name: sides.files_bytes((state_dir / sub).rglob("*")) for name, sub in _PARTS.items()}
+    out["other"] = sides.files_bytes(state_dir.rglob("*")) - sum(out.values())
+    return out
 
 
 def sqlite_contender(base: Path, delta: bool) -> Contender:
@@ -309,6 +327,8 @@ def run_one(
             row["bytes_per_turn"] = round(c.disk_bytes() / turns)
             if c.audit_bytes is not None:
                 row["audit_bytes_per_turn"] = round(c.audit_bytes() / turns)
+            if c.parts is not None:
+                row["bytes_per_turn_parts"] = {k: round(v / turns) for k, v in c.parts().items()}
         out["ratios"] = sides.ratios(out["contenders"], RATIO_KEYS)
         return out
     except BaseException:
@@ -428,6 +448,12 @@ def render(results: dict[str, Any]) -> str:
                     else ""
                 )
             )
+            if "bytes_per_turn_parts" in row:
+                parts = row["bytes_per_turn_parts"]
+                lines.append(
+                    f"{'':>6} {name} bytes/turn by part: "
+                    + ", ".join(f"{k} {v:,}" for k, v in parts.items())
+                )
         for other, ratios in res["ratios"].items():
             lines.append(
                 f"{'':>6} reynd/{other}: " + ", ".join(f"{k} {v}" for k, v in ratios.items())

@@ -74,6 +74,34 @@ def test_an_old_schema_generation_restores_into_the_current_schema(tmp_path: Pat
     assert core.index.gens[9] != digest and core.generation_count() == 2
 
 
+def page_size(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_new_files_take_1_kib_pages_and_an_older_database_keeps_its_own(tmp_path: Path) -> None:
+    core = open_core(tmp_path)
+    core.write_settings({"retention.snapshot_keep": 7})
+    core.seal([1])
+    files = [core.db_path, *core.files.dir.glob("*.db")]
+    assert len(files) == 2
+    for f in files:  # 4 KiB pages made each 20 KiB
+        assert page_size(f) == 1024 and f.stat().st_size <= 6 * 1024, f
+    core.close()
+    # A state directory written before: its live database (4 KiB pages) opens as it is.
+    old = tmp_path / "old"
+    (old / "state" / "config").mkdir(parents=True)
+    make_v1(old / "state" / "config" / "config.db")
+    assert page_size(old / "state" / "config" / "config.db") == 4096
+    core = open_core(old)
+    assert page_size(core.db_path) == 4096
+    assert core.settings() == {"retention.snapshot_keep": 7}
+    core.close()
+
+
 def test_the_migration_run_twice_is_a_no_op(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     make_v1(path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -27,6 +28,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from reynctl.langgraph import ReyndSaver, agent_name
+from reynctl.langgraph import stored as stored_module
 from reynd.protocol.errors import StaleBranch
 from tests.harness import Daemon, reynctl_json, start_daemon
 
@@ -244,7 +246,9 @@ def test_retention_keeps_a_live_thread_and_frees_a_deleted_one(short_tmp: Path) 
 
 
 def test_a_value_larger_than_a_request_is_split_and_read_back(daemon: Daemon) -> None:
-    big = "".join(chr(32 + i % 200) for i in range(3_000_000))  # 3 MB, past 1 MiB requests
+    # 3 MB, past 1 MiB requests even compressed (random: zlib cannot shrink it below that).
+    rng = random.Random(3)
+    big = "".join(chr(rng.randrange(32, 232)) for _ in range(3_000_000))
     config: RunnableConfig = {"configurable": {"thread_id": "big", "checkpoint_ns": ""}}
     checkpoint = empty_checkpoint()
     checkpoint["channel_values"] = {"doc": big}
@@ -256,6 +260,48 @@ def test_a_value_larger_than_a_request_is_split_and_read_back(daemon: Daemon) ->
     with ReyndSaver(str(daemon.socket)) as fresh:
         got = fresh.get_tuple(saved)
     assert got is not None and got.checkpoint["channel_values"]["doc"] == big
+
+
+def test_large_values_are_compressed_and_an_older_savers_packed_ones_still_read(
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = [f"line {i}: the build of module {i % 37} failed at step {i % 11}" for i in range(3000)]
+    old_cfg: RunnableConfig = {"configurable": {"thread_id": "packed"}}
+    new_cfg: RunnableConfig = {"configurable": {"thread_id": "zipped"}}
+    with ReyndSaver(str(daemon.socket)) as saver:
+        graph = build(saver)
+        with monkeypatch.context() as m:
+            m.setattr(stored_module, "ZIP_MIN", 1 << 62)  # as a saver before compression wrote
+            ask(graph, old_cfg, "1+2")
+            graph.update_state(old_cfg, {"messages": [HumanMessage(content="\n".join(lines))]})
+        for cfg in (new_cfg, old_cfg):  # the packed thread goes on compressed
+            ask(graph, cfg, "3+4")
+            graph.update_state(cfg, {"messages": [HumanMessage(content="\n".join(lines[::-1]))]})
+            ask(graph, cfg, "5+6")
+    stored = {
+        tid: {
+            (blob["t"], len(blob["b"]) > 1024)
+            for e in daemon.call("wal.read", {"agent": agent_name(tid), "limit": 500})["events"]
+            if e["kind"] == "step.started"
+            for blob in e["input"].get("blobs", {}).values()
+        }
+        for tid in ("packed", "zipped")
+    }
+    # Large values: packed by the "older" saver, compressed since (in either thread).
+    assert stored["packed"] >= {("msgpack", True), ("z1:msgpack", True)}
+    assert ("z1:msgpack", True) in stored["zipped"] and ("msgpack", True) not in stored["zipped"]
+    with ReyndSaver(str(daemon.socket)) as fresh:
+        graph = build(fresh)
+        for cfg in (old_cfg, new_cfg):
+            history = list(graph.get_state_history(cfg))
+            contents = [str(m.content) for m in history[0].values["messages"]]
+            assert contents[-1] == "the sum is 11" and "\n".join(lines[::-1]) in contents
+            # Every checkpoint reads back, each from its own chain of whole values and deltas.
+            assert all(
+                h.values["messages"] == history[0].values["messages"][: len(h.values["messages"])]
+                for h in history
+                if h.values
+            )
 
 
 def test_a_graph_with_a_delta_channel_reads_back(daemon: Daemon) -> None:

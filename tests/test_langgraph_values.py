@@ -105,3 +105,26 @@ def test_a_delta_extends_the_longest_stored_base_it_begins_with() -> None:
 def test_packed_bytes_round_trip() -> None:
     data = bytes(range(256)) * 2
     assert unpack(pack(data)) == data
+
+
+def test_a_large_value_is_stored_compressed_and_a_packed_one_still_reads() -> None:
+    texts = [f"message {i}: the CI check on module {i % 37} keeps failing" for i in range(200)]
+    enc = encode(SERDE, 1, texts, None)
+    t, b = enc.record["t"], enc.record["b"]
+    type_, data = SERDE.dumps_typed(texts)
+    assert t == f"z1:{type_}" and len(b) < len(data) / 4
+    assert enc.record["whole"] == len(data)  # the policy counts serialized bytes, as before
+    # A delta is compressed too; a tiny one is packed as before.
+    more = [*texts, *(f"{t} again" for t in texts[:40])]
+    delta = encode(SERDE, 2, more, enc.previous).record
+    assert delta["t"].startswith("z1:") and delta["base"] == 1
+    small = encode(SERDE, 3, [*more, "ok"], Previous(2, more, 1, 1, 10**9)).record  # < ZIP_MIN
+    assert small["t"] == type_ and unpack(small["b"]) == SERDE.dumps_typed(["ok"])[1]
+    blobs = {
+        ("", "m", r["v"]): Blob(r["t"], r["b"], r.get("base"), r.get("depth", 0))
+        for r in (enc.record, delta, small)
+    }
+    assert decode(SERDE, blobs, ("", "m", 3)) == (True, [*more, "ok"])
+    # Written by an older saver: the same value packed whole.
+    blobs[("", "m", 1)] = Blob(type_, pack(data))
+    assert decode(SERDE, blobs, ("", "m", 2)) == (True, more)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import random
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +46,9 @@ from reynctl.langgraph.checkpoints import MAX_DEPTH as MAX_CP_DEPTH
 from reynctl.langgraph.checkpoints import Decoded, apply_diff, diff
 from reynctl.langgraph.names import KIND
 from reynctl.langgraph.records import phase, step
+from reynctl.langgraph.stored import loads, stored
 from reynctl.langgraph.values import Previous, base_for, decode, empty, encode, previous_of
+from reynctl.langgraph.versions import next_version
 from reynctl.langgraph.view import TURN, Saved, ThreadView, pack, unpack
 
 __all__ = ["ReyndSaver"]
@@ -231,7 +232,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             self._handed[(name, saved.ns)] = handed
         metadata = self.serde.loads_typed((saved.metadata[0], unpack(saved.metadata[1])))
         writes = [
-            (w.task_id, w.channel, self.serde.loads_typed((w.value[0], unpack(w.value[1]))))
+            (w.task_id, w.channel, loads(self.serde, w.value[0], w.value[1]))
             for w in view.pending(saved.ns, saved.id)
         ]
         return CheckpointTuple(
@@ -380,8 +381,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         tid, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
         encoded = []
         for idx, (channel, value) in enumerate(writes):
-            type_, data = self.serde.dumps_typed(value)
-            encoded.append([idx, channel, type_, pack(data)])
+            encoded.append([idx, channel, *stored(*self.serde.dumps_typed(value))])
         payload = {
             "lg": "writes",
             "ns": ns,
@@ -475,13 +475,10 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         return events
 
     def get_next_version(self, current: str | None, channel: None) -> str:
-        """A count, then a random part so that a fork from a past checkpoint never reuses a
-        stored version (as InMemorySaver's); zero-padded so that versions sort as strings.
-        Shorter than InMemorySaver's (every checkpoint repeats every channel's version)."""
-        # An int when the thread was written by a saver that counts plainly.
-        raw: Any = current
-        current_v = int(raw.split(".")[0]) if isinstance(raw, str) else int(raw or 0)
-        return f"{current_v + 1:012}.{random.getrandbits(32):08x}"
+        """A zero-padded count, then a random part: a fork from a past checkpoint never
+        reuses a stored version (as InMemorySaver's). Short (versions.py): every
+        checkpoint record repeats the versions it changed several times over."""
+        return next_version(current)
 
     # -- the async API: the same calls in a worker thread -----------------------------------
 

@@ -14,6 +14,11 @@ the whole value before it; the saver starts from versions it holds decoded
 (the last written or read, and a few recent reads) when the chain passes
 through one.
 
+A value's bytes are held packed, or compressed when that is smaller
+(`stored`); `whole` and `acc` count serialized bytes either way, so
+compressing changes neither when a whole value is written again nor what a
+read of a version decodes.
+
 The prefix test is by identity (`is`), which is what LangGraph's reducers
 keep (they copy the list, not the items). State mutated in place by a node
 breaks that assumption for LangGraph itself as well; such an item then
@@ -29,7 +34,8 @@ from typing import Any, Final
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from reynctl.langgraph.view import Blob, pack, unpack
+from reynctl.langgraph.stored import loads, stored
+from reynctl.langgraph.view import Blob, unpack
 
 __all__ = [
     "MAX_DEPTH",
@@ -103,11 +109,13 @@ def encode(serde: SerializerProtocol, version: Any, value: Any, base: Previous |
         type_, data = serde.dumps_typed(value[len(base.items) :])
         depth, acc = base.depth + 1, base.acc + len(data)
         if acc < base.whole:
-            record = {"v": version, "t": type_, "b": pack(data), "base": base.version}
+            t, b = stored(type_, data)
+            record = {"v": version, "t": t, "b": b, "base": base.version}
             record.update(depth=depth, acc=acc, whole=base.whole)
             return Encoded(record, Previous(version, list(value), depth, acc, base.whole))
     type_, data = serde.dumps_typed(value)
-    record = {"v": version, "t": type_, "b": pack(data)}
+    t, b = stored(type_, data)
+    record = {"v": version, "t": t, "b": b}
     if isinstance(value, list):
         record["whole"] = len(data)
         return Encoded(record, Previous(version, list(value), 0, 0, len(data)))
@@ -149,12 +157,12 @@ def decode(
     if start is None:
         if blob is None:  # the whole value it extends is gone (cannot happen on one lineage)
             return False, None
-        value = serde.loads_typed((blob.type, unpack(blob.data)))
+        value = loads(serde, blob.type, blob.data)
         if not chain:
             return True, value
         start = list(value)
     for piece in reversed(chain):
-        start.extend(serde.loads_typed((piece.type, unpack(piece.data))))
+        start.extend(loads(serde, piece.type, piece.data))
     return True, start
 
 

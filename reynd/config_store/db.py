@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from reynd.storage.fsutil import create_empty
 
@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 2
+PAGE_BYTES: Final = 1024  # SQLite page size of a new database file
 
 # The tables as version 1 created them. Never edit: add a column below instead.
 _BASE_TABLES: tuple[tuple[str, str], ...] = (
@@ -91,6 +92,10 @@ def _open(path: Path | str, *, uri: bool = False) -> sqlite3.Connection:
         create_empty(Path(path))
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, uri=uri)
     try:
+        # A new file only (an existing one keeps its own): settings and agent rows fill a
+        # few pages, and every distinct content is a generation file of as many pages.
+        # 4 KiB pages made each file 20 KiB.
+        conn.execute(f"PRAGMA page_size={PAGE_BYTES}")
         conn.execute("PRAGMA journal_mode=DELETE")
         # EXTRA: the journal's deletion (the commit point) is synced too.
         conn.execute("PRAGMA synchronous=EXTRA")
