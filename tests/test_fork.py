@@ -11,6 +11,7 @@ fork must equal the whole sequence replayed from scratch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -58,7 +59,7 @@ events = st.one_of(
 )
 
 
-def replay(log: list[ev.Event], state: RuntimeState | None = None) -> RuntimeState:
+def replay(log: Sequence[ev.Event], state: RuntimeState | None = None) -> RuntimeState:
     state = RuntimeState() if state is None else state
     for event in log:
         apply(state, event)
@@ -98,7 +99,7 @@ def test_a_fork_that_shared_what_apply_changes_would_be_caught() -> None:
         ev.MessageReceived(agent="x", message_id="a", text="hi", seq=2),
         ev.TurnStarted(agent="x", turn_id="a", message_id="a", seq=3),
     ]
-    original = replay(list(start))
+    original = replay(start)
     shallow = fork(original)
     shallow.agents["x"].pending_chains = original.agents["x"].pending_chains
     kept = msgspec.msgpack.encode(original)

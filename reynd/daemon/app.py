@@ -118,6 +118,7 @@ class App:
         self._coordinator: Coordinator
         self._config: ConfigStore  # runtime settings + agent configs, in SQLite
         self._snapshotter: Snapshotter
+        self._as_of: AsOf
         self._capture: GenerationCapture
         self._collector: Collector
 
@@ -234,6 +235,7 @@ class App:
             self.shipper = Shipper(self._replicate, location, store)
             await self.shipper.open()  # ReplicaRefused: the operator must act
         self._snapshotter = Snapshotter(store, self._reads)
+        self._as_of = AsOf(store, self._reads)  # past states for reads, some kept in memory
         self._capture = GenerationCapture(substrates)
         self._collector = Collector(
             store,
@@ -263,6 +265,7 @@ class App:
             on_commit.add("workspace", self._workspace.committed)
         on_commit.add("registry", registry.on_commit)
         on_commit.add("snapshots", self._snapshotter.committed)
+        on_commit.add("as_of", self._as_of.committed)  # a fork of the tip, now and then
         if self.shipper is not None:
             shipper = self.shipper
             on_commit.add("shipper", lambda events: shipper.poke())
@@ -282,7 +285,7 @@ class App:
             self._registry,
             self._coordinator,
         )
-        as_of = AsOf(store, reads).read
+        as_of = self._as_of.read
         addresses = Addresses(store)  # tags, times and counts back, for moves and reads
         workspace = WorkspaceApi(store, self._workspace, reads, addresses)
         status = StatusApi(

@@ -82,8 +82,14 @@ class StateApi:
     async def _diff(self, p: m.DiffParams, ctx: CallContext) -> m.DiffResult:
         from_seq = self._addresses.seq_or_tag(p.from_seq, p.from_tag)
         to_seq = self._addresses.seq_or_tag(p.to_seq, p.to_tag)
-        before_state = await self._as_of(from_seq)
-        after_state = await self._as_of(to_seq)
+        # The tip's state is the live one, which a commit changes while the other side is
+        # rebuilt: so the tip is read last, once nothing is awaited any more.
+        if from_seq == self._store.head:
+            after_state = await self._as_of(to_seq)
+            before_state = await self._as_of(from_seq)
+        else:
+            before_state = await self._as_of(from_seq)
+            after_state = await self._as_of(to_seq)
         conversations = _conversations(before_state, after_state, p.agent)
         before = msgspec.to_builtins(before_state.agents)
         after = msgspec.to_builtins(after_state.agents)
