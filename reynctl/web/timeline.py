@@ -1,13 +1,16 @@
-"""The branch tree as the page draws it: the TUI's lanes (reynctl.tui.graph), as numbers.
+"""The timeline as the page gets it: every branch's lanes (reynctl.web.lanes), kept per head.
 
-`lanes` is pure: each node of `layout` with its column, so the page places a
-circle at (column, row) and a line from it to its parent's row. The page draws
-only the rows in view; this sends them all, once per change.
+A change to what the timeline shows appends a record (a turn, a reset, a tag),
+and GC moves the floor: so (head, floor) names a layout. After a change the
+lists are read from the daemon again, but after appends alone (no new branch,
+the same tags and floor: a turn, another client's write) only the generations
+above the last head are: the older ones are what they were, and listing 20
+pages of them took most of the time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -15,94 +18,114 @@ import anyio.to_thread
 import msgspec
 
 from reynctl.aio import AsyncClient
-from reynctl.tui.graph import build_nodes, layout
+from reynctl.web.lanes import lanes, node_row
 from reynd.protocol import methods as m
 from reynd.protocol import moves as mv
+from reynd.protocol import tag_methods as t
 
-__all__ = ["MAX_GENERATIONS", "Timeline", "lanes", "load"]
+__all__ = ["BLOCK", "MAX_GENERATIONS", "Lists", "Timeline", "grown", "layout", "read_lists"]
 
-MAX_GENERATIONS = 20_000  # newest first; older ones are left out (the page says how many)
-GLYPHS = "◉●○"
+MAX_GENERATIONS = 20_000  # at least the newest this many are drawn (the page says how many)
+BLOCK = 4096  # ... back to a seq that is a multiple of this
+PAGE = 1000  # generations.list's largest page
 
 
-def lanes(
-    generations: Sequence[m.Generation], branches: Sequence[m.BranchInfo], head: int
-) -> list[dict[str, Any]]:
-    """One dict per node, newest first: seq, row, col, parent (a seq), kind, marks."""
-    out: list[dict[str, Any]] = []
-    for row in layout(build_nodes(generations, branches, head)):
-        node = row.node
-        if node is None:  # a link line: the page joins lanes with curves instead
-            continue
-        col = next(i for i, c in enumerate(row.graph) if c in GLYPHS) // 2
-        out.append(
-            {
-                "seq": node.seq,
-                "col": col,
-                "parent": node.parent,
-                "kind": node.kind,
-                "active": node.active,
-                "here": node.here,
-                "agent": node.agent,
-                "label": node.label,
-                "tags": list(node.tags),
-                "target": node.target,
-            }
+@dataclass(frozen=True, slots=True)
+class Lists:
+    """What a layout is made of, as the daemon listed it."""
+
+    head: int
+    floor: int
+    branches: list[m.BranchInfo]
+    tags: list[t.TagInfo]
+    generations: list[m.Generation]  # newest first, those above `cutoff`
+    cutoff: int  # generations at or below it are left out (see `cutoff`)
+    truncated: bool  # some are
+    moves: dict[int, mv.ReflogEntry]  # each reset record's reflog entry, by seq
+
+    def same_tree(self, other: Lists) -> bool:
+        """True when `other` differs only by records appended above this head: the same
+        branches (but the tip's growing), tags and floor."""
+        return (
+            self.floor == other.floor
+            and self.tags == other.tags
+            and [_shape(b) for b in self.branches] == [_shape(b) for b in other.branches]
         )
-    return out
 
 
-class Timeline:
-    """The timeline as the page gets it (JSON), laid out again only when the log changed.
+def _shape(b: m.BranchInfo) -> tuple[Any, ...]:
+    return (b.id, b.origin_seq, b.parent, b.active, b.tags)
 
-    Every change to what the timeline shows appends a record (a turn, a reset,
-    a tag), and GC moves the floor: so (head, floor) names a layout. Each page
-    that opens, and each that reloads on a notification, shares one layout
-    per head; it is made on a worker thread, so the live streams and other
-    requests go on meanwhile.
+
+def cutoff(newest_first: list[m.Generation], most: int, block: int) -> int:
+    """The seq at or below which generations are left out: none when there are at most
+    `most`, else the highest multiple of `block` below the `most`-th newest.
+
+    Rounded, so that it stays put while the tip grows by less than a block: the
+    rows already laid out then keep their lanes, and a new turn only adds rows on
+    top (`grown`). The list must hold at least the newest `most`.
     """
-
-    def __init__(self) -> None:
-        self._key: tuple[int, int] | None = None
-        self._whole: dict[str, Any] = {}
-        self._body = b""
-        self._lock = anyio.Lock()
-
-    async def get(self, client: AsyncClient, first: int | None = None) -> bytes:
-        """The timeline as of now, JSON-encoded (see `load`); `first`: only its newest rows.
-
-        The page asks for the rows in view first and paints them, then for all.
-        """
-        async with self._lock:
-            status = await client.status()
-            key = (status.head, status.floor)
-            if key != self._key:
-                self._whole = await load(client)
-                self._body = msgspec.json.encode(self._whole)
-                self._key = key
-            if first is None:
-                return self._body
-            return msgspec.json.encode({**self._whole, "rows": self._whole["rows"][:first]})
+    if len(newest_first) <= most:
+        return 0
+    return (newest_first[most - 1].seq - 1) // block * block
 
 
-async def load(client: AsyncClient) -> dict[str, Any]:
-    """The timeline of every branch: head, branches, reset reasons, lane rows."""
+async def read_lists(
+    client: AsyncClient,
+    floor: int,
+    before: Lists | None = None,
+    *,
+    most: int = MAX_GENERATIONS,
+    block: int = BLOCK,
+) -> tuple[Lists, list[m.Generation] | None]:
+    """The lists of the daemon's timeline now, from `before`'s where they still hold; and
+    the generations above `before`'s head when the rest of the lists is `before`'s
+    (else None: lay it all out again)."""
     branches = await client.branches()
-    gens, truncated = await client.newest_generations(MAX_GENERATIONS)
-    moves = await _moves(client)
-    rows = await anyio.to_thread.run_sync(lanes, gens, branches.branches, branches.head)
-    for row in rows:
-        move = moves.get(row["seq"]) if row["kind"] == "reset" else None
-        if move is not None:
-            row["reason"], row["op"] = move.reason, move.op
-    return {
-        "head": branches.head,
-        "branches": len(branches.branches),
-        "truncated": truncated,
-        "total": len(rows),
-        "lanes": 1 + max((r["col"] for r in rows), default=0),
-        "rows": rows,
-    }
+    tags = (await client.tags()).tags
+    now = Lists(branches.head, floor, branches.branches, tags, [], 0, False, {})
+    if before is not None and before.same_tree(now):
+        newer = await _generations_above(client, before.head)
+        gens = newer + before.generations
+        cut = max(before.cutoff, cutoff(gens, most, block))
+        kept = [g for g in gens if g.seq > cut] if cut > before.cutoff else gens
+        truncated = before.truncated or len(kept) < len(gens)
+        lists = Lists(now.head, floor, now.branches, tags, kept, cut, truncated, before.moves)
+        return lists, newer if cut == before.cutoff else None
+    kept, cut, truncated = await _newest(client, most, block)
+    lists = Lists(now.head, floor, now.branches, tags, kept, cut, truncated, await _moves(client))
+    return lists, None
+
+
+async def _newest(
+    client: AsyncClient, most: int, block: int
+) -> tuple[list[m.Generation], int, bool]:
+    """Every branch's generations above the cutoff, newest first; the cutoff; whether any
+    generation lies at or below it."""
+    gens: list[m.Generation] = []
+    cursor: int | None = None
+    cut = 0
+    while True:
+        page = await client.generations(all_branches=True, limit=PAGE, cursor=cursor)
+        gens += page.generations
+        cursor = page.next_cursor
+        cut = cutoff(gens, most, block)
+        if cursor is None or gens[-1].seq <= cut:
+            break
+    kept = [g for g in gens if g.seq > cut]
+    return kept, cut, cursor is not None or len(kept) < len(gens)
+
+
+async def _generations_above(client: AsyncClient, seq: int) -> list[m.Generation]:
+    """Every branch's generations above `seq`, newest first."""
+    out: list[m.Generation] = []
+    cursor: int | None = None
+    while True:
+        page = await client.generations(all_branches=True, limit=PAGE, cursor=cursor)
+        out += (g for g in page.generations if g.seq > seq)
+        cursor = page.next_cursor
+        if cursor is None or cursor <= seq:
+            return out
 
 
 async def _moves(client: AsyncClient) -> dict[int, mv.ReflogEntry]:
@@ -115,3 +138,93 @@ async def _moves(client: AsyncClient) -> dict[int, mv.ReflogEntry]:
         cursor = page.next_cursor
         if cursor is None:
             return out
+
+
+def layout(lists: Lists) -> dict[str, Any]:
+    """The timeline of every branch: head, branches, reset reasons, lane rows (pure)."""
+    rows = lanes(lists.generations, lists.branches, lists.head)
+    for row in rows:
+        move = lists.moves.get(row["seq"]) if row["kind"] == "reset" else None
+        if move is not None:
+            row["reason"], row["op"] = move.reason, move.op
+    return {
+        "head": lists.head,
+        "branches": len(lists.branches),
+        "truncated": lists.truncated,
+        "total": len(rows),
+        "lanes": 1 + max((r["col"] for r in rows), default=0),
+        "rows": rows,
+    }
+
+
+def grown(previous: dict[str, Any], lists: Lists, newer: list[m.Generation]) -> dict[str, Any]:
+    """`previous`, the layout of an earlier head of the same tree and cutoff, with the
+    rows above that head on top: equal to `layout(lists)` (tests/test_web_timeline.py),
+    in O(rows added).
+
+    Records appended without a reset extend the active lineage, which is column 0:
+    each new row takes column 0 and waits for the one below it, so the lanes are
+    where they were when the layout reaches the old rows, which keep their columns
+    and parents. Only the old tip's row changes: it is no longer "here", or it goes
+    (when the tip was no checkpoint, the row that stood for it).
+    """
+    old: list[dict[str, Any]] = previous["rows"]
+    if old[0]["kind"] == "tip":
+        below, old = old[0]["parent"], old[1:]
+    else:
+        below = old[0]["seq"]
+    top = [dict(old[0], here=False)] if old else []
+    added = [
+        node_row(g.seq, g.kind, g.active, agent=g.agent, label=g.label, tags=g.tags) for g in newer
+    ]
+    if not newer or newer[0].seq != lists.head:
+        added.insert(0, node_row(lists.head, "tip", True))
+    for row, under in zip(added, [*(r["seq"] for r in added[1:]), below], strict=True):
+        row["parent"], row["here"] = under, row["seq"] == lists.head
+    rows = [*added, *top, *old[1:]]
+    return {
+        **previous,
+        "head": lists.head,
+        "truncated": lists.truncated,
+        "total": len(rows),
+        "rows": rows,
+    }
+
+
+class Timeline:
+    """The timeline as the page gets it (JSON), laid out again only when the log changed.
+
+    Each page that opens, and each that reloads on a notification, shares one
+    layout per head; it is made on a worker thread, so the live streams and
+    other requests go on meanwhile.
+    """
+
+    def __init__(self, most: int = MAX_GENERATIONS, block: int = BLOCK) -> None:
+        self._most, self._block = most, block
+        self._key: tuple[int, int] | None = None
+        self._lists: Lists | None = None
+        self._whole: dict[str, Any] = {}
+        self._body = b""
+        self._lock = anyio.Lock()
+
+    async def get(self, client: AsyncClient, first: int | None = None) -> bytes:
+        """The timeline as of now, JSON-encoded (see `layout`); `first`: only its newest rows.
+
+        The page asks for the rows in view first and paints them, then for all.
+        """
+        async with self._lock:
+            status = await client.status()
+            key = (status.head, status.floor)
+            if key != self._key:
+                lists, newer = await read_lists(
+                    client, status.floor, self._lists, most=self._most, block=self._block
+                )
+                if newer is None:
+                    self._whole = await anyio.to_thread.run_sync(layout, lists)
+                else:
+                    self._whole = grown(self._whole, lists, newer)
+                self._body = await anyio.to_thread.run_sync(msgspec.json.encode, self._whole)
+                self._key, self._lists = key, lists
+            if first is None:
+                return self._body
+            return msgspec.json.encode({**self._whole, "rows": self._whole["rows"][:first]})
