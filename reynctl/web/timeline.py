@@ -117,15 +117,18 @@ async def _newest(
 
 
 async def _generations_above(client: AsyncClient, seq: int) -> list[m.Generation]:
-    """Every branch's generations above `seq`, newest first."""
+    """Every branch's generations above `seq`, newest first: pages from a small one up
+    (after a turn there are a few)."""
     out: list[m.Generation] = []
     cursor: int | None = None
+    limit = 16
     while True:
-        page = await client.generations(all_branches=True, limit=PAGE, cursor=cursor)
+        page = await client.generations(all_branches=True, limit=limit, cursor=cursor)
         out += (g for g in page.generations if g.seq > seq)
         cursor = page.next_cursor
         if cursor is None or cursor <= seq:
             return out
+        limit = min(limit * 4, PAGE)
 
 
 async def _moves(client: AsyncClient) -> dict[int, mv.ReflogEntry]:
@@ -204,27 +207,53 @@ class Timeline:
         self._key: tuple[int, int] | None = None
         self._lists: Lists | None = None
         self._whole: dict[str, Any] = {}
-        self._body = b""
+        self._body: bytes | None = None  # encoded when first asked for
+        # The head this layout grew from (`grown`), the rows of its layout replaced on
+        # top, and the rows that replace them: what a page showing that head needs.
+        self._step: tuple[int, int, int] | None = None
         self._lock = anyio.Lock()
 
-    async def get(self, client: AsyncClient, first: int | None = None) -> bytes:
+    async def get(
+        self, client: AsyncClient, first: int | None = None, since: int | None = None
+    ) -> bytes:
         """The timeline as of now, JSON-encoded (see `layout`); `first`: only its newest rows.
 
         The page asks for the rows in view first and paints them, then for all.
+        `since`: the head of the layout the page shows; when this one grew from it,
+        only the change: `rows` replace the first `replace` rows the page has
+        (`since` says it is a change), not 4 MB of rows it has already.
         """
         async with self._lock:
             status = await client.status()
             key = (status.head, status.floor)
             if key != self._key:
-                lists, newer = await read_lists(
-                    client, status.floor, self._lists, most=self._most, block=self._block
-                )
-                if newer is None:
-                    self._whole = await anyio.to_thread.run_sync(layout, lists)
-                else:
-                    self._whole = grown(self._whole, lists, newer)
-                self._body = await anyio.to_thread.run_sync(msgspec.json.encode, self._whole)
-                self._key, self._lists = key, lists
-            if first is None:
-                return self._body
-            return msgspec.json.encode({**self._whole, "rows": self._whole["rows"][:first]})
+                await self._update(client, status.floor)
+                self._key = key
+            whole = self._whole
+            if since is not None and self._step is not None and self._step[0] == since:
+                _, replace, count = self._step
+                change = {
+                    **whole,
+                    "since": since,
+                    "replace": replace,
+                    "rows": whole["rows"][:count],
+                }
+                return msgspec.json.encode(change)
+            if first is not None:
+                return msgspec.json.encode({**whole, "rows": whole["rows"][:first]})
+            if self._body is None:
+                self._body = await anyio.to_thread.run_sync(msgspec.json.encode, whole)
+            return self._body
+
+    async def _update(self, client: AsyncClient, floor: int) -> None:
+        before = self._lists
+        lists, newer = await read_lists(client, floor, before, most=self._most, block=self._block)
+        if newer is None or before is None:
+            self._whole = await anyio.to_thread.run_sync(layout, lists)
+            self._step = None
+        else:
+            old = self._whole["rows"]
+            self._whole = grown(self._whole, lists, newer)
+            replace = 2 if old[0]["kind"] == "tip" else 1  # the old top and the row it stood on
+            self._step = (before.head, replace, len(self._whole["rows"]) - len(old) + replace)
+        self._lists, self._body = lists, None
