@@ -130,8 +130,9 @@ def test_the_pages_columns_are_the_tuis(moves: list[tuple[int, int]], every: int
 
 def test_a_grown_layout_equals_a_fresh_one(daemon: Daemon) -> None:
     """After every change made by random writes, rewinds, checkouts and tags, the layout the
-    server keeps (grown on top after appends, laid out again after anything else) is the
-    one a server starting now would lay out; with a small cutoff, so that it moves."""
+    server keeps (grown on top after appends; after a reset laid out again from the lists
+    it had, their active flags redone, and the records above its head) is the one a server
+    starting now would lay out; with a small cutoff, so that it moves."""
     rng = random.Random(26)
     daemon.call("wal.append", {"agent": "ada", "kind": "agent.created", "data": {}})
     most, block = 12, 8

@@ -1,15 +1,18 @@
 """The timeline as the page gets it: every branch's lanes (reynctl.web.lanes), kept per head.
 
 A change to what the timeline shows appends a record (a turn, a reset, a tag),
-and GC moves the floor: so (head, floor) names a layout. After a change the
-lists are read from the daemon again, but after appends alone (no new branch,
-the same tags and floor: a turn, another client's write) only the generations
-above the last head are: the older ones are what they were, and listing 20
-pages of them took most of the time.
+and GC moves the floor: so (head, floor) names a layout. After appends and
+resets (the same tags and floor) only the generations above the last head are
+listed again: the older ones are what they were but for which lie on the
+active lineage, redone from the branches (listing 20 pages of them took most
+of the time). After appends alone the layout grows on top (`grown`); after
+anything else it is laid out again.
 """
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +21,7 @@ import anyio.to_thread
 import msgspec
 
 from reynctl.aio import AsyncClient
+from reynctl.tui.graph import lineage_intervals
 from reynctl.web.lanes import lanes, node_row
 from reynd.protocol import methods as m
 from reynd.protocol import moves as mv
@@ -43,18 +47,40 @@ class Lists:
     truncated: bool  # some are
     moves: dict[int, mv.ReflogEntry]  # each reset record's reflog entry, by seq
 
-    def same_tree(self, other: Lists) -> bool:
-        """True when `other` differs only by records appended above this head: the same
-        branches (but the tip's growing), tags and floor."""
+    def grows_into(self, other: Lists) -> bool:
+        """True when `other` only adds records above this head (appends, resets): the same
+        floor and tags, this one's branches (whichever holds the tip) and newer ones."""
+        old = [_shape(b) for b in self.branches]
         return (
             self.floor == other.floor
             and self.tags == other.tags
-            and [_shape(b) for b in self.branches] == [_shape(b) for b in other.branches]
+            and [_shape(b) for b in other.branches[: len(old)]] == old
+            and all(b.id > self.head for b in other.branches[len(old) :])
+        )
+
+    def same_tree(self, other: Lists) -> bool:
+        """True when `other` only adds records above this head on the branch of the tip."""
+        return (
+            self.grows_into(other)
+            and len(self.branches) == len(other.branches)
+            and [b.active for b in self.branches] == [b.active for b in other.branches]
         )
 
 
 def _shape(b: m.BranchInfo) -> tuple[Any, ...]:
-    return (b.id, b.origin_seq, b.parent, b.active, b.tags)
+    return (b.id, b.origin_seq, b.parent, b.tags)
+
+
+def on_lineage(head: int, branches: Sequence[m.BranchInfo]) -> Callable[[int], bool]:
+    """Whether a seq lies on lineage(head), the active lineage: one bisect per seq."""
+    spans = sorted(lineage_intervals(head, branches))
+    lows = [lo for lo, _ in spans]
+
+    def on(seq: int) -> bool:
+        i = bisect.bisect_right(lows, seq) - 1
+        return i >= 0 and seq <= spans[i][1]
+
+    return on
 
 
 def cutoff(newest_first: list[m.Generation], most: int, block: int) -> int:
@@ -84,14 +110,22 @@ async def read_lists(
     branches = await client.branches()
     tags = (await client.tags()).tags
     now = Lists(branches.head, floor, branches.branches, tags, [], 0, False, {})
-    if before is not None and before.same_tree(now):
+    if before is not None and before.grows_into(now):
+        # Only records above `before`'s head are new: its generations are still theirs,
+        # but for which lie on the active lineage after a reset.
         newer = await _generations_above(client, before.head)
-        gens = newer + before.generations
+        old, moves = before.generations, before.moves
+        grows = before.same_tree(now)
+        if not grows:
+            on = on_lineage(now.head, now.branches)
+            old = [g if g.active == on(g.seq) else _flipped(g) for g in old]
+            moves = {**moves, **await _moves(client, above=before.head)}
+        gens = newer + old
         cut = max(before.cutoff, cutoff(gens, most, block))
         kept = [g for g in gens if g.seq > cut] if cut > before.cutoff else gens
         truncated = before.truncated or len(kept) < len(gens)
-        lists = Lists(now.head, floor, now.branches, tags, kept, cut, truncated, before.moves)
-        return lists, newer if cut == before.cutoff else None
+        lists = Lists(now.head, floor, now.branches, tags, kept, cut, truncated, moves)
+        return lists, newer if grows and cut == before.cutoff else None
     kept, cut, truncated = await _newest(client, most, block)
     lists = Lists(now.head, floor, now.branches, tags, kept, cut, truncated, await _moves(client))
     return lists, None
@@ -131,15 +165,19 @@ async def _generations_above(client: AsyncClient, seq: int) -> list[m.Generation
         limit = min(limit * 4, PAGE)
 
 
-async def _moves(client: AsyncClient) -> dict[int, mv.ReflogEntry]:
-    """Every reset record's reflog entry (its reason and operation), by seq."""
+def _flipped(g: m.Generation) -> m.Generation:
+    return msgspec.structs.replace(g, active=not g.active)
+
+
+async def _moves(client: AsyncClient, above: int = -1) -> dict[int, mv.ReflogEntry]:
+    """Every reset record's reflog entry above seq `above` (its reason, operation), by seq."""
     out: dict[int, mv.ReflogEntry] = {}
     cursor: int | None = None
     while True:
         page = await client.reflog(limit=1000, cursor=cursor)
-        out.update((e.seq, e) for e in page.entries)
+        out.update((e.seq, e) for e in page.entries if e.seq > above)
         cursor = page.next_cursor
-        if cursor is None:
+        if cursor is None or cursor <= above:
             return out
 
 
