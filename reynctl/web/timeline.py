@@ -12,7 +12,7 @@ anything else it is laid out again.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,13 +107,23 @@ async def read_lists(
     """The lists of the daemon's timeline now, from `before`'s where they still hold; and
     the generations above `before`'s head when the rest of the lists is `before`'s
     (else None: lay it all out again)."""
-    branches = await client.branches()
-    tags = (await client.tags()).tags
+    got: dict[str, Any] = {}
+
+    async def ask(name: str, call: Awaitable[Any]) -> None:
+        got[name] = await call
+
+    async with anyio.create_task_group() as tg:  # three round trips at once
+        tg.start_soon(ask, "branches", client.branches())
+        tg.start_soon(ask, "tags", client.tags())
+        if before is not None:  # most often needed; else a small page read for nothing
+            tg.start_soon(ask, "newer", _generations_above(client, before.head))
+    branches, tags = got["branches"], got["tags"].tags
     now = Lists(branches.head, floor, branches.branches, tags, [], 0, False, {})
     if before is not None and before.grows_into(now):
         # Only records above `before`'s head are new: its generations are still theirs,
         # but for which lie on the active lineage after a reset.
-        newer = await _generations_above(client, before.head)
+        # Those above the head listed came after it (the lists raced a write): next time.
+        newer: list[m.Generation] = [g for g in got["newer"] if g.seq <= now.head]
         old, moves = before.generations, before.moves
         grows = before.same_tree(now)
         if not grows:
@@ -127,6 +137,7 @@ async def read_lists(
         lists = Lists(now.head, floor, now.branches, tags, kept, cut, truncated, moves)
         return lists, newer if grows and cut == before.cutoff else None
     kept, cut, truncated = await _newest(client, most, block)
+    kept = [g for g in kept if g.seq <= now.head]  # as above: the next layout's
     lists = Lists(now.head, floor, now.branches, tags, kept, cut, truncated, await _moves(client))
     return lists, None
 

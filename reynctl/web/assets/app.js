@@ -320,8 +320,8 @@ async function loadStatus() {
 let chain = Promise.resolve();
 function refresh() {
   chain = chain.catch(() => {}).then(async () => {
-    await Promise.all([loadTimeline(), loadStatus(), loadQuestions()]);
-    await loadDetail();
+    await loadTimeline();  // first and alone: the tree shows the change soonest
+    await Promise.all([loadStatus(), loadQuestions(), loadDetail()]);
   });
   return chain;
 }
