@@ -268,9 +268,9 @@ class Timeline:
         """The timeline as of now, JSON-encoded (see `layout`); `first`: only its newest rows.
 
         The page asks for the rows in view first and paints them, then for all.
-        `since`: the head of the layout the page shows; when this one grew from it,
-        only the change: `rows` replace the first `replace` rows the page has
-        (`since` says it is a change), not 4 MB of rows it has already.
+        `since`: the head of the layout the page shows; when this one grew from it
+        (or is it), only the change: `rows` replace the first `replace` rows the
+        page has (`since` says it is a change), not 4 MB of rows it has already.
         """
         async with self._lock:
             status = await client.status()
@@ -279,8 +279,9 @@ class Timeline:
                 await self._update(client, status.floor)
                 self._key = key
             whole = self._whole
-            if since is not None and self._step is not None and self._step[0] == since:
-                _, replace, count = self._step
+            step = (since, 0, 0) if since == whole["head"] else self._step  # no change
+            if since is not None and step is not None and step[0] == since:
+                _, replace, count = step
                 change = {
                     **whole,
                     "since": since,
