@@ -7,8 +7,13 @@ const ROW = 24, LANE = 14, PAD = 8, OVERSCAN = 10;
 const FIRST = 100;  // rows of the first paint: more than a tall screen shows
 const SHOWN = 200;  // messages and changes drawn at most: a long history stays fast
 const $ = (id) => document.getElementById(id);
-const ui = { rows: [], bySeq: new Map(), index: new Map(), head: 0, selected: null, agent: null,
+const ui = { rows: [], bySeq: new Map(), fromEnd: new Map(), head: 0, selected: null, agent: null,
              complete: false, detail: Promise.resolve() };
+// A row's index, kept as its place from the end: rows only ever come on top.
+ui.index = {
+  has: (seq) => ui.fromEnd.has(seq),
+  get: (seq) => { const e = ui.fromEnd.get(seq); return e === undefined ? undefined : ui.rows.length - 1 - e; },
+};
 
 // The token stays out of the address bar (and of screenshots): the cookie carries it now.
 if (location.search.includes("token=")) history.replaceState(null, "", "/");
@@ -53,7 +58,14 @@ async function loadTimeline(first) {
   const t = await answer(await fetch(url));
   if (t.since !== undefined) {
     if (t.since !== ui.head) return loadTimeline();  // moved meanwhile: everything
+    // Rows come on top only: the maps change by the rows replaced, not all 22,000.
+    for (const r of ui.rows.slice(0, t.replace)) { ui.bySeq.delete(r.seq); ui.fromEnd.delete(r.seq); }
+    const n = t.rows.length + ui.rows.length - t.replace;
+    t.rows.forEach((r, i) => { ui.bySeq.set(r.seq, r); ui.fromEnd.set(r.seq, n - 1 - i); });
     t.rows = t.rows.concat(ui.rows.slice(t.replace));
+  } else {
+    ui.bySeq = new Map(t.rows.map((r) => [r.seq, r]));
+    ui.fromEnd = new Map(t.rows.map((r, i) => [r.seq, t.rows.length - 1 - i]));
   }
   ui.complete = !first;
   const box = $("timeline");
@@ -64,8 +76,6 @@ async function loadTimeline(first) {
   const follow = ui.selected === ui.head;
   ui.rows = t.rows; ui.head = t.head;
   if (follow) ui.selected = t.head;
-  ui.bySeq = new Map(t.rows.map((r) => [r.seq, r]));
-  ui.index = new Map(t.rows.map((r, i) => [r.seq, i]));
   ui.width = PAD * 2 + LANE * t.lanes;
   $("spacer").style.height = `${t.total * ROW}px`;
   if (anchor !== null && ui.index.has(anchor) && top > 0) box.scrollTop = ui.index.get(anchor) * ROW + offset;
