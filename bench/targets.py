@@ -14,7 +14,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["GOALS", "targets"]
+__all__ = ["GOALS", "met", "targets"]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
@@ -64,7 +64,8 @@ _LANGGRAPH_ROWS = {
 }
 
 
-def _met(value: float, goal: str) -> bool:
+def met(value: float, goal: str) -> bool:
+    """True when `value` meets `goal` (`"<= 1.5"`)."""
     op, bound = goal.split()
     return _OPS[op](value, float(bound))
 
@@ -88,7 +89,7 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
                     "name": name,
                     "value": round(value, 4),
                     "goal": goal,
-                    "met": _met(value, goal),
+                    "met": met(value, goal),
                     "detail": detail,
                 }
             )

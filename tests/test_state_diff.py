@@ -12,10 +12,14 @@ import copy
 from typing import Any
 
 import jsonpatch
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reynd.core.diff import diff_values, json_patch
+from reynd.core.conversation import shared_prefix
+from reynd.core.diff import agent_changes, diff_values, json_patch
+from reynd.protocol import events as ev
+from reynd.protocol.state import AgentState
 from tests.harness import Daemon
 
 leaves = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=3)
@@ -163,3 +167,55 @@ def test_state_get_keeps_the_last_messages_of_each_history(daemon: Daemon) -> No
     with daemon.connect() as c:
         bad = c.request("state.get", {"history_last": -1})
     assert bad["error"]["code"] == -32602 and "history_last" in bad["error"]["message"]
+
+
+messages = st.builds(
+    ev.Message,
+    role=st.sampled_from(["user", "assistant"]),
+    content=st.sampled_from(["", "a", "b"]),
+    tool_calls=st.lists(st.builds(ev.ToolCall, id=st.just("c"), name=st.just("t")), max_size=1).map(
+        tuple
+    ),
+)
+
+
+def _agent(history: list[ev.Message], turns: int) -> AgentState:
+    return AgentState(
+        name="a",
+        session="s",
+        executor="e",
+        options={},
+        created_seq=1,
+        applied_seq=turns,
+        history=history,
+        turns_completed=turns,
+    )
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(messages, max_size=40),
+    st.lists(messages, max_size=8),
+    st.lists(messages, max_size=8),
+    st.tuples(st.integers(0, 2), st.integers(0, 2)),
+    st.booleans(),
+)
+def test_agent_changes_equal_the_diff_of_the_whole_agents(
+    shared: list[ev.Message],
+    mine: list[ev.Message],
+    theirs: list[ev.Message],
+    turns: tuple[int, int],
+    copied: bool,
+) -> None:
+    """The shared history is found on the structs and left unconverted: the changes are
+    those of diff_values over both agents whole (shared or equal message objects)."""
+    other = [msgspec.structs.replace(m) for m in shared] if copied else list(shared)
+    before, after = _agent(shared + mine, turns[0]), _agent(other + theirs, turns[1])
+    whole = diff_values(msgspec.to_builtins(before), msgspec.to_builtins(after))
+    assert agent_changes(before, after) == whole
+    cut = shared_prefix(before.history, after.history)
+    naive = next(
+        (i for i, (x, y) in enumerate(zip(before.history, after.history, strict=False)) if x != y),
+        min(len(before.history), len(after.history)),
+    )
+    assert cut == naive

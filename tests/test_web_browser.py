@@ -165,20 +165,25 @@ def test_a_click_rewinds_and_the_tree_redraws(browser: WebDriver, web: Web, run:
         browser.save_screenshot(str(SCREENSHOT))
 
 
+def _selected(browser: WebDriver) -> str | None:
+    """The selected row's seq, read in one step: the rows are redrawn on every reload."""
+    seq: str | None = browser.execute_script(
+        "const r = document.querySelector('#window .row.sel'); return r && r.dataset.seq"
+    )
+    return seq
+
+
 def test_another_clients_write_appears_live(browser: WebDriver, web: Web, run: Run) -> None:
     browser.get(web.url)
     until(browser, here, "the tip")
     # Select a row with the keyboard; the live update must keep it selected.
     browser.find_element(By.ID, "timeline").send_keys("j")
-    chosen = until(
-        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#window .row.sel"), "a selection"
-    )[0].get_attribute("data-seq")
+    chosen = until(browser, _selected, "a selection")
     run.daemon.call("agents.send", {"agent": "ada", "text": "written elsewhere", "wait": True})
     head = run.daemon.call("daemon.status")["head"]
     mark = until(browser, lambda d: (h := here(d)) and h["seq"] == head and h, "the new turn")
     assert "written elsewhere" in mark["text"]
-    selected = browser.find_element(By.CSS_SELECTOR, "#window .row.sel").get_attribute("data-seq")
-    assert selected == chosen
+    assert _selected(browser) == chosen
 
 
 def test_a_message_sent_from_the_page_runs_a_turn(browser: WebDriver, web: Web, run: Run) -> None:

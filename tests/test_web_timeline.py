@@ -8,12 +8,20 @@ as the daemon builds them (docs/design.md, The log and the lineage).
 
 from __future__ import annotations
 
-from hypothesis import given
+import random
+
+import anyio
+import msgspec
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reynctl.tui.graph import build_nodes
-from reynctl.web.timeline import lanes
+from bench.batch import turn_events
+from reynctl import aio
+from reynctl.tui.graph import build_nodes, layout
+from reynctl.web.lanes import lanes
+from reynctl.web.timeline import Timeline
 from reynd.protocol import methods as m
+from tests.harness import Daemon
 
 
 def simulate(
@@ -92,3 +100,89 @@ def test_each_parent_is_the_nearest_node_below_on_its_lineage(
     rows = lanes(gens, branches, head)
     assert [r["seq"] for r in rows] == sorted(seqs, reverse=True)
     assert rows[0]["here"] and rows[0]["col"] == 0
+
+
+def _reference_lanes(
+    gens: list[m.Generation], branches: list[m.BranchInfo], head: int
+) -> list[tuple[int, int, int | None]]:
+    """(seq, column, parent) per node as the TUI draws them: its glyph's column."""
+    out = []
+    for row in layout(build_nodes(gens, branches, head)):
+        if row.node is not None:
+            col = next(i for i, c in enumerate(row.graph) if c in "◉●○") // 2
+            out.append((row.node.seq, col, row.node.parent))
+    return out
+
+
+@settings(max_examples=300)
+@given(
+    moves=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 10**6)), max_size=16),
+    every=st.integers(1, 3),
+)
+def test_the_pages_columns_are_the_tuis(moves: list[tuple[int, int]], every: int) -> None:
+    """reynctl.web.lanes places each node where the TUI's layout draws it, without its text."""
+    gens, branches, head, _, _ = simulate(moves, every)
+    rows = lanes(gens, branches, head)
+    assert [(r["seq"], r["col"], r["parent"]) for r in rows] == _reference_lanes(
+        gens, branches, head
+    )
+
+
+def test_a_grown_layout_equals_a_fresh_one(daemon: Daemon) -> None:
+    """After every change made by random writes, rewinds, checkouts and tags, the layout the
+    server keeps (grown on top after appends; after a reset laid out again from the lists
+    it had, their active flags redone, and the records above its head) is the one a server
+    starting now would lay out; with a small cutoff, so that it moves."""
+    rng = random.Random(26)
+    daemon.call("wal.append", {"agent": "ada", "kind": "agent.created", "data": {}})
+    most, block = 12, 8
+
+    async def body() -> None:
+        client = await aio.open_client(daemon.socket)
+        kept = Timeline(most=most, block=block)
+        grew = relaid = 0
+        try:
+            for step in range(120):
+                head = daemon.call("daemon.status")["head"]
+                op = rng.choice(["turns", "turns", "turns", "message", "rewind", "checkout", "tag"])
+                if op == "turns":
+                    events = [
+                        e for t in range(rng.randint(1, 3)) for e in turn_events(step * 10 + t, "")
+                    ]
+                    daemon.call("wal.append_batch", {"agent": "ada", "events": events})
+                elif op == "message":  # a record that is no checkpoint: the tip's own row
+                    daemon.call(
+                        "wal.append",
+                        {
+                            "agent": "ada",
+                            "kind": "message.received",
+                            "data": {"message_id": f"x{step}", "text": "hi"},
+                        },
+                    )
+                elif op == "tag":
+                    daemon.call(
+                        "tags.set",
+                        {
+                            "name": f"t{rng.randint(0, 3)}",
+                            "seq": rng.randint(0, head),
+                            "force": True,
+                        },
+                    )
+                elif head > 2:
+                    target = rng.randint(0, head - 1)
+                    try:
+                        daemon.call(op, {"seq": target})
+                    except Exception:  # not active (rewind), below the floor: no move
+                        continue
+                before = kept._lists
+                body_kept = msgspec.json.decode(await kept.get(client))
+                if before is not None and kept._lists is not None:
+                    same = before.same_tree(kept._lists) and before.cutoff == kept._lists.cutoff
+                    grew, relaid = grew + same, relaid + (not same)
+                body_fresh = msgspec.json.decode(await Timeline(most=most, block=block).get(client))
+                assert body_kept == body_fresh, (step, op)
+        finally:
+            await client.aclose()
+        assert grew > 30 and relaid > 10, (grew, relaid)  # both ways were taken, often
+
+    anyio.run(body)

@@ -17,7 +17,7 @@ from typing import Literal
 
 from reynd.protocol import methods as m
 
-__all__ = ["Node", "Row", "build_nodes", "layout", "lineage_intervals"]
+__all__ = ["Nearest", "Node", "Row", "branch_holding", "build_nodes", "layout", "lineage_intervals"]
 
 NodeKind = Literal["turn", "plan_step", "phase", "reset", "tip", "genesis"]
 
@@ -48,7 +48,8 @@ class Row:
     below: str = ""  # the lanes just under a node row (to draw rows inside it)
 
 
-def _branch_of(seq: int, branches: Sequence[m.BranchInfo]) -> m.BranchInfo | None:
+def branch_holding(seq: int, branches: Sequence[m.BranchInfo]) -> m.BranchInfo | None:
+    """The branch that holds `seq` (the newest one when the lists raced)."""
     best: m.BranchInfo | None = None
     for b in branches:
         if b.id <= seq and (best is None or b.id > best.id) and (seq <= b.tip or b.id == seq):
@@ -65,7 +66,7 @@ def lineage_intervals(seq: int, branches: Sequence[m.BranchInfo]) -> list[tuple[
     out: list[tuple[int, int]] = []
     seen: set[int] = set()
     at = seq
-    b = _branch_of(at, branches)
+    b = branch_holding(at, branches)
     while True:
         if b is None or b.id in seen:
             out.append((0, at))
@@ -78,7 +79,7 @@ def lineage_intervals(seq: int, branches: Sequence[m.BranchInfo]) -> list[tuple[
         # Branches hold disjoint ranges [id, tip]: the parent named is the one
         # holding the origin, unless the lists raced (then search them all).
         up = by_id.get(b.parent)
-        b = up if up is not None and up.id <= at <= up.tip else _branch_of(at, branches)
+        b = up if up is not None and up.id <= at <= up.tip else branch_holding(at, branches)
     return out
 
 
@@ -111,16 +112,16 @@ def build_nodes(
                 target=b.origin_seq,
             )
     if head not in nodes:
-        holder = _branch_of(head, branches)
+        holder = branch_holding(head, branches)
         nodes[head] = Node(seq=head, kind="tip", active=True, branch=holder.id if holder else 0)
-    nearest = _Nearest(nodes, branches)
+    nearest = Nearest({seq: node.branch for seq, node in nodes.items()}, branches)
     return [
-        replace(node, parent=nearest.parent(node), here=seq == head)
+        replace(node, parent=nearest.parent(seq, node.branch), here=seq == head)
         for seq, node in sorted(nodes.items(), reverse=True)
     ]
 
 
-class _Nearest:
+class Nearest:
     """The nearest node at or below a seq on its lineage, in O(log n) amortised.
 
     A node's parent is the nearest node below it on its own lineage: the
@@ -131,15 +132,17 @@ class _Nearest:
     10^3 branches take minutes).
     """
 
-    def __init__(self, nodes: dict[int, Node], branches: Sequence[m.BranchInfo]) -> None:
+    def __init__(self, branch_of: dict[int, int], branches: Sequence[m.BranchInfo]) -> None:
+        """`branch_of`: each node's seq and its branch."""
         self.by_id = {b.id: b for b in branches}
         self.members: dict[int, list[int]] = {}
-        for seq in sorted(nodes):
-            self.members.setdefault(nodes[seq].branch, []).append(seq)
+        for seq in sorted(branch_of):
+            self.members.setdefault(branch_of[seq], []).append(seq)
         self.below_origin: dict[int, int] = {}
 
-    def parent(self, node: Node) -> int | None:
-        return None if node.seq == 0 else self.at_or_below(node.seq - 1, node.branch)
+    def parent(self, seq: int, branch: int) -> int | None:
+        """The parent of the node `seq` of `branch` (None for genesis)."""
+        return None if seq == 0 else self.at_or_below(seq - 1, branch)
 
     def at_or_below(self, seq: int, branch: int) -> int:
         passed: list[int] = []  # branches left through their origin: they share the answer

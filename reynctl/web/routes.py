@@ -130,9 +130,16 @@ def routes(link: Link, policy: Policy) -> list[Route]:
         first = request.query_params.get("first")
         if first is not None and not first.isdigit():
             return _error(400, InvalidParams.code, f"first: {first!r} is not a row count")
+        since = request.query_params.get("since")
+        if since is not None and not since.isdigit():
+            return _error(400, InvalidParams.code, f"since: {since!r} is not a seq (a head)")
 
         async def ask(client: AsyncClient) -> bytes:
-            return await layout.get(client, None if first is None else int(first))
+            return await layout.get(
+                client,
+                None if first is None else int(first),
+                None if since is None else int(since),
+            )
 
         return await _answer(link, ask)
 

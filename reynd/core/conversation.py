@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-__all__ = ["split_histories"]
+__all__ = ["shared_prefix", "split_histories"]
 
 T = TypeVar("T")
 
@@ -18,9 +18,29 @@ T = TypeVar("T")
 def split_histories(before: Sequence[T], after: Sequence[T]) -> tuple[int, list[T], list[T]]:
     """(common, removed, added): the length of the shared prefix, then what follows it in
     `before` and in `after`."""
-    common = 0
-    for a, b in zip(before, after, strict=False):
-        if a != b:
-            break
-        common += 1
+    common = shared_prefix(before, after)
     return common, list(before[common:]), list(after[common:])
+
+
+def shared_prefix(before: Sequence[T], after: Sequence[T]) -> int:
+    """How many leading elements two sequences share (by `==`), compared in C.
+
+    Equal prefixes nest, so the longest is found by halving, each step comparing
+    only the slice it adds: at most about twice the elements, each pair compared
+    by the list's own `==` (which takes an object shared by both sides as equal at
+    once, as two states forked from one share their messages). A Python loop over
+    10^4 messages took tens of milliseconds.
+    """
+    if type(before) is not type(after):  # a list never equals a tuple
+        before, after = list(before), list(after)
+    n = min(len(before), len(after))
+    if before[:n] == after[:n]:
+        return n
+    lo, hi = 0, n  # before[:lo] == after[:lo]; before[:hi] != after[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if before[lo:mid] == after[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo

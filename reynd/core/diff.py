@@ -6,9 +6,11 @@ from typing import Any
 
 import msgspec
 
+from reynd.core.conversation import shared_prefix
 from reynd.protocol.pointer import path_order
+from reynd.protocol.state import AgentState
 
-__all__ = ["diff_values", "escape", "json_patch", "path_order"]
+__all__ = ["agent_changes", "diff_values", "escape", "json_patch", "path_order"]
 
 
 def json_patch(changes: list[tuple[str, str, Any, Any]]) -> list[dict[str, Any]]:
@@ -25,6 +27,37 @@ def json_patch(changes: list[tuple[str, str, Any, Any]]) -> list[dict[str, Any]]
     ]
     adds = [{"op": "add", "path": p, "value": a} for p, op, _, a in ordered if op == "add"]
     return removes + replaces + adds
+
+
+Change = tuple[str, str, Any, Any]  # (path, op, before, after)
+
+
+def agent_changes(before: AgentState, after: AgentState) -> list[Change]:
+    """`diff_values` of the two agents as builtins, without converting their shared history.
+
+    Two states of an agent share most of their history (it grows at its end): its
+    shared start is found on the structs (`shared_prefix`, in C; a message holds
+    strings only, so equal structs are equal JSON), and only the rest is converted
+    and compared, its paths then counted from the cut. Equal to
+    `diff_values(to_builtins(before), to_builtins(after))` (tests/test_state_diff.py).
+    """
+    cut = shared_prefix(before.history, after.history)
+    if cut == 0:
+        return diff_values(msgspec.to_builtins(before), msgspec.to_builtins(after))
+    replace = msgspec.structs.replace
+    changes = diff_values(
+        msgspec.to_builtins(replace(before, history=before.history[cut:])),
+        msgspec.to_builtins(replace(after, history=after.history[cut:])),
+    )
+    # Shifting every history index by `cut` keeps their order and path_order's.
+    return [(_shifted(path, cut), op, b, a) for path, op, b, a in changes]
+
+
+def _shifted(path: str, by: int) -> str:
+    if not path.startswith("/history/"):
+        return path
+    index, _, rest = path[len("/history/") :].partition("/")
+    return f"/history/{int(index) + by}" + (f"/{rest}" if rest else "")
 
 
 def escape(key: str) -> str:

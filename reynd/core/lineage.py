@@ -224,14 +224,19 @@ class Lineage:
             return b
         if self.on_lineage(a, b):
             return a
-        best = 0
-        ours = self.intervals(a)
-        for lo, hi in self.iter_intervals(b):
-            for lo2, hi2 in ours:
-                top = min(hi, hi2)
-                if top >= max(lo, lo2):
-                    best = max(best, top)
-        return best
+        # Both lineages are disjoint intervals from the top down: walk them side by side
+        # (one step per interval; comparing every pair took seconds at 10^3 rewinds).
+        ours, theirs = self.intervals(a), self.intervals(b)
+        i = j = 0
+        while i < len(ours) and j < len(theirs):
+            (lo, hi), (lo2, hi2) = ours[i], theirs[j]
+            if lo > hi2:  # ours[i] lies wholly above theirs[j]
+                i += 1
+            elif lo2 > hi:
+                j += 1
+            else:  # the first overlap met is the highest
+                return min(hi, hi2)
+        return 0
 
     def branches(self) -> list[Branch]:
         """The branch tree, root first, in the order the branches were made."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from reynd.core.lineage import Lineage
 from reynd.protocol import errors
 
-__all__ = ["ReplayPlan", "plan_reconstruct"]
+__all__ = ["ReplayPlan", "plan_from_kept", "plan_reconstruct"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +63,19 @@ def plan_reconstruct(
             {"seq": target, "floor": floor},
         )
     return ReplayPlan(target, snapshot, tuple(ranges))
+
+
+def plan_from_kept(lineage: Lineage, plan: ReplayPlan, kept: Sequence[int]) -> ReplayPlan | None:
+    """A plan for `plan.target` that starts from a state kept in memory, when one is nearer.
+
+    `kept`: sorted seqs whose states are at hand. The plan returned starts from the
+    highest of them on lineage(target) at or below it (its `snapshot` names that
+    seq), when it lies above `plan`'s snapshot: both are on lineage(target), so the
+    higher is the nearer. None when no kept state helps. `plan` is planned first
+    (it raises what a reconstruct raises: a target out of range, below the floor),
+    so a kept state never answers a read the log itself would refuse.
+    """
+    nearer = plan_reconstruct(lineage, plan.target, kept, floor=0)
+    if nearer.snapshot <= plan.snapshot:
+        return None
+    return nearer

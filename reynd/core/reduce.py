@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from reynd.protocol import errors
 from reynd.protocol import events as ev
 from reynd.protocol.limits import MAX_COUNT
@@ -31,7 +33,7 @@ from reynd.protocol.state import (
     StepMemo,
 )
 
-__all__ = ["apply", "check", "find_chain"]
+__all__ = ["apply", "check", "find_chain", "fork"]
 
 
 def find_chain(agent: AgentState, turn_id: str) -> Chain | None:
@@ -40,6 +42,35 @@ def find_chain(agent: AgentState, turn_id: str) -> Chain | None:
         if chain.turn_id == turn_id:
             return chain
     return None
+
+
+def fork(state: RuntimeState) -> RuntimeState:
+    """A copy of `state` that `apply` can change without changing `state`, made in O(items).
+
+    Copies every struct and container `apply` changes in place (the agents, their
+    lists and dicts, each chain, skill run and plan step) and shares the rest, which
+    `apply` only ever replaces or appends (messages, inbox items, step memos,
+    questions): a long history costs one list copy, not a decode. Any
+    change to what `apply` mutates must be mirrored here (tests/test_fork.py).
+    """
+    return RuntimeState(seq=state.seq, agents={n: _fork_agent(a) for n, a in state.agents.items()})
+
+
+def _fork_agent(a: AgentState) -> AgentState:
+    replace = msgspec.structs.replace
+    return replace(
+        a,
+        options=dict(a.options),
+        inbox=list(a.inbox),
+        history=list(a.history),
+        pending_chains=[
+            replace(c, steps=list(c.steps), answers=dict(c.answers)) for c in a.pending_chains
+        ],
+        skill_runs={k: replace(r) for k, r in a.skill_runs.items()},
+        interventions=dict(a.interventions),
+        buffered_answers=dict(a.buffered_answers),
+        plans={k: replace(p, steps=[replace(s) for s in p.steps]) for k, p in a.plans.items()},
+    )
 
 
 def apply(state: RuntimeState, event: ev.Event) -> None:

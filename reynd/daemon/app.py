@@ -120,6 +120,7 @@ class App:
         self._coordinator: Coordinator
         self._config: ConfigStore  # runtime settings + agent configs, in SQLite
         self._snapshotter: Snapshotter
+        self._as_of: AsOf
         self._capture: GenerationCapture
         self._collector: Collector
 
@@ -236,6 +237,7 @@ class App:
             self.shipper = Shipper(self._replicate, location, store)
             await self.shipper.open()  # ReplicaRefused: the operator must act
         self._snapshotter = Snapshotter(store, self._reads)
+        self._as_of = AsOf(store, self._reads)  # past states for reads, some kept in memory
         self._capture = GenerationCapture(substrates)
         self._collector = Collector(
             store,
@@ -265,6 +267,7 @@ class App:
             on_commit.add("workspace", self._workspace.committed)
         on_commit.add("registry", registry.on_commit)
         on_commit.add("snapshots", self._snapshotter.committed)
+        on_commit.add("as_of", self._as_of.committed)  # a fork of the tip, now and then
         if self.shipper is not None:
             shipper = self.shipper
             on_commit.add("shipper", lambda events: shipper.poke())
@@ -284,7 +287,7 @@ class App:
             self._registry,
             self._coordinator,
         )
-        as_of = AsOf(store, reads).read
+        as_of = self._as_of.read
         addresses = Addresses(store)  # tags, times and counts back, for moves and reads
         workspace = WorkspaceApi(store, self._workspace, reads, addresses)
         status = StatusApi(

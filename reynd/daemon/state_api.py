@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from reynd.core.conversation import split_histories
-from reynd.core.diff import diff_values, escape, json_patch
+from reynd.core.diff import agent_changes, escape, json_patch
 from reynd.daemon.addresses import Addresses
 from reynd.daemon.as_of import ReadAsOf
 from reynd.daemon.context import CallContext
@@ -82,27 +82,32 @@ class StateApi:
     async def _diff(self, p: m.DiffParams, ctx: CallContext) -> m.DiffResult:
         from_seq = self._addresses.seq_or_tag(p.from_seq, p.from_tag)
         to_seq = self._addresses.seq_or_tag(p.to_seq, p.to_tag)
-        before_state = await self._as_of(from_seq)
-        after_state = await self._as_of(to_seq)
+        # The tip's state is the live one, which a commit changes while the other side is
+        # rebuilt: so the tip is read last, once nothing is awaited any more.
+        if from_seq == self._store.head:
+            after_state = await self._as_of(to_seq)
+            before_state = await self._as_of(from_seq)
+        else:
+            before_state = await self._as_of(from_seq)
+            after_state = await self._as_of(to_seq)
         conversations = _conversations(before_state, after_state, p.agent)
-        before = msgspec.to_builtins(before_state.agents)
-        after = msgspec.to_builtins(after_state.agents)
+        before, after = before_state.agents, after_state.agents
         if p.agent is not None:
             if p.agent not in before and p.agent not in after:
                 raise errors.UnknownAgent(
                     f"no agent {p.agent!r} as of seq {from_seq} or {to_seq}", {"agent": p.agent}
                 )
-            before = {p.agent: before.get(p.agent)} if p.agent in before else {}
-            after = {p.agent: after.get(p.agent)} if p.agent in after else {}
+            before = {p.agent: before[p.agent]} if p.agent in before else {}
+            after = {p.agent: after[p.agent]} if p.agent in after else {}
         agents: dict[str, list[m.Change]] = {}
         whole: list[tuple[str, str, Any, Any]] = []  # every agent's, for the patch
         for name in sorted(before.keys() | after.keys()):
             if name not in before:  # born between the two seqs
-                changes = [("", "add", None, after[name])]
+                changes = [("", "add", None, msgspec.to_builtins(after[name]))]
             elif name not in after:  # not yet born as of to_seq (a diff backwards)
-                changes = [("", "remove", before[name], None)]
+                changes = [("", "remove", msgspec.to_builtins(before[name]), None)]
             else:
-                changes = diff_values(before[name], after[name])
+                changes = agent_changes(before[name], after[name])
             whole.extend((f"/{escape(name)}{path}", op, b, a) for path, op, b, a in changes)
             if changes:
                 agents[name] = [

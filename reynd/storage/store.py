@@ -36,7 +36,7 @@ import msgspec
 from reynd.core.catalog import Catalog, Entry
 from reynd.core.lineage import Lineage
 from reynd.core.reconstruct import ReplayPlan, plan_reconstruct
-from reynd.core.reduce import apply
+from reynd.core.reduce import apply, fork
 from reynd.core.seqs import SeqList
 from reynd.core.tags import Tags
 from reynd.core.timeline import Timeline
@@ -540,12 +540,28 @@ class Store:
         """The pure plan for state_as_of(target)."""
         return plan_reconstruct(self.lineage, target, self.snapshots.seqs, self.floor)
 
-    def execute(self, plan: ReplayPlan) -> RuntimeState:
-        """Carry out a plan; only reads files, so it may run on a worker thread."""
-        state = self.snapshots.load(plan.snapshot) if plan.snapshot else RuntimeState()
+    def execute(
+        self,
+        plan: ReplayPlan,
+        base: RuntimeState | None = None,
+        passing: Callable[[RuntimeState], None] | None = None,
+    ) -> RuntimeState:
+        """Carry out a plan; only reads files, so it may run on a worker thread.
+
+        `base`: the state as of `plan.snapshot` already at hand (a decoded snapshot or
+        one kept in memory, reynd/daemon/as_of.py): the plan replays onto a fork of
+        it, which leaves `base` as it was. `passing`, if given, sees the state as of
+        each seq replayed (after its record), and must not change it.
+        """
+        if base is not None:
+            state = fork(base)
+        else:
+            state = self.snapshots.load(plan.snapshot) if plan.snapshot else RuntimeState()
         for lo, hi in plan.ranges:
             for event in self.wal.read(lo, hi):
                 apply(state, event)
+                if passing is not None:
+                    passing(state)
         state.seq = plan.target
         return state
 

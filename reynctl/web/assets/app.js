@@ -7,7 +7,13 @@ const ROW = 24, LANE = 14, PAD = 8, OVERSCAN = 10;
 const FIRST = 100;  // rows of the first paint: more than a tall screen shows
 const SHOWN = 200;  // messages and changes drawn at most: a long history stays fast
 const $ = (id) => document.getElementById(id);
-const ui = { rows: [], bySeq: new Map(), index: new Map(), head: 0, selected: null, agent: null };
+const ui = { rows: [], bySeq: new Map(), fromEnd: new Map(), head: 0, selected: null, agent: null,
+             complete: false, detail: Promise.resolve() };
+// A row's index, kept as its place from the end: rows only ever come on top.
+ui.index = {
+  has: (seq) => ui.fromEnd.has(seq),
+  get: (seq) => { const e = ui.fromEnd.get(seq); return e === undefined ? undefined : ui.rows.length - 1 - e; },
+};
 
 // The token stays out of the address bar (and of screenshots): the cookie carries it now.
 if (location.search.includes("token=")) history.replaceState(null, "", "/");
@@ -46,7 +52,22 @@ function showError(e) {
 
 // ---- the timeline: only the rows in view are in the DOM --------------------------
 async function loadTimeline(first) {
-  const t = await answer(await fetch(first ? `/api/timeline?first=${first}` : "/api/timeline"));
+  // With all the rows of a head, ask for the change since it: a few rows, not megabytes.
+  const url = first ? `/api/timeline?first=${first}`
+            : ui.complete ? `/api/timeline?since=${ui.head}` : "/api/timeline";
+  const t = await answer(await fetch(url));
+  if (t.since !== undefined) {
+    if (t.since !== ui.head) return loadTimeline();  // moved meanwhile: everything
+    // Rows come on top only: the maps change by the rows replaced, not all 22,000.
+    for (const r of ui.rows.slice(0, t.replace)) { ui.bySeq.delete(r.seq); ui.fromEnd.delete(r.seq); }
+    const n = t.rows.length + ui.rows.length - t.replace;
+    t.rows.forEach((r, i) => { ui.bySeq.set(r.seq, r); ui.fromEnd.set(r.seq, n - 1 - i); });
+    t.rows = t.rows.concat(ui.rows.slice(t.replace));
+  } else {
+    ui.bySeq = new Map(t.rows.map((r) => [r.seq, r]));
+    ui.fromEnd = new Map(t.rows.map((r, i) => [r.seq, t.rows.length - 1 - i]));
+  }
+  ui.complete = !first;
   const box = $("timeline");
   const top = Math.floor(box.scrollTop / ROW);
   const anchor = ui.rows[top] ? ui.rows[top].seq : null;  // keep what the user looks at
@@ -55,8 +76,6 @@ async function loadTimeline(first) {
   const follow = ui.selected === ui.head;
   ui.rows = t.rows; ui.head = t.head;
   if (follow) ui.selected = t.head;
-  ui.bySeq = new Map(t.rows.map((r) => [r.seq, r]));
-  ui.index = new Map(t.rows.map((r, i) => [r.seq, i]));
   ui.width = PAD * 2 + LANE * t.lanes;
   $("spacer").style.height = `${t.total * ROW}px`;
   if (anchor !== null && ui.index.has(anchor) && top > 0) box.scrollTop = ui.index.get(anchor) * ROW + offset;
@@ -125,7 +144,7 @@ function select(seq, { scroll = true } = {}) {
   if (scroll && (i * ROW < box.scrollTop || (i + 1) * ROW > box.scrollTop + box.clientHeight))
     box.scrollTop = i * ROW - box.clientHeight / 2;
   draw();
-  loadDetail().catch(showError);
+  ui.detail = loadDetail().catch(showError);  // bench.web awaits it
 }
 
 async function loadDetail() {
@@ -141,6 +160,7 @@ async function loadDetail() {
     read("state.diff", { from_seq: r.seq, to_seq: diffTo(), files: true }),
     read("state.get", { seq: r.seq, history_last: SHOWN }),
   ]);
+  if (ui.selected !== r.seq) return;  // another row was selected meanwhile: its own load draws
   $("diff").replaceChildren(...conversationDiff(diff), ...filesDiff(diff), diffTable(diff));
   const names = Object.keys(state.agents);
   const sel = $("agent");
@@ -310,17 +330,22 @@ async function loadStatus() {
 let chain = Promise.resolve();
 function refresh() {
   chain = chain.catch(() => {}).then(async () => {
-    await Promise.all([loadTimeline(), loadStatus(), loadQuestions()]);
-    await loadDetail();
+    await loadTimeline();  // first and alone: the tree shows the change soonest
+    await Promise.all([loadStatus(), loadQuestions(), loadDetail()]);
   });
   return chain;
 }
 
 // ---- live: the daemon's notifications over SSE ----------------------------------------
-let pending = null;
-function soon() {  // a burst of notifications costs one reload
-  if (pending) return;
-  pending = setTimeout(() => { pending = null; refresh().catch(showError); }, 50);
+// A burst of notifications costs one reload more: those that come while one runs
+// make one more when it ends (no fixed wait: another client's write shows at once).
+let reloading = null, stale = false;
+function soon() {
+  if (reloading) { stale = true; return; }
+  reloading = refresh().catch(showError).finally(() => {
+    reloading = null;
+    if (stale) { stale = false; soon(); }
+  });
 }
 function live() {
   const es = new EventSource("/api/events");
