@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Set
+from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -476,17 +476,35 @@ class Wal:
         once its frame says its kind is another.
         """
         prefixes = tuple(f'{{"kind":"{k}"'.encode() for k in sorted(kinds))
+        needles = [b'"rec":' + prefix for prefix in prefixes]
+        for seg, i, body in self._found(lo, hi, needles):
+            if body.startswith(prefixes):
+                yield self._decoded(seg, i, body)
+
+    def read_having(self, lo: int, hi: int, needles: Sequence[bytes]) -> Iterator[Event]:
+        """The records among lo..hi whose body holds one of `needles`, found by a search of
+        the bytes (as `_read_kinds`): a needle in the frame's header never matches one
+        that starts with a quote (the header holds no string but `crc`'s hex digits)."""
+        for seg, i, body in self._found(lo, hi, needles):
+            if any(n in body for n in needles):
+                yield self._decoded(seg, i, body)
+
+    def _found(
+        self, lo: int, hi: int, needles: Sequence[bytes]
+    ) -> Iterator[tuple[Segment, int, bytes]]:
+        """(segment, index, body) of each record among lo..hi whose frame holds a needle."""
         for seg, a, b in self._spans(lo, hi):
             start = seg.offsets[a]
             end = _end(seg, b)
             data = fsops.pread(self._read_fd(seg), end - start, start)
             hits: set[int] = set()
-            for prefix in prefixes:
-                needle = b'"rec":' + prefix
+            for needle in needles:
                 at = data.find(needle)
                 while at != -1:
-                    hits.add(bisect_right(seg.offsets, start + at, a, b + 1) - 1)
-                    at = data.find(needle, at + len(needle))
+                    i = bisect_right(seg.offsets, start + at, a, b + 1) - 1
+                    hits.add(i)
+                    # The rest of this record holds nothing new: search from the next one.
+                    at = data.find(needle, _end(seg, i) - start) if i < b else -1
             for i in sorted(hits):
                 try:
                     body, _ = next_frame(data, seg.offsets[i] - start)
@@ -494,8 +512,7 @@ class Wal:
                     raise CorruptionError(
                         seg.path, seg.offsets[i], seg.first_seq + i, str(exc)
                     ) from None
-                if body.startswith(prefixes):
-                    yield self._decoded(seg, i, body)
+                yield seg, i, body
 
     @staticmethod
     def _decoded(seg: Segment, i: int, body: bytes) -> Event:
