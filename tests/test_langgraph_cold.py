@@ -97,9 +97,8 @@ def put_inner(
     items += [f"item {rng.random()}" for _ in range(rng.randint(1, 3))]
     if big:
         items.append("x" * (PART + 100))
-    version = saver.get_next_version(
-        prev.checkpoint["channel_versions"].get("log") if prev else None, None
-    )
+    current = prev.checkpoint["channel_versions"].get("log") if prev else None
+    version = saver.get_next_version(None if current is None else str(current), None)
     cp: Any = {
         "v": 1,
         "id": str(uuid6()),
