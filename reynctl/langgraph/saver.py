@@ -48,7 +48,7 @@ from reynctl.langgraph.checkpoints import Decoded, apply_diff, diff
 from reynctl.langgraph.names import KIND
 from reynctl.langgraph.records import phase, step
 from reynctl.langgraph.values import Previous, base_for, decode, empty, encode, previous_of
-from reynctl.langgraph.view import TURN, Saved, ThreadView, pack, unpack
+from reynctl.langgraph.view import TURN, Saved, ThreadView, gaps, pack, seqs, unpack
 
 __all__ = ["ReyndSaver"]
 
@@ -193,9 +193,9 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         if need is not None:
             full = view.full
             if full is not None and len(extra := need - full[1]) <= NEED_EXTRA:
-                payload["need"], payload["need_of"] = sorted(extra), full[0]
+                payload["need"], payload["need_of"] = gaps(extra), full[0]
             else:
-                payload["need"] = sorted(need)
+                payload["need"] = gaps(need)
         events = [*parts, step(payload)]
         if self._phases:
             events.append(("skill.phase", {"run_id": TURN, "phase": phase(ns, metadata)}))
@@ -248,7 +248,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             listed = full[0].get("input", {}).get("need") if full else None
             if not isinstance(listed, builtins.list):
                 return _UNSURE
-            need.update(listed)
+            need.update(seqs(listed))
         records = self._store.get(name, sorted(need))
         if len(records) != len(need):
             return _UNSURE

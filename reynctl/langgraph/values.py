@@ -15,8 +15,10 @@ of an old version decodes at most `MERGE` deltas plus one merge per
 `MERGE` deltas since the whole value, and a cold read fetches that many
 records (saver.py), not one per version since the whole value. A merge
 holds items that deltas hold too: the deltas' bytes about double, still
-linear. The saver starts from versions it holds decoded (the last written
-or read, and a few recent reads) when the chain passes through one.
+linear (a merge's bytes count only its new items' share towards the next
+whole value, which comes as soon as without merges). The saver starts from
+versions it holds decoded (the last written or read, and a few recent
+reads) when the chain passes through one.
 
 The prefix test is by identity (`is`), which is what LangGraph's reducers
 keep (they copy the list, not the items). State mutated in place by a node
@@ -115,7 +117,10 @@ def encode(serde: SerializerProtocol, version: Any, value: Any, base: Previous |
         merge = base.run + 1 >= MERGE
         start, of, depth = anchor if merge else (base.version, len(base.items), base.depth)
         type_, data = serde.dumps_typed(value[of:])
-        depth, acc = depth + 1, base.acc + len(data)
+        # The bytes of the new items only (a merge's share of them: its items are also in
+        # the deltas it covers): merges must not bring the next whole value sooner.
+        new = len(value) - len(base.items)
+        depth, acc = depth + 1, base.acc + len(data) * new // max(1, len(value) - of)
         if acc < base.whole:
             record = {"v": version, "t": type_, "b": pack(data), "base": start}
             record.update(depth=depth, acc=acc, whole=base.whole)

@@ -8,7 +8,11 @@ records, on the active lineage, in order:
   `message.received` + `turn.started` (turn `lg`): the thread is open.
 - `step.started` of turn `lg`, one per saver operation, its `input` one of:
   `{"lg": "put", ...}` a checkpoint (id, parent, metadata, the channel values
-  that changed: `blobs`); `{"lg": "writes", ...}` pending writes of a task;
+  that changed: `blobs`; `need`: the seqs of the records a read of it needs
+  besides itself, or only those that the put at seq `need_of`'s own `need`
+  lacks, ascending, each but the first as the gap from the one before;
+  absent from an older saver's puts and from copies); `{"lg":
+  "writes", ...}` pending writes of a task;
   `{"lg": "drop_runs", "runs": [...]}` a tombstone for delete_for_runs;
   `{"lg": "part", ...}` a piece of a value too large for one request.
 - `skill.started` (run `lg`, skill `langgraph`) with the turn, then after each
@@ -25,6 +29,8 @@ what is left.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -32,10 +38,22 @@ from reynctl.external.records import pack, unpack
 from reynctl.external.view import AgentView
 from reynctl.langgraph.names import KIND
 
-__all__ = ["TURN", "Blob", "Saved", "ThreadView", "Write", "pack", "unpack"]
+__all__ = ["TURN", "Blob", "Saved", "ThreadView", "Write", "gaps", "pack", "seqs", "unpack"]
 
 TURN: Final = KIND.turn  # the turn id (and message id) of an open thread
 WRITES_IDX: Final = {"__error__": -1, "__scheduled__": -2, "__interrupt__": -3, "__resume__": -4}
+
+
+def gaps(values: Iterable[int]) -> list[int]:
+    """Seqs as a put's `need` keeps them: ascending, each but the first as the gap from the
+    one before (a few digits each, where a seq in a long-lived daemon has many)."""
+    ordered = sorted(values)
+    return ordered[:1] + [b - a for a, b in itertools.pairwise(ordered)]
+
+
+def seqs(listed: Iterable[int]) -> list[int]:
+    """The seqs a `need` list holds (`gaps` undone)."""
+    return list(itertools.accumulate(listed))
 
 
 @dataclass(slots=True)
@@ -150,7 +168,7 @@ class ThreadView(AgentView):
         if is_diff:
             parent = self.stored.get((ns, cp[0]))
             chain = None if parent is None or parent.chain is None else (*parent.chain, parent.seq)
-        need_list = d.get("need")
+        need_list = None if d.get("need") is None else seqs(d["need"])
         saved = Saved(
             seq,
             ns,
