@@ -138,18 +138,23 @@ class ThreadStore(Generic[V]):
         """Whether the writer holds a view of the thread (read or written since it started)."""
         return self.kind.agent_name(tid) in self._threads
 
-    def find(self, tid: str, having: list[str]) -> tuple[str, list[dict[str, Any]]]:
-        """The thread's agent name and its records that hold one of `having` as a JSON
-        string (wal.read's `having`), leaving what the writer holds as it is."""
+    def find(
+        self, tid: str, having: list[str], *, since: int = 0
+    ) -> tuple[str, list[dict[str, Any]], int] | None:
+        """The thread's agent name, its records above `since` that hold one of `having` as a
+        JSON string (wal.read's `having`) and the tip they are exact at; None when `since`
+        is no longer on the active lineage (a rewind). What the writer holds is left as it
+        is."""
         name = self.kind.agent_name(tid)
         out: list[dict[str, Any]] = []
-        since = 0
         while True:
             page = self.conn().read(agent=name, since=since, limit=READ_PAGE, having=having)
+            if page.common < since:
+                return None
             out.extend(page.events)
             since = page.upto
             if not page.more:
-                return name, out
+                return name, out, page.upto
 
     def get(self, name: str, seqs: list[int]) -> list[dict[str, Any]]:
         """The agent's records at `seqs` that are on the active lineage (wal.get)."""

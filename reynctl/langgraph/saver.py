@@ -49,6 +49,7 @@ from reynctl.langgraph.names import KIND
 from reynctl.langgraph.records import phase, step
 from reynctl.langgraph.values import Previous, base_for, decode, empty, encode, previous_of
 from reynctl.langgraph.view import TURN, Saved, ThreadView, gaps, pack, seqs, unpack
+from reynd.protocol import errors
 
 __all__ = ["ReyndSaver"]
 
@@ -58,9 +59,9 @@ RECENT: Final = 8  # list values kept decoded after a read (a chain of deltas ca
 # NEED_EXTRA are: a cold read fetches them by seq (`_cold`).
 NEED_MAX: Final = 1000
 NEED_EXTRA: Final = 32
-# What a cold read searches the thread for, besides the checkpoint's id: what can
-# hide a checkpoint put before it (a tombstone, the thread closed and opened again).
-_HIDING: Final = ("drop_runs", "turn.started", "turn.ended")
+# What a cold read searches the thread for after the first record naming the checkpoint:
+# what can hide it or its writes (a tombstone, the thread closed).
+_HIDING: Final = ["drop_runs", "turn.ended"]
 
 
 @dataclass(slots=True)
@@ -233,7 +234,25 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         in its own request) or a record is missing (a copied thread's list names the
         source's seqs): the caller reads the whole thread.
         """
-        name, found = self._store.find(tid, [cid, *_HIDING])
+        try:
+            return self._cold_read(tid, ns, cid)
+        except errors.SeqOutOfRange:  # a rewind moved the thread below what it lists
+            return _UNSURE
+
+    def _cold_read(self, tid: str, ns: str, cid: str) -> CheckpointTuple | _Unsure | None:
+        naming = self._store.find(tid, [cid])
+        if naming is None:
+            return _UNSURE
+        name, found, upto = naming
+        if not found:
+            return None
+        # Up to the first record naming it, nothing can hide the checkpoint or its writes;
+        # after `upto` (written since), the records naming it were not searched.
+        hiding = self._store.find(tid, _HIDING, since=found[0]["seq"])
+        if hiding is None:
+            return _UNSURE
+        found += [e for e in hiding[1] if e["seq"] <= upto]
+        found.sort(key=lambda e: int(e["seq"]))
         scan = ThreadView()
         for event in found:
             scan.apply(event)
