@@ -59,8 +59,8 @@ RECENT: Final = 8  # list values kept decoded after a read (a chain of deltas ca
 # NEED_EXTRA are: a cold read fetches them by seq (`_cold`).
 NEED_MAX: Final = 1000
 NEED_EXTRA: Final = 32
-# What a cold read searches the thread for after the first record naming the checkpoint:
-# what can hide it or its writes (a tombstone, the thread closed).
+# What a cold read searches the thread for besides the checkpoint's id: what can hide it
+# or its writes (a tombstone, the thread closed; opening it again hides nothing).
 _HIDING: Final = ["drop_runs", "turn.ended"]
 
 
@@ -240,19 +240,13 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             return _UNSURE
 
     def _cold_read(self, tid: str, ns: str, cid: str) -> CheckpointTuple | _Unsure | None:
-        naming = self._store.find(tid, [cid])
+        # One search, one round trip: a second one for the hiding records after the first
+        # naming the checkpoint would search half the bytes again, and cost more on a
+        # short thread than it saves on a long one.
+        naming = self._store.find(tid, [cid, *_HIDING])
         if naming is None:
             return _UNSURE
-        name, found, upto = naming
-        if not found:
-            return None
-        # Up to the first record naming it, nothing can hide the checkpoint or its writes;
-        # after `upto` (written since), the records naming it were not searched.
-        hiding = self._store.find(tid, _HIDING, since=found[0]["seq"])
-        if hiding is None:
-            return _UNSURE
-        found += [e for e in hiding[1] if e["seq"] <= upto]
-        found.sort(key=lambda e: int(e["seq"]))
+        name, found, _ = naming
         scan = ThreadView()
         for event in found:
             scan.apply(event)
