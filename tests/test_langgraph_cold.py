@@ -176,6 +176,7 @@ def test_a_cold_read_is_the_full_replay(daemon: Daemon, seed: int) -> None:
     Counting.sure = Counting.unsure = 0
     seen = program(daemon, rng, 40)
     missing = [conf("a", "", str(uuid6())), conf("nobody", "", str(uuid6()))]
+    missing += [conf("a", "", "xyz"), conf("a", "", "y" * 300)]  # ids `having` refuses
     check_cold_reads(daemon, seen + missing)
     assert Counting.sure > 3 * Counting.unsure  # the cold path answered, not the fallback
 

@@ -50,6 +50,7 @@ from reynctl.langgraph.records import phase, step
 from reynctl.langgraph.values import Previous, base_for, decode, empty, encode, previous_of
 from reynctl.langgraph.view import TURN, Saved, ThreadView, gaps, pack, seqs, unpack
 from reynd.protocol import errors
+from reynd.protocol.read_methods import NEEDLE_MAX, NEEDLE_MIN
 
 __all__ = ["ReyndSaver"]
 
@@ -210,7 +211,9 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         tid, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
         with self._lock:
             cid = get_checkpoint_id(config)
-            if cid and not self._store.holds(tid):
+            # An id wal.read's `having` takes (LangGraph's are uuids); any other: read in full.
+            searchable = cid is not None and NEEDLE_MIN <= len(cid) <= NEEDLE_MAX
+            if cid and searchable and not self._store.holds(tid):
                 cold = self._cold(tid, ns, cid)
                 if not isinstance(cold, _Unsure):
                     return cold

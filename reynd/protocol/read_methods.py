@@ -18,13 +18,23 @@ from reynd.protocol.base import MethodDef, Params, Result
 from reynd.protocol.limits import MAX_READ_RECORDS
 from reynd.protocol.names import AgentRef
 
-__all__ = ["DEFS", "MAX_HAVING", "WalGetParams", "WalGetResult", "WalReadParams", "WalReadResult"]
+__all__ = [
+    "DEFS",
+    "MAX_HAVING",
+    "NEEDLE_MAX",
+    "NEEDLE_MIN",
+    "WalGetParams",
+    "WalGetResult",
+    "WalReadParams",
+    "WalReadResult",
+]
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 # `having`: at most this many strings, each at least this long (a short one matches
 # too much to be worth a search; a long thread is searched once per string).
 MAX_HAVING = 8
-Needle = Annotated[str, msgspec.Meta(min_length=4, max_length=200)]
+NEEDLE_MIN, NEEDLE_MAX = 4, 200
+Needle = Annotated[str, msgspec.Meta(min_length=NEEDLE_MIN, max_length=NEEDLE_MAX)]
 
 
 class WalReadParams(Params, kw_only=True):
