@@ -104,6 +104,7 @@ class Methods:
     append = Helper("wal.append", m.WalAppendParams, m.WalAppendResult)
     append_batch = Helper("wal.append_batch", m.WalAppendBatchParams, m.WalAppendBatchResult)
     read = Helper("wal.read", r.WalReadParams, r.WalReadResult)
+    get = Helper("wal.get", r.WalGetParams, r.WalGetResult)
     agents = Helper("agents.list", a.AgentsListParams, a.AgentsListResult)
     agent = Helper("agents.get", a.AgentsGetParams, a.AgentInfo)
     create_agent = Helper("agents.create", a.AgentsCreateParams, a.AgentInfo)

@@ -88,6 +88,48 @@ def test_since_above_the_tip_is_refused(daemon: Daemon) -> None:
     assert err["code"] == -32002 and "above the tip" in err["message"]
 
 
+def test_having_keeps_the_records_that_hold_a_string(daemon: Daemon) -> None:
+    key = append(daemon, "a", "agent.created", options={"id-1234": 1})
+    hit = append(daemon, "a", "message.received", message_id="m1", text="the id-1234 here")
+    append(daemon, "a", "message.received", message_id="m3", text="not id-12345")
+    append(daemon, "b", "agent.created", options={"x": "id-1234"})  # another agent's
+    word = append(daemon, "a", "message.received", message_id="id-1234", text="two")
+    found = daemon.call("wal.read", {"agent": "a", "having": ["id-1234"]})
+    # A whole JSON string, key or value: "the id-1234 here" and "id-12345" hold it as text only.
+    assert seqs(found) == [key, word] and not found["more"]
+    both = daemon.call("wal.read", {"agent": "a", "having": ["id-1234", "the id-1234 here"]})
+    assert seqs(both) == [key, hit, word]
+    # Paged as any read: `upto` says where the next page starts.
+    page = daemon.call("wal.read", {"agent": "a", "having": ["id-1234"], "limit": 1})
+    assert seqs(page) == [key] and page["more"]
+    rest = daemon.call(
+        "wal.read", {"agent": "a", "having": ["id-1234"], "since": page["upto"], "limit": 1}
+    )
+    assert seqs(rest) == [word]
+    # A rewind: only the active lineage is searched.
+    daemon.call("rewind", {"seq": hit})
+    assert seqs(daemon.call("wal.read", {"agent": "a", "having": ["id-1234"]})) == [key]
+    err = error_of(daemon, "wal.read", {"agent": "a", "having": ["id"]})
+    assert err["code"] == -32602 and "having" in err["message"]
+
+
+def test_get_returns_the_agents_records_on_the_active_lineage(daemon: Daemon) -> None:
+    a0 = append(daemon, "a", "agent.created")
+    b0 = append(daemon, "b", "agent.created")
+    a1 = append(daemon, "a", "message.received", message_id="m1", text="one")
+    a2 = append(daemon, "a", "message.received", message_id="m2", text="two")
+    got = daemon.call("wal.get", {"agent": "a", "seqs": [a2, b0, a0, a2]})
+    assert [e["seq"] for e in got["events"]] == [a0, a2] and got["head"] == head(daemon)
+    assert got["events"] == [e for e in read(daemon, "a")["events"] if e["seq"] in (a0, a2)]
+    daemon.call("rewind", {"seq": a1})  # a2 is off the active lineage now
+    a3 = append(daemon, "a", "message.received", message_id="m3", text="three")
+    assert [
+        e["seq"] for e in daemon.call("wal.get", {"agent": "a", "seqs": [a1, a2, a3]})["events"]
+    ] == [a1, a3]
+    err = error_of(daemon, "wal.get", {"agent": "a", "seqs": [a3 + 5]})
+    assert err["code"] == -32002 and "above the tip" in err["message"]
+
+
 def _lineage_of(ops: list[int]) -> tuple[Lineage, list[set[int]]]:
     """A lineage built from ops (0: a plain record, k > 0: a reset to seq k-th back)."""
     lineage = Lineage()

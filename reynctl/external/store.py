@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from reynctl.client import Client, connect
 from reynctl.external.kind import Kind
@@ -133,6 +133,35 @@ class ThreadStore(Generic[V]):
                 break
         thread.stale = False
         return name, thread
+
+    def holds(self, tid: str) -> bool:
+        """Whether the writer holds a view of the thread (read or written since it started)."""
+        return self.kind.agent_name(tid) in self._threads
+
+    def find(
+        self, tid: str, having: list[str], *, since: int = 0
+    ) -> tuple[str, list[dict[str, Any]], int] | None:
+        """The thread's agent name, its records above `since` that hold one of `having` as a
+        JSON string (wal.read's `having`) and the tip they are exact at; None when `since`
+        is no longer on the active lineage (a rewind). What the writer holds is left as it
+        is."""
+        name = self.kind.agent_name(tid)
+        out: list[dict[str, Any]] = []
+        while True:
+            page = self.conn().read(agent=name, since=since, limit=READ_PAGE, having=having)
+            if page.common < since:
+                return None
+            out.extend(page.events)
+            since = page.upto
+            if not page.more:
+                return name, out, page.upto
+
+    def get(self, name: str, seqs: list[int]) -> list[dict[str, Any]]:
+        """The agent's records at `seqs` that are on the active lineage (wal.get)."""
+        out: list[dict[str, Any]] = []
+        for i in range(0, len(seqs), READ_PAGE):
+            out.extend(self.conn().get(agent=name, seqs=seqs[i : i + READ_PAGE]).events)
+        return out
 
     def threads(self) -> list[str]:
         """Every thread the daemon holds, by thread id."""

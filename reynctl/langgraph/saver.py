@@ -49,11 +49,21 @@ from reynctl.langgraph.records import phase, step
 from reynctl.langgraph.stored import loads, stored
 from reynctl.langgraph.values import Previous, base_for, decode, empty, encode, previous_of
 from reynctl.langgraph.versions import next_version
-from reynctl.langgraph.view import TURN, Saved, ThreadView, pack, unpack
+from reynctl.langgraph.view import TURN, Saved, ThreadView, gaps, pack, seqs, unpack
+from reynd.protocol import errors
+from reynd.protocol.read_methods import NEEDLE_MAX, NEEDLE_MIN
 
 __all__ = ["ReyndSaver"]
 
 RECENT: Final = 8  # list values kept decoded after a read (a chain of deltas can start there)
+# A put lists the seqs of the records a read of it needs (`need`) when there are at most
+# NEED_MAX; as the ones the last put with a whole list lacks (`need_of`) when at most
+# NEED_EXTRA are: a cold read fetches them by seq (`_cold`).
+NEED_MAX: Final = 1000
+NEED_EXTRA: Final = 32
+# What a cold read searches the thread for besides the checkpoint's id: what can hide it
+# or its writes (a tombstone, the thread closed; opening it again hides nothing).
+_HIDING: Final = ["drop_runs", "turn.ended"]
 
 
 @dataclass(slots=True)
@@ -182,6 +192,13 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             payload["cp"] = [cp_type, pack(cp_data)]
             depth = 0
         own.checkpoint = Decoded(c["id"], _copied(c), depth)
+        need = _needs(view, ns, c.get("channel_versions", {}), blobs, parent if depth else None)
+        if need is not None:
+            full = view.full
+            if full is not None and len(extra := need - full[1]) <= NEED_EXTRA:
+                payload["need"], payload["need_of"] = gaps(extra), full[0]
+            else:
+                payload["need"] = gaps(need)
         events = [*parts, step(payload)]
         if self._phases:
             events.append(("skill.phase", {"run_id": TURN, "phase": phase(ns, metadata)}))
@@ -194,13 +211,70 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         tid, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
         with self._lock:
+            cid = get_checkpoint_id(config)
+            # An id wal.read's `having` takes (LangGraph's are uuids); any other: read in full.
+            searchable = cid is not None and NEEDLE_MIN <= len(cid) <= NEEDLE_MAX
+            if cid and searchable and not self._store.holds(tid):
+                cold = self._cold(tid, ns, cid)
+                if not isinstance(cold, _Unsure):
+                    return cold
             name, thread = self._store.read(tid)
             view = thread.view
-            cid = get_checkpoint_id(config)
             saved = view.checkpoints.get(ns, {}).get(cid) if cid else view.latest(ns)
             if saved is None:
                 return None
             return self._tuple(name, tid, view, saved, hand_out=cid is None)
+
+    def _cold(self, tid: str, ns: str, cid: str) -> CheckpointTuple | _Unsure | None:
+        """Checkpoint `cid` of a thread this saver holds nothing of, read from the records it
+        needs, not the whole thread; exactly what a full read returns, or _UNSURE.
+
+        The thread is searched for the records that name `cid` (its puts, its writes, the
+        puts of its children) and those that can hide it (`_HIDING`): replayed, they tell
+        whether the full view holds it and its pending writes, wherever they were written.
+        Its put lists the seqs of the records its value is read from (its chain of diffs,
+        each channel version's put and bases, their parts), fetched by seq. _UNSURE when
+        the put lists nothing (an older saver wrote it, or a value was split across parts
+        in its own request) or a record is missing (a copied thread's list names the
+        source's seqs): the caller reads the whole thread.
+        """
+        try:
+            return self._cold_read(tid, ns, cid)
+        except errors.SeqOutOfRange:  # a rewind moved the thread below what it lists
+            return _UNSURE
+
+    def _cold_read(self, tid: str, ns: str, cid: str) -> CheckpointTuple | _Unsure | None:
+        # One search, one round trip: a second one for the hiding records after the first
+        # naming the checkpoint would search half the bytes again, and cost more on a
+        # short thread than it saves on a long one.
+        naming = self._store.find(tid, [cid, *_HIDING])
+        if naming is None:
+            return _UNSURE
+        name, found, _ = naming
+        scan = ThreadView()
+        for event in found:
+            scan.apply(event)
+        saved = scan.checkpoints.get(ns, {}).get(cid)
+        if saved is None:
+            return None
+        if saved.need is None:
+            return _UNSURE
+        need = set(saved.need)
+        if saved.need_of is not None:
+            full = self._store.get(name, [saved.need_of])
+            listed = full[0].get("input", {}).get("need") if full else None
+            if not isinstance(listed, builtins.list):
+                return _UNSURE
+            need.update(seqs(listed))
+        records = self._store.get(name, sorted(need))
+        if len(records) != len(need):
+            return _UNSURE
+        put = next(e for e in found if e["seq"] == saved.seq)
+        view = ThreadView()
+        for event in [*records, put]:
+            view.apply(event)
+        view.writes = {(ns, cid): scan.writes.get((ns, cid), {})}
+        return self._tuple(name, tid, view, view.checkpoints[ns][cid])
 
     def _tuple(
         self,
@@ -423,7 +497,8 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         """Copy every checkpoint and write of one thread into another (records replayed as-is)."""
         with self._lock:
             _, src = self._store.read(str(source_thread_id))
-            copied = [step(dict(e["input"])) for e in since_opened(TURN, src.view)]
+            # Without what a put says it needs: the source's seqs, not the copy's.
+            copied = [step(_uncounted(e["input"])) for e in since_opened(TURN, src.view)]
             if copied:
                 self._store.submit(Op(str(target_thread_id), constant(copied)))
 
@@ -526,6 +601,50 @@ class ReyndSaver(BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+class _Unsure:
+    """A cold read could not be sure of its answer: read the whole thread."""
+
+
+_UNSURE: Final = _Unsure()
+
+
+def _needs(
+    view: ThreadView,
+    ns: str,
+    versions: dict[str, Any],
+    written: dict[str, dict[str, Any]],
+    parent: str | None,
+) -> set[int] | None:
+    """The seqs of the records a read of a checkpoint needs, besides its own put: its
+    chain of diffs (`parent`: what it is a diff of), the records of each channel
+    version. None when one is not held, or they are too many to list."""
+    out: set[int] = set()
+    if parent is not None:
+        saved = view.stored.get((ns, parent))
+        if saved is None or saved.chain is None:
+            return None
+        out.update(saved.chain)
+        out.add(saved.seq)
+    for ch, version in versions.items():
+        record = written.get(ch)
+        if record is not None and record["v"] == version:
+            if "ref" in record:  # its parts go in this request: their seqs are not known
+                return None
+            if "base" not in record:
+                continue
+            held = view.blobs.get((ns, ch, record["base"]))
+        else:
+            held = view.blobs.get((ns, ch, version))
+        if held is None or held.need is None:
+            return None
+        out.update(held.need)
+    return out if len(out) <= NEED_MAX else None
+
+
+def _uncounted(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in ("need", "need_of")}
 
 
 def _config(tid: str, ns: str, checkpoint_id: str) -> RunnableConfig:

@@ -9,10 +9,16 @@ version it extends. A whole value is written again once the deltas since the
 last one add up to its size: the whole copies then add at most the size of
 the deltas themselves, and the bytes a thread takes stay linear in its
 length (a fixed number of deltas between whole values would make them grow
-with its square again). A read of an old version decodes the deltas since
-the whole value before it; the saver starts from versions it holds decoded
-(the last written or read, and a few recent reads) when the chain passes
-through one.
+with its square again). Every `MERGE`-th delta in a row is a merge: the
+items since the last merge (or whole value), stored against it, so a read
+of an old version decodes at most `MERGE` deltas plus one merge per
+`MERGE` deltas since the whole value, and a cold read fetches that many
+records (saver.py), not one per version since the whole value. A merge
+holds items that deltas hold too: the deltas' bytes about double, still
+linear (a merge's bytes count only its new items' share towards the next
+whole value, which comes as soon as without merges). The saver starts from
+versions it holds decoded (the last written or read, and a few recent
+reads) when the chain passes through one.
 
 A value's bytes are held packed, or compressed when that is smaller
 (`stored`); `whole` and `acc` count serialized bytes either way, so
@@ -49,6 +55,7 @@ __all__ = [
 ]
 
 MAX_DEPTH: Final = 1 << 20  # a bound for safety: the size rule decides
+MERGE: Final = 16  # deltas in a row before a merge
 EMPTY: Final = "empty"
 
 
@@ -61,6 +68,10 @@ class Previous:
     depth: int
     acc: int
     whole: int
+    run: int = 0  # deltas since `anchor`
+    # The last merge or whole value of its chain, what a merge is stored against:
+    # (version, its item count, its depth). None: itself.
+    anchor: tuple[Any, int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -92,6 +103,7 @@ def base_for(
         for p in candidates
         if p is not None
         and (ns, ch, p.version) in blobs
+        and (p.anchor is None or (ns, ch, p.anchor[0]) in blobs)
         and p.depth < MAX_DEPTH
         and len(value) >= len(p.items)
         and all(map(operator.is_, p.items, value))
@@ -102,17 +114,27 @@ def base_for(
 def encode(serde: SerializerProtocol, version: Any, value: Any, base: Previous | None) -> Encoded:
     """The stored form of `value` at `version`; `base` is the version it extends (`base_for`).
 
-    A delta of `base` while the deltas since its whole value add up to less
-    than that value; whole otherwise.
+    A delta of `base` (a merge every MERGE in a row: of `base`'s anchor) while
+    the deltas since its whole value add up to less than that value; whole
+    otherwise.
     """
     if base is not None:
-        type_, data = serde.dumps_typed(value[len(base.items) :])
-        depth, acc = base.depth + 1, base.acc + len(data)
+        anchor = base.anchor or (base.version, len(base.items), base.depth)
+        merge = base.run + 1 >= MERGE
+        start, of, depth = anchor if merge else (base.version, len(base.items), base.depth)
+        type_, data = serde.dumps_typed(value[of:])
+        # The bytes of the new items only (a merge's share of them: its items are also in
+        # the deltas it covers): merges must not bring the next whole value sooner.
+        new = len(value) - len(base.items)
+        depth, acc = depth + 1, base.acc + len(data) * new // max(1, len(value) - of)
         if acc < base.whole:
             t, b = stored(type_, data)
-            record = {"v": version, "t": t, "b": b, "base": base.version}
+            record = {"v": version, "t": t, "b": b, "base": start}
             record.update(depth=depth, acc=acc, whole=base.whole)
-            return Encoded(record, Previous(version, list(value), depth, acc, base.whole))
+            prev = Previous(version, list(value), depth, acc, base.whole)
+            if not merge:
+                prev.run, prev.anchor = base.run + 1, anchor
+            return Encoded(record, prev)
     type_, data = serde.dumps_typed(value)
     t, b = stored(type_, data)
     record = {"v": version, "t": t, "b": b}

@@ -8,7 +8,11 @@ records, on the active lineage, in order:
   `message.received` + `turn.started` (turn `lg`): the thread is open.
 - `step.started` of turn `lg`, one per saver operation, its `input` one of:
   `{"lg": "put", ...}` a checkpoint (id, parent, metadata, the channel values
-  that changed: `blobs`); `{"lg": "writes", ...}` pending writes of a task;
+  that changed: `blobs`; `need`: the seqs of the records a read of it needs
+  besides itself, or only those that the put at seq `need_of`'s own `need`
+  lacks, ascending, each but the first as the gap from the one before;
+  absent from an older saver's puts and from copies); `{"lg":
+  "writes", ...}` pending writes of a task;
   `{"lg": "drop_runs", "runs": [...]}` a tombstone for delete_for_runs;
   `{"lg": "part", ...}` a piece of a value too large for one request.
 - `skill.started` (run `lg`, skill `langgraph`) with the turn, then after each
@@ -25,6 +29,8 @@ what is left.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -32,10 +38,22 @@ from reynctl.external.records import pack, unpack
 from reynctl.external.view import AgentView
 from reynctl.langgraph.names import KIND
 
-__all__ = ["TURN", "Blob", "Saved", "ThreadView", "Write", "pack", "unpack"]
+__all__ = ["TURN", "Blob", "Saved", "ThreadView", "Write", "gaps", "pack", "seqs", "unpack"]
 
 TURN: Final = KIND.turn  # the turn id (and message id) of an open thread
 WRITES_IDX: Final = {"__error__": -1, "__scheduled__": -2, "__interrupt__": -3, "__resume__": -4}
+
+
+def gaps(values: Iterable[int]) -> list[int]:
+    """Seqs as a put's `need` keeps them: ascending, each but the first as the gap from the
+    one before (a few digits each, where a seq in a long-lived daemon has many)."""
+    ordered = sorted(values)
+    return ordered[:1] + [b - a for a, b in itertools.pairwise(ordered)]
+
+
+def seqs(listed: Iterable[int]) -> list[int]:
+    """The seqs a `need` list holds (`gaps` undone)."""
+    return list(itertools.accumulate(listed))
 
 
 @dataclass(slots=True)
@@ -52,6 +70,12 @@ class Saved:
     metadata: tuple[str, str]
     run_id: str | None
     is_diff: bool = False
+    # The seqs of the puts its chain of diffs leads through (None: one is not held).
+    chain: tuple[int, ...] | None = ()
+    # What the record says a read of it needs (`need`, relative to `need_of`'s own
+    # list when that is set); None: an older record, which says nothing.
+    need: tuple[int, ...] | None = None
+    need_of: int | None = None
 
 
 @dataclass(slots=True)
@@ -72,6 +96,9 @@ class Blob:
     depth: int = 0  # deltas since the last whole value
     acc: int = 0  # bytes of those deltas
     whole: int = 0  # bytes of that whole value
+    # The seqs of the records its value is read from: its put, its parts, its bases'
+    # (None: a base is not held).
+    need: tuple[int, ...] | None = ()
 
 
 @dataclass
@@ -86,7 +113,9 @@ class ThreadView(AgentView):
     stored: dict[tuple[str, str], Saved] = field(default_factory=dict)
     writes: dict[tuple[str, str], dict[tuple[str, int], Write]] = field(default_factory=dict)
     blobs: dict[tuple[str, str, Any], Blob] = field(default_factory=dict)
-    parts: dict[str, list[str]] = field(default_factory=dict)
+    parts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # ref -> (seq, data)
+    # The last put whose record lists all that a read of it needs: (its seq, that list).
+    full: tuple[int, frozenset[int]] | None = None
 
     def _created(self, options: dict[str, Any]) -> None:
         self.thread_id = options.get("thread_id")
@@ -97,6 +126,7 @@ class ThreadView(AgentView):
         self.writes.clear()
         self.blobs.clear()
         self.parts.clear()
+        self.full = None
 
     def _step(self, seq: int, data: dict[str, Any]) -> None:
         op = data.get("lg")
@@ -107,24 +137,38 @@ class ThreadView(AgentView):
         elif op == "drop_runs":
             self._drop_runs(set(data.get("runs", ())))
         elif op == "part":
-            self.parts.setdefault(data["ref"], []).append(data["b"])
+            self.parts.setdefault(data["ref"], []).append((seq, data["b"]))
 
     def _put(self, seq: int, d: dict[str, Any]) -> None:
         ns = d["ns"]
         for ch, b in d.get("blobs", {}).items():
             data = b.get("b", "")
+            own: tuple[int, ...] = (seq,)
             if "ref" in b:  # split across `part` records, written just before
-                data = "".join(self.parts.pop(b["ref"], [])) + data
+                parts = self.parts.pop(b["ref"], [])
+                data = "".join(p for _, p in parts) + data
+                own = (seq, *(s for s, _ in parts))
+            base = b.get("base")
+            need: tuple[int, ...] | None = own
+            if base is not None:
+                held = self.blobs.get((ns, ch, base))
+                need = None if held is None or held.need is None else own + held.need
             self.blobs[(ns, ch, b["v"])] = Blob(
                 b["t"],
                 data,
-                b.get("base"),
+                base,
                 b.get("depth", 0),
                 b.get("acc", 0),
                 b.get("whole", 0),
+                need,
             )
         is_diff = "cpd" in d
         cp = d["cpd"] if is_diff else d["cp"]
+        chain: tuple[int, ...] | None = ()
+        if is_diff:
+            parent = self.stored.get((ns, cp[0]))
+            chain = None if parent is None or parent.chain is None else (*parent.chain, parent.seq)
+        need_list = None if d.get("need") is None else seqs(d["need"])
         saved = Saved(
             seq,
             ns,
@@ -134,7 +178,12 @@ class ThreadView(AgentView):
             (d["md"][0], d["md"][1]),
             d.get("run"),
             is_diff,
+            chain,
+            None if need_list is None else tuple(need_list),
+            d.get("need_of"),
         )
+        if need_list is not None and saved.need_of is None:
+            self.full = (seq, frozenset(need_list))
         self.checkpoints.setdefault(ns, {})[d["id"]] = saved
         self.stored[(ns, d["id"])] = saved
 

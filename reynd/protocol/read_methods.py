@@ -18,9 +18,23 @@ from reynd.protocol.base import MethodDef, Params, Result
 from reynd.protocol.limits import MAX_READ_RECORDS
 from reynd.protocol.names import AgentRef
 
-__all__ = ["DEFS", "WalReadParams", "WalReadResult"]
+__all__ = [
+    "DEFS",
+    "MAX_HAVING",
+    "NEEDLE_MAX",
+    "NEEDLE_MIN",
+    "WalGetParams",
+    "WalGetResult",
+    "WalReadParams",
+    "WalReadResult",
+]
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+# `having`: at most this many strings, each at least this long (a short one matches
+# too much to be worth a search; a long thread is searched once per string).
+MAX_HAVING = 8
+NEEDLE_MIN, NEEDLE_MAX = 4, 200
+Needle = Annotated[str, msgspec.Meta(min_length=NEEDLE_MIN, max_length=NEEDLE_MAX)]
 
 
 class WalReadParams(Params, kw_only=True):
@@ -33,6 +47,11 @@ class WalReadParams(Params, kw_only=True):
     agent: AgentRef
     since: NonNegative = 0
     limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_READ_RECORDS)] = 1000
+    # Only the records that hold one of these strings as a JSON string (a key or a
+    # value, anywhere in the record, e.g. an id): found by a search of the stored
+    # bytes, so a few records of a long lineage cost what they hold plus a scan in C
+    # of the rest. Empty: every record.
+    having: Annotated[list[Needle], msgspec.Meta(max_length=MAX_HAVING)] = []
 
 
 class WalReadResult(Result, kw_only=True):
@@ -54,12 +73,39 @@ class WalReadResult(Result, kw_only=True):
     more: bool = False
 
 
+class WalGetParams(Params, kw_only=True):
+    """`seqs`: the records wanted, by seq (a reader that knows where they are)."""
+
+    agent: AgentRef
+    seqs: Annotated[
+        list[Annotated[int, msgspec.Meta(ge=1)]], msgspec.Meta(max_length=MAX_READ_RECORDS)
+    ]
+
+
+class WalGetResult(Result, kw_only=True):
+    """The agent's records among `seqs` that are on the active lineage, oldest first, each
+    as `wal.read` returns it. A seq that is another agent's, off the active lineage (a
+    rewind abandoned it) or below the WAL floor (retention) is left out: the reader
+    checks that it has what it asked for.
+    """
+
+    head: int
+    events: list[dict[str, Any]]
+
+
 DEFS: tuple[MethodDef, ...] = (
     MethodDef(
         "wal.read",
         WalReadParams,
         WalReadResult,
         "One agent's events on the active lineage since the tip a reader last synced to.",
+        (errors.SeqOutOfRange,),
+    ),
+    MethodDef(
+        "wal.get",
+        WalGetParams,
+        WalGetResult,
+        "One agent's events at the given seqs, those on the active lineage.",
         (errors.SeqOutOfRange,),
     ),
 )
