@@ -47,6 +47,10 @@ MARK_EVERY = 512  # records between two kept forks on the way: a read replays fe
 MARK_KEEP = 64  # forks kept at most (the lowest seqs go first)
 MARK_ITEMS = 4_000_000  # and at most this many messages in them all (a fork is a list copy)
 READ_KEEP = 4  # states read or snapshots decoded, kept (the least recently used goes)
+# The tip is forked in the commit path (on the event loop, before the committer replies):
+# O(agents + messages). Past this many agents the tip is not forked; reads replay from
+# snapshots and the forks taken on their way, as before the forks existed.
+MARK_AGENTS = 256
 
 
 class AsOf:
@@ -59,6 +63,7 @@ class AsOf:
         # Forks of the state as of their seq, taken every `every` records: of the tip as
         # it moves (`committed`) and of each read's replay on its way to the target.
         self._marks: dict[int, RuntimeState] = {}
+        self._items: dict[int, int] = {}  # each mark's `_items`, counted once
         self._last_mark = 0  # of the tip
         self._recent: OrderedDict[int, RuntimeState] = OrderedDict()  # least recent first
         self._building: dict[int, trio.Event] = {}  # reads in flight, by seq: one build each
@@ -69,16 +74,19 @@ class AsOf:
         head = store.head
         if head - self._last_mark >= self._every and store.state.seq == head:
             self._last_mark = head
-            self._mark({head: fork(store.state)})
+            if len(store.state.agents) <= MARK_AGENTS:
+                self._mark({head: fork(store.state)})
 
     def _mark(self, forks: dict[int, RuntimeState]) -> None:
-        marks = self._marks
-        marks.update(forks)
-        items = sum(_items(state) for state in marks.values())
+        marks, counted = self._marks, self._items
+        for seq, state in forks.items():
+            marks[seq], counted[seq] = state, _items(state)
+        items = sum(counted.values())
         for seq in sorted(marks):
             if len(marks) <= MARK_KEEP and items <= MARK_ITEMS:
                 break
-            items -= _items(marks.pop(seq))
+            del marks[seq]
+            items -= counted.pop(seq)
 
     @property
     def kept(self) -> list[int]:

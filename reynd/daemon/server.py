@@ -644,6 +644,9 @@ class Server:
                         if quick is None:
                             workers.submit(line)
                         else:
+                            # Reading waits on the call, as on a slot: no line is late
+                            # meanwhile (a partial one left is timed again below).
+                            conn.line_since = None
                             await self._run(conn, line, slots, quick)
                             inline += 1
                             if inline % _INLINE_RUN == 0:
