@@ -296,16 +296,32 @@ async function send(ev) {
   $("message").value = "";
 }
 
+// Each open question's form, by agent and id: a reload (every live update) keeps the
+// forms of questions still open, so an answer being typed is neither lost nor unfocused.
+const questionForms = new Map();
+
 async function loadQuestions() {
   const q = await read("interventions.list", {});
-  $("questions").replaceChildren(...q.interventions.map((i) => {
-    const input = el("input", { "aria-label": `answer to ${i.question}` });
-    const form = el("form", {}, el("b", {}, `${i.agent} asks: `), i.question, " ", input, el("button", {}, "Answer"));
-    form.onsubmit = (ev) => { ev.preventDefault();
-      act("interventions.answer", { agent: i.agent, intervention_id: i.intervention_id, answer: input.value })
-        .then(loadQuestions).catch(showError); };
-    return form;
-  }));
+  const open = new Map();
+  for (const i of q.interventions) {
+    const key = JSON.stringify([i.agent, i.intervention_id]);
+    let form = questionForms.get(key);
+    if (!form) {
+      const input = el("input", { "aria-label": `answer to ${i.question}` });
+      form = el("form", {}, el("b", {}, `${i.agent} asks: `), i.question, " ", input, el("button", {}, "Answer"));
+      form.onsubmit = (ev) => { ev.preventDefault();
+        act("interventions.answer", { agent: i.agent, intervention_id: i.intervention_id, answer: input.value })
+          .then(loadQuestions).catch(showError); };
+    }
+    open.set(key, form);
+  }
+  questionForms.clear();
+  for (const [key, form] of open) questionForms.set(key, form);
+  const box = $("questions");
+  const forms = [...open.values()];
+  if (forms.length !== box.children.length || forms.some((f, n) => box.children[n] !== f)) {
+    box.replaceChildren(...forms);
+  }
 }
 
 async function loadStatus() {
