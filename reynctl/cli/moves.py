@@ -98,8 +98,7 @@ def undo(
     what = "undo of the last move" if steps == 1 else f"undo of the last {steps} moves"
     dry = moves.UndoParams(steps=steps, reason=reason, dry_run=True)
     if dry_run:
-        call = lambda c: c.call("undo", dry, m.RewindResult)  # noqa: E731
-        preview_move(opts, what, call, target_named=False)
+        preview_move(opts, what, lambda c: c.call("undo", dry, m.RewindResult), target_named=False)
         return
     confirm_move(yes, "undo")
     params = moves.UndoParams(steps=steps, reason=reason, then=then)
