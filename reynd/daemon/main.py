@@ -35,6 +35,7 @@ from reynd.daemon.hub import Hub
 from reynd.daemon.listen import AnotherDaemon, ListenError, UnsafeDirectory, open_socket
 from reynd.daemon.quick import BRIEF_CALLS, quick_calls
 from reynd.daemon.server import Server, ServerLimits
+from reynd.daemon.stop_signals import stop_signals, stop_signals_ignored
 from reynd.replication.objects import Location
 from reynd.replication.shipper import ReplicaRefused
 from reynd.storage.errors import StorageError
@@ -72,19 +73,9 @@ def serve(opts: ServeOptions) -> int:
     """Run the daemon until it is told to stop; returns the process exit code."""
     # Outside the signal receiver's lifetime (start-up, the last steps after
     # storage is closed) a SIGTERM must not kill us with the default action.
-    # A Python-level no-op, not SIG_IGN: exec'd children get default handlers back.
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _ignore_signal)
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), _RECURSION_LIMIT))
-    try:
+    with stop_signals_ignored():
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), _RECURSION_LIMIT))
         return _run(opts)
-    finally:
-        # The process exits next, and Python's finalization puts the default
-        # action back in place of a Python handler: a SIGTERM then would
-        # replace the exit code with death by signal. It keeps SIG_IGN, which
-        # no child can inherit any more: none is started from here on.
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, signal.SIG_IGN)
 
 
 def _run(opts: ServeOptions) -> int:
@@ -105,10 +96,6 @@ def _run(opts: ServeOptions) -> int:
         print(f"reynd: fatal: {leaf!r} (see the log above)", file=sys.stderr)
         return EXIT_FAILURE
     return code
-
-
-def _ignore_signal(signum: int, frame: object) -> None:
-    pass
 
 
 def _single(exc: BaseException) -> BaseException:
@@ -134,7 +121,7 @@ async def _serve(opts: ServeOptions) -> int:
         fd_limit=fd_limit,
         fd_limit_raised_from=raised_from,
     )
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    with stop_signals() as signals:
         async with trio.open_nursery() as root:
             root.start_soon(_watch_signals, signals, shutdown, root.cancel_scope)
             app = App(
