@@ -110,6 +110,8 @@ class WorkspaceCore:
         self._planned: tuple[int, Dir] | None = None  # (target, its tree): from the preflight
         self._leftovers: list[str] = []  # tmp files the preflight's scan found
         self.unfinished: Pending | None = None  # the restore a failure left (daemon.status)
+        # The paths that restore could not write, with what they still hold (None: nothing)
+        self._stuck: dict[str, Item | None] = {}
         self.blobs: ObjectStore
         self.manifests: ObjectStore
         self.index: TreeIndex
@@ -165,6 +167,24 @@ class WorkspaceCore:
                 self._unwatch(exc)
         hasher = Hasher(self.root, self._cache, objects)
         return observe(self.root, self._ignore, self._dirty, self._model, hasher), hasher
+
+    def _unstuck(self, changes: dict[str, Item | None]) -> dict[str, Item | None]:
+        """`changes` without the paths a failed restore left as they were.
+
+        Those are the restore's debt, not a write of anyone's: recorded, they
+        would become the tip's tree, and the start that finishes the restore
+        would find nothing left to do. A path that holds something else since
+        was written: it is a change again, and no longer stuck.
+        """
+        if not self._stuck:
+            return changes
+        out: dict[str, Item | None] = {}
+        for path, item in changes.items():
+            if path in self._stuck and self._stuck[path] == item:
+                continue
+            self._stuck.pop(path, None)
+            out[path] = item
+        return out
 
     def _now(self) -> Scan:
         """What the workspace holds now, for a restore: the model and what changed since."""

@@ -39,6 +39,7 @@ from reynd.workspace import journal
 from reynd.workspace.core import Pending, Prepared, WorkspaceCore, file_records, log
 from reynd.workspace.model import Dir, Tree, apply, changed, flat
 from reynd.workspace.preflight import preflight
+from reynd.workspace.refusals import refusing
 from reynd.workspace.restore import Restored, restore_tree
 from reynd.workspace.tree import Scan, changed_paths, scan, store_dir
 
@@ -48,7 +49,35 @@ SHOWN_PATHS = 8  # dirty paths named in the error message (all of them are in da
 
 
 class Resets(WorkspaceCore):
+    # The file system's refusals (unreadable, full, the root not a directory) come
+    # back as errors a client can act on: each of these runs before anything is written.
+
     async def before_reset(self, target: int, force: bool, files: int | None) -> None:
+        with refusing():
+            await self._before_reset(target, force, files)
+
+    async def restoring(self, target: int) -> tuple[list[str], list[str]]:
+        """For a dry run (issue 25): the paths a restore to `target` would write or
+        remove, as recorded, and the changes reynd did not record that refuse it
+        without force, as before_reset's scan finds them. Nothing is stored or
+        changed."""
+        with refusing():
+            return await self._restoring(target)
+
+    async def reset_records(
+        self, target: int, files: int | None
+    ) -> tuple[list[Event], list[Event]]:
+        """Record what the workspace holds that is not recorded; journal the restore.
+
+        Returns the records before the reset record, and after it: for a
+        workspace-only restore (`files` not `target`, the reset record
+        targeting the tip), the change from the tip's tree to the tree as of
+        `files`, so that the tree as of the record after the reset is exact.
+        """
+        with refusing():
+            return await self._reset_records(target, files)
+
+    async def _before_reset(self, target: int, force: bool, files: int | None) -> None:
         await self._settled.wait()
         async with self._lock:
             self._planned = None
@@ -91,11 +120,7 @@ class Resets(WorkspaceCore):
             if dirty:
                 log.warning("workspace.forced", paths=len(dirty), kept_as_record_after=head)
 
-    async def restoring(self, target: int) -> tuple[list[str], list[str]]:
-        """For a dry run (issue 25): the paths a restore to `target` would write or
-        remove, as recorded, and the changes reynd did not record that refuse it
-        without force, as before_reset's scan finds them. Nothing is stored or
-        changed."""
+    async def _restoring(self, target: int) -> tuple[list[str], list[str]]:
         await self._settled.wait()
         async with self._lock:
             plan = self.history.plan(target)
@@ -108,16 +133,9 @@ class Resets(WorkspaceCore):
         now = await trio.to_thread.run_sync(scan, self.root, self._ignore, cache)
         return sorted(changed(model, flat(goal))), changed_paths(model, now.tree)
 
-    async def reset_records(
+    async def _reset_records(
         self, target: int, files: int | None
     ) -> tuple[list[Event], list[Event]]:
-        """Record what the workspace holds that is not recorded; journal the restore.
-
-        Returns the records before the reset record, and after it: for a
-        workspace-only restore (`files` not `target`, the reset record
-        targeting the tip), the change from the tip's tree to the tree as of
-        `files`, so that the tree as of the record after the reset is exact.
-        """
         async with self._lock:
             plan = self.history.plan(files) if files is not None else None
             tip = self._model  # the tree as of the tip: what the reset record's lineage holds
@@ -173,6 +191,10 @@ class Resets(WorkspaceCore):
                     now.leftovers, self._leftovers = self._leftovers, []
                 tree = flat(goal) if goal is not None else None
                 restored = await trio.to_thread.run_sync(self._apply, intent, reset_seq, now, tree)
+            except OSError as exc:  # the root is gone, the disk failed: not an internal error
+                restored = Restored(failed=[(".", str(exc))])
+                self.unfinished = Pending(intent.target, reset_seq, restored.failed)
+                log.error("workspace.restore_unfinished", target=target, error=str(exc))
             finally:
                 # Not finished, the journal stays and a start (or the next reset)
                 # finishes the restore: the goal is the tree as of the tip
@@ -234,6 +256,8 @@ class Resets(WorkspaceCore):
             self.index.set(reset_seq, intent.tip)  # nothing to restore: the files stay
         if restored.failed:
             self.unfinished = Pending(intent.target, reset_seq, restored.failed)
+            assert current is not None  # nothing fails without a goal, scanned against it
+            self._stuck = {p: current.tree.get(p) for p, _ in restored.failed}
             log.error(
                 "workspace.restore_unfinished",
                 target=intent.target,
@@ -246,7 +270,7 @@ class Resets(WorkspaceCore):
                 effect="the journal stays: the next start finishes the restore",
             )
             return restored
-        self.unfinished = None
+        self.unfinished, self._stuck = None, {}
         journal.clear(self._journal)
         log.info(
             "workspace.restored",

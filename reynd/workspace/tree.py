@@ -38,6 +38,7 @@ __all__ = [
     "CacheEntry",
     "Hasher",
     "Ignore",
+    "RootUnusable",
     "Scan",
     "changed_paths",
     "load_dir",
@@ -180,17 +181,26 @@ FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)  # not there, or not a real directory
 
 
+class RootUnusable(OSError):
+    """The workspace root itself is missing or not a real directory (a symlink put there).
+
+    Never read as an empty workspace: that would record every file deleted.
+    Whoever looks at the workspace fails instead, and nothing is recorded.
+    """
+
+
 def open_dir(root: Path, rel: str) -> int | None:
     """A descriptor of directory `rel` below `root`, each component opened O_NOFOLLOW.
 
     None when a component is missing or is not a real directory: a path is
-    never resolved through a symlink, whatever changes meanwhile.
+    never resolved through a symlink, whatever changes meanwhile. The root
+    itself not being one raises RootUnusable.
     """
     try:
         fd = os.open(root, DIR_FLAGS)
     except OSError as exc:
         if exc.errno in _GONE:
-            return None
+            raise RootUnusable(exc.errno, os.strerror(exc.errno), str(root)) from exc
         raise
     for part in rel.split("/") if rel else ():
         try:
