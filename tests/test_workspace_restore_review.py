@@ -185,47 +185,77 @@ def test_a_deep_tree_under_a_low_fd_limit_is_restored(short_tmp: Path, ws: Path)
         d.stop()
 
 
-@pytest.mark.parametrize("watch", ["true", "false"])
-@pytest.mark.parametrize("written_since", [False, True])
-def test_a_pending_restore_is_not_finished_by_recording_what_it_failed_to_restore(
-    short_tmp: Path, ws: Path, watch: str, written_since: bool
-) -> None:
-    """The path a restore failed on is its debt, until someone writes it (then that stands)."""
+def _failed_checkout(
+    short_tmp: Path, ws: Path, watch: str, point: str
+) -> tuple[Daemon, Agent, int, int]:
+    """Files a1 b1 c1 (turn g1), then a2 b2 c2 (g2); a checkout to g1 fails at `point`.
+
+    Returns the daemon, its agent, g2 and the reset's seq.
+    """
     d = start_daemon(
         short_tmp,
         config=workspace_config(ws, f"watch = {watch}\n"),  # false: every boundary scans all
-        env={"REYN_CRASH_AT": "workspace.restore.file:2:eio"},
+        env={"REYN_CRASH_AT": point},
     )
+    agent = Agent(d)
+    for name in ("a", "b", "c"):
+        write(ws, f"{name}.txt", f"{name}1")
+    g1 = agent.turn()
+    for name in ("a", "b", "c"):
+        write(ws, f"{name}.txt", f"{name}2")
+    g2 = agent.turn()
+    assert checkout(d, g1)["error"]["data"]["stage"] == "restore"
+    return d, agent, g2, d.call("daemon.status")["head"]
+
+
+ONE_FILE = "workspace.restore.file:2:eio"  # b.txt's write fails
+WHOLE = "workspace.before_restore:1:eio"  # nothing is restored
+
+
+@pytest.mark.parametrize("watch", ["true", "false"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        (ONE_FILE, [], {"a": "a1", "b": "b1", "c": "c1"}),
+        (ONE_FILE, ["b3"], {"b": "b3"}),
+        (ONE_FILE, ["b1", "b2"], {"b": "b2"}),  # the debt paid, then a write of b2
+        (WHOLE, [], {"a": "a1", "b": "b1", "c": "c1"}),
+    ],
+)
+def test_a_pending_restore_is_not_finished_by_recording_what_it_failed_to_restore(
+    short_tmp: Path, ws: Path, watch: str, case: tuple[str, list[str], dict[str, str]]
+) -> None:
+    """What a restore failed to write is its debt, not a change, until someone writes the path."""
+    point, writes, after_restart = case
+    d, agent, _, reset = _failed_checkout(short_tmp, ws, watch, point)
     try:
-        agent = Agent(d)
-        for name in ("a", "b", "c"):
-            write(ws, f"{name}.txt", f"{name}1")
-        g1 = agent.turn()
-        for name in ("a", "b", "c"):
-            write(ws, f"{name}.txt", f"{name}2")
-        agent.turn()
-        err = checkout(d, g1)["error"]
-        assert err["data"]["paths"] == ["b.txt"], err
-        reset = d.call("daemon.status")["head"]
         write(ws, "d.txt", "d1")
         agent.turn()
-        after = [op[0] for r in records(d, after=reset, kind="workspace.files") for op in r["ops"]]
-        assert "b.txt" not in after, f"the failed path was recorded as the turn's change: {after}"
-        if written_since:
-            write(ws, "b.txt", "b3")
+        for content in writes:
+            write(ws, "b.txt", content)
             agent.turn()
-            after = [
-                op[0] for r in records(d, after=reset, kind="workspace.files") for op in r["ops"]
-            ]
-            assert after.count("b.txt") == 1, f"a write of the failed path not recorded: {after}"
+        after = [op[0] for r in records(d, after=reset, kind="workspace.files") for op in r["ops"]]
+        assert after == ["d.txt"] + ["b.txt"] * (writes[-1:] != ["b1"] and len(writes) > 0), after
     finally:
         d.stop()
     d = restart(d, short_tmp)  # finishes the restore: to the tip's tree
     try:
-        pending = d.call("daemon.status")["workspace"]["restore_pending"]
-        assert pending is None, pending
-        assert (ws / "b.txt").read_text() == ("b3" if written_since else "b1")
-        assert (ws / "d.txt").read_text() == "d1"
+        assert d.call("daemon.status")["workspace"]["restore_pending"] is None
+        for name, content in {**after_restart, "d": "d1"}.items():
+            assert (ws / f"{name}.txt").read_text() == content, name
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("watch", ["true", "false"])
+def test_what_a_failed_restore_left_does_not_refuse_the_next_checkout(
+    short_tmp: Path, ws: Path, watch: str
+) -> None:
+    d, _, g2, _ = _failed_checkout(short_tmp, ws, watch, ONE_FILE)
+    try:
+        assert d.call("checkout", {"seq": g2, "dry_run": True})["preview"]["unrecorded_count"] == 0
+        assert "result" in checkout(d, g2), "b.txt, left by the failed restore, refused it"
+        assert (ws / "b.txt").read_text() == "b2"
     finally:
         d.stop()
 

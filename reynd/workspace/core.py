@@ -22,9 +22,9 @@ from reynd.workspace import journal
 from reynd.workspace.blobs import ObjectStore, TreeIndex
 from reynd.workspace.config import WorkspaceConfig
 from reynd.workspace.history import History
-from reynd.workspace.model import Dir, Item, apply, flat, to_ops
+from reynd.workspace.model import Dir, Item, Tree, apply, flat, to_ops
 from reynd.workspace.observe import observe
-from reynd.workspace.tree import CacheEntry, Hasher, Ignore, Scan, scan
+from reynd.workspace.tree import CacheEntry, Hasher, Ignore, Scan, changed_paths, scan
 from reynd.workspace.watch import Dirty, Watcher, WatchUnavailable
 
 __all__ = [
@@ -72,6 +72,18 @@ class Pending:
 def resolve_root(config: WorkspaceConfig, state_dir: Path) -> Path:
     base = state_dir.resolve().parent
     return (base / config.path).resolve() if config.path else base
+
+
+def unrecorded(model: Tree, now: Tree, stuck: dict[str, Item | None]) -> list[str]:
+    """The paths that differ from the model, but those a failed restore left as they were."""
+    return [p for p in changed_paths(model, now) if p not in stuck or stuck[p] != now.get(p)]
+
+
+def owed(failed: list[str], now: Tree, goal: Tree) -> dict[str, Item | None]:
+    """What a failed restore left, by path: each of `failed`, or with "." (the whole
+    restore failed) every path it was to change; with what it holds `now`."""
+    paths = changed_paths(now, goal) if "." in failed else failed
+    return {p: now.get(p) for p in paths}
 
 
 def file_records(changes: dict[str, Item | None], cause: str) -> list[WorkspaceFiles]:
@@ -165,6 +177,7 @@ class WorkspaceCore:
                 self._watcher.drain(b"", self._dirty)
             except WatchUnavailable as exc:
                 self._unwatch(exc)
+        self._dirty.paths.update(self._stuck)
         hasher = Hasher(self.root, self._cache, objects)
         return observe(self.root, self._ignore, self._dirty, self._model, hasher), hasher
 
@@ -173,18 +186,15 @@ class WorkspaceCore:
 
         Those are the restore's debt, not a write of anyone's: recorded, they
         would become the tip's tree, and the start that finishes the restore
-        would find nothing left to do. A path that holds something else since
-        was written: it is a change again, and no longer stuck.
+        would find nothing left to do. The stuck paths must have been looked
+        at (`_look`, or in the dirty set): one that holds anything else now
+        (the model's item: the debt paid; or a write, then recorded) is no
+        longer stuck.
         """
         if not self._stuck:
             return changes
-        out: dict[str, Item | None] = {}
-        for path, item in changes.items():
-            if path in self._stuck and self._stuck[path] == item:
-                continue
-            self._stuck.pop(path, None)
-            out[path] = item
-        return out
+        self._stuck = {p: i for p, i in self._stuck.items() if p in changes and changes[p] == i}
+        return {p: i for p, i in changes.items() if p not in self._stuck}
 
     def _now(self) -> Scan:
         """What the workspace holds now, for a restore: the model and what changed since."""

@@ -36,7 +36,15 @@ from reynd.protocol import errors
 from reynd.protocol.events import Event
 from reynd.storage import crashpoints
 from reynd.workspace import journal
-from reynd.workspace.core import Pending, Prepared, WorkspaceCore, file_records, log
+from reynd.workspace.core import (
+    Pending,
+    Prepared,
+    WorkspaceCore,
+    file_records,
+    log,
+    owed,
+    unrecorded,
+)
 from reynd.workspace.model import Dir, Tree, apply, changed, flat
 from reynd.workspace.preflight import preflight
 from reynd.workspace.refusals import refusing
@@ -93,8 +101,8 @@ class Resets(WorkspaceCore):
             if plan is None:
                 return  # no tree as of target (rewind was off): the files stay as they are
             now = await trio.to_thread.run_sync(scan, self.root, self._ignore, self._cache)
-            dirty = changed_paths(flat(self._model), now.tree)
-            self._dirty.paths.update(dirty)  # for reset_records to record, if it comes to it
+            self._dirty.paths.update(changed_paths(flat(self._model), now.tree))  # for _seal
+            dirty = unrecorded(flat(self._model), now.tree, self._stuck)
             head = self._store.head
             if dirty and not force:
                 raise errors.WorkspaceDirty(
@@ -127,11 +135,11 @@ class Resets(WorkspaceCore):
             if plan is None:
                 return [], []  # no tree as of target (rewind was off): the files stay
             goal = await trio.to_thread.run_sync(self.history.execute, plan)
-            model, cache = flat(self._model), dict(self._cache)
+            model, cache, stuck = flat(self._model), dict(self._cache), dict(self._stuck)
         # Outside the lock (steps commit meanwhile), on a copy of the hash cache: what it
         # finds is advice, as of now; the move itself scans again under the lock.
         now = await trio.to_thread.run_sync(scan, self.root, self._ignore, cache)
-        return sorted(changed(model, flat(goal))), changed_paths(model, now.tree)
+        return sorted(changed(model, flat(goal))), unrecorded(model, now.tree, stuck)
 
     async def _reset_records(
         self, target: int, files: int | None
@@ -162,7 +170,8 @@ class Resets(WorkspaceCore):
         What before_reset's full scan found, and what the watcher saw since
         (a cancelled step's last writes): each looked at and stored.
         """
-        changes, hasher = self._look(self.blobs)
+        looked, hasher = self._look(self.blobs)
+        changes = self._unstuck(looked)  # what a failed restore left is not the branch's
         self.blobs.sync()
         if changes:
             log.warning("workspace.unrecorded_kept", paths=len(changes))
@@ -185,6 +194,7 @@ class Resets(WorkspaceCore):
                 await trio.to_thread.run_sync(self._write_intent, intent, goal, self._model)
                 pending = (intent, goal)
             intent, goal = pending
+            now: Scan | None = None
             try:
                 now = await trio.to_thread.run_sync(self._now) if goal is not None else None
                 if now is not None:
@@ -194,6 +204,8 @@ class Resets(WorkspaceCore):
             except OSError as exc:  # the root is gone, the disk failed: not an internal error
                 restored = Restored(failed=[(".", str(exc))])
                 self.unfinished = Pending(intent.target, reset_seq, restored.failed)
+                if now is not None and goal is not None:
+                    self._stuck = owed(["."], now.tree, flat(goal))
                 log.error("workspace.restore_unfinished", target=target, error=str(exc))
             finally:
                 # Not finished, the journal stays and a start (or the next reset)
@@ -256,8 +268,8 @@ class Resets(WorkspaceCore):
             self.index.set(reset_seq, intent.tip)  # nothing to restore: the files stay
         if restored.failed:
             self.unfinished = Pending(intent.target, reset_seq, restored.failed)
-            assert current is not None  # nothing fails without a goal, scanned against it
-            self._stuck = {p: current.tree.get(p) for p, _ in restored.failed}
+            assert current is not None and goal is not None  # nothing fails without them
+            self._stuck = owed([p for p, _ in restored.failed], current.tree, goal)
             log.error(
                 "workspace.restore_unfinished",
                 target=intent.target,

@@ -214,6 +214,7 @@ class Workspace(Resets, Retention):
                 self._watcher.drain(first, self._dirty)
             except WatchUnavailable as exc:
                 self._unwatch(exc)
+        self._dirty.paths.update(self._stuck)  # looked at, for _unstuck
         hasher = Hasher(self.root, self._cache, self.blobs)
         changes = self._unstuck(observe(self.root, self._ignore, self._dirty, self._model, hasher))
         self.blobs.sync()  # every blob a record names is durable before it is staged
