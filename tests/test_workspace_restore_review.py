@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -400,5 +401,50 @@ def test_a_stray_file_in_the_blob_store_is_left_alone_by_gc(short_tmp: Path, ws:
         gc = d.call("retention.gc")
         assert gc["floor"] > 0, gc
         assert stray.read_text() == "someone's"
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("watch", ["true", "false"])
+def test_a_workspace_root_made_anew_is_taken_and_watched(
+    short_tmp: Path, ws: Path, watch: str
+) -> None:
+    """`rm -rf` and `mkdir` of the root: recorded as such, and later writes seen (inotify too)."""
+    d = start_daemon(short_tmp, config=workspace_config(ws, f"watch = {watch}\n"))
+    try:
+        agent = Agent(d)
+        write(ws, "a.txt", "a1")
+        agent.turn()
+        shutil.rmtree(ws)
+        ws.mkdir()
+        write(ws, "b.txt", "b1")
+        agent.turn()
+        write(ws, "c.txt", "c1")
+        agent.turn()
+        ops = [(op[0], op[1]) for r in records(d, kind="workspace.files") for op in r["ops"]]
+        assert [p for p, _ in ops] == ["a.txt", "a.txt", "b.txt", "c.txt"], ops
+        assert ops[1][1] == "-", f"a.txt not recorded deleted: {ops}"
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("watch", ["true", "false"])
+def test_a_symlink_put_on_the_way_to_the_root_is_never_followed(
+    short_tmp: Path, watch: str
+) -> None:
+    root = short_tmp / "p" / "ws"
+    root.mkdir(parents=True)
+    other = short_tmp / "other"
+    (other / "ws").mkdir(parents=True)
+    (other / "ws" / "secret").write_text("not the workspace's")
+    d = start_daemon(short_tmp, config=workspace_config(root, f"watch = {watch}\n"))
+    try:
+        write(root, "a.txt", "a1")
+        Agent(d).turn()
+        (short_tmp / "p").rename(short_tmp / "p.old")
+        (short_tmp / "p").symlink_to(other)
+        _turn_end_refused(d, "t1")
+        paths = [op[0] for r in records(d, kind="workspace.files") for op in r["ops"]]
+        assert paths == ["a.txt"], paths
     finally:
         d.stop()

@@ -9,6 +9,8 @@ used under `_lock`, one task (or its worker thread) at a time.
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,16 @@ from reynd.workspace.config import WorkspaceConfig
 from reynd.workspace.history import History
 from reynd.workspace.model import Dir, Item, Tree, apply, flat, to_ops
 from reynd.workspace.observe import observe
-from reynd.workspace.tree import CacheEntry, Hasher, Ignore, Scan, changed_paths, scan
+from reynd.workspace.tree import (
+    CacheEntry,
+    Hasher,
+    Ignore,
+    RootUnusable,
+    Scan,
+    changed_paths,
+    root_ident,
+    scan,
+)
 from reynd.workspace.watch import Dirty, Watcher, WatchUnavailable
 
 __all__ = [
@@ -124,6 +135,7 @@ class WorkspaceCore:
         self.unfinished: Pending | None = None  # the restore a failure left (daemon.status)
         # The paths that restore could not write, with what they still hold (None: nothing)
         self._stuck: dict[str, Item | None] = {}
+        self._root_ident = (0, 0)  # (st_dev, st_ino) of the directory taken as the root
         self.blobs: ObjectStore
         self.manifests: ObjectStore
         self.index: TreeIndex
@@ -138,6 +150,7 @@ class WorkspaceCore:
         self.root.mkdir(parents=True, exist_ok=True)
         if made:
             log.info("workspace.created", root=str(self.root))
+        self._root_ident = root_ident(self.root)
         self.blobs = ObjectStore(self._state / "blobs")
         self.manifests = ObjectStore(self._state / "manifests")
         self.index = TreeIndex(self._state / "trees")
@@ -172,14 +185,61 @@ class WorkspaceCore:
 
     def _look(self, objects: ObjectStore | None) -> tuple[dict[str, Item | None], Hasher]:
         """What differs from the model where the dirty set says (all of it without a watcher)."""
-        if self._watcher is not None:
-            try:
-                self._watcher.drain(b"", self._dirty)
-            except WatchUnavailable as exc:
-                self._unwatch(exc)
+        self._check_root()
+        self._drain(b"")
         self._dirty.paths.update(self._stuck)
         hasher = Hasher(self.root, self._cache, objects)
         return observe(self.root, self._ignore, self._dirty, self._model, hasher), hasher
+
+    def _check_root(self) -> bool:
+        """The root is still the directory taken at start (worker thread, locked).
+
+        Else, with a symlink now on the path to it, RootUnusable: nothing is
+        read or written through it. A directory made anew at the same path
+        (`rm -rf`, `mkdir`) is taken instead: every path is looked at again,
+        and the watcher, blind to it, starts over: True then.
+        """
+        now = root_ident(self.root)
+        if now == self._root_ident:
+            return False
+        if os.path.realpath(self.root) != str(self.root):  # resolved when configured
+            raise RootUnusable(
+                errno.ELOOP, "a directory on the way to it is now a symlink", str(self.root)
+            )
+        log.warning("workspace.root_replaced", root=str(self.root), effect="every path looked at")
+        self._root_ident = now
+        self._rewatch()
+        return True
+
+    def _drain(self, first: bytes) -> None:
+        """What the watcher queued (after `first`, read already) into the dirty set."""
+        if self._watcher is None:
+            return
+        try:
+            self._watcher.drain(first, self._dirty)
+        except WatchUnavailable as exc:
+            self._unwatch(exc)
+            return
+        if self._watcher.root_lost:  # moved or deleted: at its path now, maybe a new one
+            self._rewatch()
+
+    def _rewatch(self) -> None:
+        """Look at every path at the next look; a watcher starts over on the root now there."""
+        self._dirty.full = True
+        if self._watcher is not None:
+            self._watcher.close()
+            try:
+                self._watcher = Watcher(self.root, self._ignore)
+            except WatchUnavailable as exc:
+                self._unwatch(exc)
+
+    def _root_moved(self) -> bool:
+        """Whether `_check_root` has something to say: a cheap look at every boundary, for a
+        watcher bound to the old directory sees nothing of the new one."""
+        try:
+            return root_ident(self.root) != self._root_ident
+        except RootUnusable:
+            return True
 
     def _unstuck(self, changes: dict[str, Item | None]) -> dict[str, Item | None]:
         """`changes` without the paths a failed restore left as they were.
@@ -202,4 +262,5 @@ class WorkspaceCore:
         return Scan(flat(apply(self._model, changes)))
 
     def _scan(self, store: bool) -> dict[str, Item]:
+        self._check_root()
         return scan(self.root, self._ignore, self._cache, self.blobs if store else None).tree

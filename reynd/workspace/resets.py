@@ -100,6 +100,7 @@ class Resets(WorkspaceCore):
                 )
             if plan is None:
                 return  # no tree as of target (rewind was off): the files stay as they are
+            await trio.to_thread.run_sync(self._check_root)
             now = await trio.to_thread.run_sync(scan, self.root, self._ignore, self._cache)
             self._dirty.paths.update(changed_paths(flat(self._model), now.tree))  # for _seal
             dirty = unrecorded(flat(self._model), now.tree, self._stuck)
@@ -135,6 +136,7 @@ class Resets(WorkspaceCore):
             if plan is None:
                 return [], []  # no tree as of target (rewind was off): the files stay
             goal = await trio.to_thread.run_sync(self.history.execute, plan)
+            await trio.to_thread.run_sync(self._check_root)
             model, cache, stuck = flat(self._model), dict(self._cache), dict(self._stuck)
         # Outside the lock (steps commit meanwhile), on a copy of the hash cache: what it
         # finds is advice, as of now; the move itself scans again under the lock.
@@ -243,6 +245,7 @@ class Resets(WorkspaceCore):
         crashpoints.hit("workspace.before_restore")
         restored = Restored()
         if intent.goal is not None:
+            self._check_root()
             if current is None:
                 current = scan(self.root, self._ignore, self._cache)
             if goal is None:

@@ -183,7 +183,7 @@ class Workspace(Resets, Retention):
             await self._lock.acquire()
         try:
             first = self._watcher.read_nowait() if self._watcher is not None else b""
-            if first or self._dirty or (boundary and self._unindexed):
+            if first or self._dirty or (boundary and (self._unindexed or self._root_moved())):
                 try:
                     prepared = await trio.to_thread.run_sync(self._prepare, first, boundary)
                 except OSError as exc:
@@ -209,11 +209,9 @@ class Workspace(Resets, Retention):
 
     def _prepare(self, first: bytes, boundary: bool) -> Prepared:
         """Look at what the watcher says changed; store new content (worker thread, locked)."""
-        if self._watcher is not None:
-            try:
-                self._watcher.drain(first, self._dirty)
-            except WatchUnavailable as exc:
-                self._unwatch(exc)
+        if self._check_root():
+            first = b""  # the old watcher's: its watch numbers mean nothing to the new one
+        self._drain(first)
         self._dirty.paths.update(self._stuck)  # looked at, for _unstuck
         hasher = Hasher(self.root, self._cache, self.blobs)
         changes = self._unstuck(observe(self.root, self._ignore, self._dirty, self._model, hasher))

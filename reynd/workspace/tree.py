@@ -47,6 +47,7 @@ __all__ = [
     "open_file",
     "open_file_at",
     "reachable",
+    "root_ident",
     "scan",
     "store_dir",
     "walk",
@@ -213,6 +214,17 @@ def open_dir(root: Path, rel: str) -> int | None:
         os.close(fd)
         fd = nxt
     return fd
+
+
+def root_ident(root: Path) -> tuple[int, int]:
+    """(st_dev, st_ino) of the directory at `root` now; RootUnusable when there is none."""
+    fd = open_dir(root, "")
+    assert fd is not None  # the root's own failures raise
+    try:
+        s = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return s.st_dev, s.st_ino
 
 
 def open_file(root: Path, rel: str) -> int | None:
