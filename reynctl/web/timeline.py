@@ -4,15 +4,18 @@ A change to what the timeline shows appends a record (a turn, a reset, a tag),
 and GC moves the floor: so (head, floor) names a layout. After appends and
 resets (the same tags and floor) only the generations above the last head are
 listed again: the older ones are what they were but for which lie on the
-active lineage, redone from the branches (listing 20 pages of them took most
-of the time). After appends alone the layout grows on top (`grown`); after
-anything else it is laid out again.
+active lineage, redone where it moved (listing 20 pages of them took most of
+the time). After appends alone the layout grows on top (`grown`); after resets
+too, it is placed again from the top only as far as the reset changed it
+(reynctl.web.relayout); after anything else, or when the cutoff moves, it is
+laid out again.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Awaitable, Callable, Sequence
+import functools
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +26,21 @@ import msgspec
 from reynctl.aio import AsyncClient
 from reynctl.tui.graph import lineage_intervals
 from reynctl.web.lanes import lanes, node_row
+from reynctl.web.relayout import lineage_changes, relaid
 from reynd.protocol import methods as m
 from reynd.protocol import moves as mv
 from reynd.protocol import tag_methods as t
 
-__all__ = ["BLOCK", "MAX_GENERATIONS", "Lists", "Timeline", "grown", "layout", "read_lists"]
+__all__ = [
+    "BLOCK",
+    "MAX_GENERATIONS",
+    "Lists",
+    "Timeline",
+    "grown",
+    "layout",
+    "read_lists",
+    "reflagged",
+]
 
 MAX_GENERATIONS = 20_000  # at least the newest this many are drawn (the page says how many)
 BLOCK = 4096  # ... back to a seq that is a multiple of this
@@ -71,16 +84,23 @@ def _shape(b: m.BranchInfo) -> tuple[Any, ...]:
     return (b.id, b.origin_seq, b.parent, b.tags)
 
 
-def on_lineage(head: int, branches: Sequence[m.BranchInfo]) -> Callable[[int], bool]:
-    """Whether a seq lies on lineage(head), the active lineage: one bisect per seq."""
-    spans = sorted(lineage_intervals(head, branches))
-    lows = [lo for lo, _ in spans]
+def reflagged(
+    newest_first: list[m.Generation], changes: Sequence[tuple[int, int, bool]]
+) -> list[m.Generation]:
+    """`newest_first` with the active flag of each generation in a range of `changes`
+    (`lineage_changes`: lo, hi, on the new lineage) set: a bisect per range."""
+    out = list(newest_first)
+    for lo, hi, active in changes:
+        a = bisect.bisect_left(out, -hi, key=_descending)
+        b = bisect.bisect_right(out, -lo, key=_descending)
+        for i in range(a, b):
+            if out[i].active != active:
+                out[i] = msgspec.structs.replace(out[i], active=active)
+    return out
 
-    def on(seq: int) -> bool:
-        i = bisect.bisect_right(lows, seq) - 1
-        return i >= 0 and seq <= spans[i][1]
 
-    return on
+def _descending(g: m.Generation) -> int:
+    return -g.seq
 
 
 def cutoff(newest_first: list[m.Generation], most: int, block: int) -> int:
@@ -105,8 +125,8 @@ async def read_lists(
     block: int = BLOCK,
 ) -> tuple[Lists, list[m.Generation] | None]:
     """The lists of the daemon's timeline now, from `before`'s where they still hold; and
-    the generations above `before`'s head when the rest of the lists is `before`'s
-    (else None: lay it all out again)."""
+    the generations above `before`'s head when the rest of the lists is `before`'s and
+    the cutoff has not moved (else None: lay it all out again)."""
     got: dict[str, Any] = {}
 
     async def ask(name: str, call: Awaitable[Any]) -> None:
@@ -125,17 +145,16 @@ async def read_lists(
         # Those above the head listed came after it (the lists raced a write): next time.
         newer: list[m.Generation] = [g for g in got["newer"] if g.seq <= now.head]
         old, moves = before.generations, before.moves
-        grows = before.same_tree(now)
-        if not grows:
-            on = on_lineage(now.head, now.branches)
-            old = [g if g.active == on(g.seq) else _flipped(g) for g in old]
+        if not before.same_tree(now):  # resets: the active lineage moved
+            was, now_on = (lineage_intervals(x.head, x.branches) for x in (before, now))
+            old = reflagged(old, lineage_changes(was, now_on))
             moves = {**moves, **await _moves(client, above=before.head)}
         gens = newer + old
         cut = max(before.cutoff, cutoff(gens, most, block))
         kept = [g for g in gens if g.seq > cut] if cut > before.cutoff else gens
         truncated = before.truncated or len(kept) < len(gens)
         lists = Lists(now.head, floor, now.branches, tags, kept, cut, truncated, moves)
-        return lists, newer if grows and cut == before.cutoff else None
+        return lists, newer if cut == before.cutoff else None
     kept, cut, truncated = await _newest(client, most, block)
     kept = [g for g in kept if g.seq <= now.head]  # as above: the next layout's
     lists = Lists(now.head, floor, now.branches, tags, kept, cut, truncated, await _moves(client))
@@ -174,10 +193,6 @@ async def _generations_above(client: AsyncClient, seq: int) -> list[m.Generation
         if cursor is None or cursor <= seq:
             return out
         limit = min(limit * 4, PAGE)
-
-
-def _flipped(g: m.Generation) -> m.Generation:
-    return msgspec.structs.replace(g, active=not g.active)
 
 
 async def _moves(client: AsyncClient, above: int = -1) -> dict[int, mv.ReflogEntry]:
@@ -301,6 +316,19 @@ class Timeline:
         if newer is None or before is None:
             self._whole = await anyio.to_thread.run_sync(layout, lists)
             self._step = None
+        elif not before.same_tree(lists):  # resets: placed again as far as they changed it
+            again = functools.partial(
+                relaid,
+                self._whole,
+                old_branches=before.branches,
+                head=lists.head,
+                branches=lists.branches,
+                newer=newer,
+                moves=lists.moves,
+                truncated=lists.truncated,
+            )
+            r = await anyio.to_thread.run_sync(again)
+            self._whole, self._step = r.layout, (before.head, r.replace, r.count)
         else:
             old = self._whole["rows"]
             self._whole = grown(self._whole, lists, newer)
