@@ -17,6 +17,7 @@ a rewind at 10^5 records and 10^3 branches places tens of rows, not 22,000.
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +44,15 @@ def lineage_changes(
     old: Sequence[tuple[int, int]], new: Sequence[tuple[int, int]]
 ) -> list[tuple[int, int, bool]]:
     """The seq ranges [lo, hi] on one of two lineages only (as `lineage_intervals` gives
-    them), ascending, each with whether it lies on `new`: one sweep of their ends."""
+    them), ascending, each with whether it lies on `new`: one sweep of their ends.
+
+    The oldest intervals the two share (most of a lineage 10^3 branches deep, after a
+    rewind) are left out first: both hold them, so they change nothing.
+    """
+    shared = 0
+    while shared < min(len(old), len(new)) and old[-1 - shared] == new[-1 - shared]:
+        shared += 1
+    old, new = old[: len(old) - shared], new[: len(new) - shared]
     events: list[tuple[int, int, int]] = []  # (seq, which lineage, +1 entering / -1 leaving)
     for side, spans in enumerate((old, new)):
         for lo, hi in spans:
@@ -87,32 +96,41 @@ def relaid(
 
     # The new nodes, newest first, with their branches.
     on_new = {lo for lo, hi in new_lineage if lo <= hi}
-    found: dict[int, tuple[dict[str, Any], int]] = {}
+    nodes: dict[int, tuple[dict[str, Any], int]] = {}
     for g in newer:
         row = node_row(g.seq, g.kind, g.active, agent=g.agent, label=g.label, tags=g.tags)
-        found[g.seq] = (row, g.branch)
+        nodes[g.seq] = (row, g.branch)
     for info in branches:
         if info.id > old_head and info.parent is not None:
             row = node_row(info.id, "reset", info.id in on_new, target=info.origin_seq)
             move = moves.get(info.id)
             if move is not None:
                 row["reason"], row["op"] = move.reason, move.op
-            found[info.id] = (row, info.id)
-    if head not in found:
+            nodes[info.id] = (row, info.id)
+    if head not in nodes:
         holder = branch_holding(head, branches)
-        found[head] = (node_row(head, "tip", True), holder.id if holder else 0)
-    top = sorted(found, reverse=True)
+        nodes[head] = (node_row(head, "tip", True), holder.id if holder else 0)
+    top = sorted(nodes, reverse=True)
 
-    # Their parents: the nearest node below on their lineage, found by seq among all.
-    seqs: list[int] = [r["seq"] for r in reversed(kept)] + top[::-1]  # ascending
+    # Their parents: the nearest node below on their lineage, found by seq among all
+    # (bisects: `top` ascending, `kept` descending; no pass over the 22,000 rows).
+    top.reverse()
     by_id = {b.id: b for b in branches}
+
+    def highest(seq: int) -> int | None:
+        """The highest node at or below `seq`."""
+        i = bisect.bisect_right(top, seq) - 1
+        if i >= 0:
+            return top[i]
+        k = bisect.bisect_left(kept, -seq, key=_descending)
+        return kept[k]["seq"] if k < len(kept) else None
 
     def at_or_below(seq: int, branch: int) -> int:
         # Branches hold disjoint ranges of seqs [id, tip]: a node in [id, seq] is the branch's.
         while True:
-            i = bisect.bisect_right(seqs, seq) - 1
-            if i >= 0 and seqs[i] >= branch:
-                return seqs[i]
+            found = highest(seq)
+            if found is not None and found >= branch:
+                return found
             info = by_id.get(branch)
             if info is None or info.parent is None:
                 return 0  # genesis
@@ -120,8 +138,8 @@ def relaid(
 
     added = []
     now, was = Lanes(), Lanes()
-    for seq in top:
-        row, branch = found[seq]
+    for seq in reversed(top):
+        row, branch = nodes[seq]
         row["parent"] = at_or_below(seq - 1, branch)
         row["col"], row["here"] = now.place(seq, row["parent"]), seq == head
         added.append(row)
@@ -149,9 +167,10 @@ def relaid(
 
     # The active flags, where the lineages differ (genesis is on both).
     for lo, hi, active in lineage_changes(lineage_intervals(old_head, old_branches), new_lineage):
-        a, z = bisect.bisect_left(seqs, lo), bisect.bisect_right(seqs, hi)
-        for k in range(len(kept) - z, len(kept) - a):  # `seqs` ascending, `kept` descending
-            if k >= 0 and kept[k]["active"] != active:
+        a = bisect.bisect_left(kept, -hi, key=_descending)
+        z = bisect.bisect_right(kept, -lo, key=_descending)
+        for k in range(a, z):
+            if kept[k]["active"] != active:
                 changed[k] = dict(changed.get(k, kept[k]), active=active)
     if kept and kept[0]["here"]:
         changed[0] = dict(changed.get(0, kept[0]), here=False)
@@ -164,11 +183,18 @@ def relaid(
         "branches": len(branches),
         "truncated": truncated,
         "total": len(rows),
-        "lanes": 1 + max((r["col"] for r in rows), default=0),
+        "lanes": 1 + max(map(_col, rows), default=0),
         "rows": rows,
     }
     last = max(changed, default=-1) + 1  # rows of `kept` to replace
     return Relaid(layout, dropped + last, len(added) + last)
+
+
+_col = operator.itemgetter("col")
+
+
+def _descending(row: Mapping[str, Any]) -> int:
+    return -int(row["seq"])
 
 
 def _at(lanes: Lanes, i: int) -> int | None:

