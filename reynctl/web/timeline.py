@@ -313,6 +313,14 @@ class Timeline:
                 self._body = await anyio.to_thread.run_sync(msgspec.json.encode, whole)
             return self._body
 
+    async def shown_first(self, client: AsyncClient, first: int) -> bytes | None:
+        """The newest `first` rows (as `get`), for the page itself to carry: its first paint
+        then waits for no request of its own. None before the first layout and while one
+        is being made (a cold one takes half a second: the page comes at once, and asks)."""
+        if self._lists is None or self._lock.locked():
+            return None
+        return await self.get(client, first)
+
     async def _update(self, client: AsyncClient, floor: int) -> None:
         before = self._lists
         lists, newer = await read_lists(client, floor, before, most=self._most, block=self._block)
