@@ -216,11 +216,11 @@ def test_a_grown_layout_equals_a_fresh_one(daemon: Daemon) -> None:
     starting now would lay out; with a small cutoff, so that it moves."""
     rng = random.Random(26)
     daemon.call("wal.append", {"agent": "ada", "kind": "agent.created", "data": {}})
-    most, block = 12, 8
+    most, block, chunk = 12, 8, 3  # chunk: rows per chunk of the body, several
 
     async def body() -> None:
         client = await aio.open_client(daemon.socket)
-        kept = Timeline(most=most, block=block)
+        kept = Timeline(most=most, block=block, chunk=chunk)
         grew = relaid = 0
         try:
             for step in range(120):
@@ -260,7 +260,9 @@ def test_a_grown_layout_equals_a_fresh_one(daemon: Daemon) -> None:
                 if before is not None and kept._lists is not None:
                     same = before.same_tree(kept._lists) and before.cutoff == kept._lists.cutoff
                     grew, relaid = grew + same, relaid + (not same)
-                body_fresh = msgspec.json.decode(await Timeline(most=most, block=block).get(client))
+                body_fresh = msgspec.json.decode(
+                    await Timeline(most=most, block=block, chunk=chunk).get(client)
+                )
                 assert body_kept == body_fresh, (step, op)
         finally:
             await client.aclose()

@@ -25,6 +25,7 @@ import msgspec
 
 from reynctl.aio import AsyncClient
 from reynctl.tui.graph import lineage_intervals
+from reynctl.web.body import CHUNK, Body
 from reynctl.web.lanes import lanes, node_row
 from reynctl.web.relayout import lineage_changes, relaid
 from reynd.protocol import methods as m
@@ -269,8 +270,9 @@ class Timeline:
     other requests go on meanwhile.
     """
 
-    def __init__(self, most: int = MAX_GENERATIONS, block: int = BLOCK) -> None:
+    def __init__(self, most: int = MAX_GENERATIONS, block: int = BLOCK, chunk: int = CHUNK) -> None:
         self._most, self._block = most, block
+        self._encoded = Body(chunk)  # the body, in chunks of rows kept across changes
         self._key: tuple[int, int] | None = None
         self._lists: Lists | None = None
         self._whole: dict[str, Any] = {}
@@ -310,7 +312,7 @@ class Timeline:
             if first is not None:
                 return msgspec.json.encode({**whole, "rows": whole["rows"][:first]})
             if self._body is None:
-                self._body = await anyio.to_thread.run_sync(msgspec.json.encode, whole)
+                self._body = await anyio.to_thread.run_sync(self._encoded.encode, whole)
             return self._body
 
     async def shown_first(self, client: AsyncClient, first: int) -> bytes | None:
@@ -327,6 +329,7 @@ class Timeline:
         if newer is None or before is None:
             self._whole = await anyio.to_thread.run_sync(layout, lists)
             self._step = None
+            self._encoded.changed(0)
         elif not before.same_tree(lists):  # resets: placed again as far as they changed it
             again = functools.partial(
                 relaid,
@@ -339,10 +342,12 @@ class Timeline:
                 truncated=lists.truncated,
             )
             r = await anyio.to_thread.run_sync(again)
+            self._encoded.changed(len(self._whole["rows"]) - r.replace)
             self._whole, self._step = r.layout, (before.head, r.replace, r.count)
         else:
             old = self._whole["rows"]
             self._whole = grown(self._whole, lists, newer)
             replace = 2 if old[0]["kind"] == "tip" else 1  # the old top and the row it stood on
             self._step = (before.head, replace, len(self._whole["rows"]) - len(old) + replace)
+            self._encoded.changed(len(old) - replace)
         self._lists, self._body = lists, None
