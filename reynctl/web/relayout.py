@@ -94,7 +94,7 @@ def relaid(
     kept = old[dropped:]
     new_lineage = lineage_intervals(head, branches)
 
-    # The new nodes, newest first, with their branches.
+    # The new nodes, with their branches.
     on_new = {lo for lo, hi in new_lineage if lo <= hi}
     nodes: dict[int, tuple[dict[str, Any], int]] = {}
     for g in newer:
@@ -110,11 +110,10 @@ def relaid(
     if head not in nodes:
         holder = branch_holding(head, branches)
         nodes[head] = (node_row(head, "tip", True), holder.id if holder else 0)
-    top = sorted(nodes, reverse=True)
+    top = sorted(nodes)
 
     # Their parents: the nearest node below on their lineage, found by seq among all
     # (bisects: `top` ascending, `kept` descending; no pass over the 22,000 rows).
-    top.reverse()
     by_id = {b.id: b for b in branches}
 
     def highest(seq: int) -> int | None:
