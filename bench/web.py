@@ -8,7 +8,10 @@ Chromium (Debian's, through chromedriver) opens the page. Measured:
 - server: GET /api/timeline (every branch's lanes): cold (laid out after a
   change) and warm (the layout of this head, shared by every page);
 - first paint: from navigation start to the first drawn timeline
-  (the page's `timeline-drawn` performance mark), median of page loads;
+  (the page's `timeline-drawn` performance mark), median of page loads, each
+  from a page that had loaded all of its rows; and the same with each load
+  right after the last one's paint (`reload_while_loading_ms`: the browser
+  then first tears down a page still parsing 4 MB of rows, tens of ms);
 - interactions, median in the page: a keypress that moves the selection
   (its redraw), a scroll to the middle of history (its redraw), and a
   selection's detail (state and diff to the tip, read from the daemon);
@@ -124,6 +127,18 @@ def _timeline(web: Any, query: str = "") -> tuple[float, dict[str, Any]]:
     return took, json.loads(body)
 
 
+def _paint(driver: Any, url: str) -> float:
+    """Load the page; its first paint (ms from navigation start)."""
+    driver.get(url)
+    return float(
+        driver.execute_script(
+            "return await new Promise(r => { const f = () => {"
+            " const m = performance.getEntriesByName('timeline-drawn');"
+            " m.length ? r(m[0].startTime) : setTimeout(f, 5) }; f() })"
+        )
+    )
+
+
 def changes(client: Client, web: Any, driver: Any) -> dict[str, list[float]]:
     """With no page open, after each of CHANGES writes by another client: the change of
     the timeline a page showing the last head asks for (GET /api/timeline?since=), and
@@ -177,17 +192,12 @@ def measure(records: int, branches: int, loads: int) -> dict[str, Any]:
                 rows = len(json.loads(body)["rows"])
                 driver = chromium(str(work / "profile"))
                 try:
-                    paints: list[float] = []
-                    for _ in range(loads):
-                        driver.get(web.url)
-                        paints.append(
-                            driver.execute_script(
-                                "return await new Promise(r => { const f = () => {"
-                                " const m = performance.getEntriesByName('timeline-drawn');"
-                                " m.length ? r(m[0].startTime) : setTimeout(f, 5) }; f() })"
-                            )
-                        )
                     driver.set_script_timeout(120)
+                    hurried = [_paint(driver, web.url) for _ in range(loads)]
+                    paints = []
+                    for _ in range(loads):
+                        driver.execute_async_script(LOADED)  # the last page has all its rows
+                        paints.append(_paint(driver, web.url))
                     inter = driver.execute_async_script(MEASURE)
                     client = Client(proc.socket)
                     after = changes(client, web, driver)
@@ -204,6 +214,7 @@ def measure(records: int, branches: int, loads: int) -> dict[str, Any]:
         "server_timeline_cold_ms": round(timeline[0], 1),
         "server_timeline_ms": round(med(timeline[1:]), 1),
         "first_paint_ms": round(med(paints), 1),
+        "reload_while_loading_ms": round(med(hurried), 1),
         "key_ms": round(med(inter["key"]), 2),
         "scroll_ms": round(med(inter["scroll"]), 2),
         "detail_ms": round(med(inter["detail"]), 1),

@@ -16,7 +16,7 @@ from typing import Any
 from reynctl.tui.graph import Nearest, branch_holding, lineage_intervals
 from reynd.protocol import methods as m
 
-__all__ = ["columns", "lanes", "node_row"]
+__all__ = ["Lanes", "columns", "lanes", "node_row"]
 
 
 def lanes(
@@ -78,26 +78,46 @@ def node_row(
 
 
 def columns(seqs: Sequence[int], parents: Sequence[int | None]) -> list[int]:
-    """Each node's column, as the TUI's `layout` places it: nodes newest first.
+    """Each node's column, as the TUI's `layout` places it: nodes newest first (see `Lanes`)."""
+    state = Lanes()
+    return [state.place(seq, parent) for seq, parent in zip(seqs, parents, strict=True)]
+
+
+class Lanes:
+    """The lanes part way down a layout: `place` the next node (newer ones placed before).
 
     A lane waits for a seq (the parent of the node above it in that lane). A node
     takes the leftmost lane waiting for it (the others waiting for it end there),
     else the leftmost free lane, else a new one on the right; its lane then waits
     for its parent. Lanes waiting are found by seq and free ones from a heap:
     O(n log n), where scanning every lane at every row was O(n * lanes).
+
+    What follows a row depends only on `lanes` (what each lane waits for) and the
+    nodes below: two layouts whose lanes are equal at a row place every node
+    below it alike (`reynctl.web.relayout` stops there). `touched`, when a list,
+    collects the lanes each `place` set.
     """
-    lanes: list[int | None] = []  # the seq each lane waits for; None: free
-    waiting: dict[int, list[int]] = {}  # seq -> the lanes waiting for it
-    free: list[int] = []  # a heap of lanes that became free (some taken since)
-    out: list[int] = []
-    for seq, parent in zip(seqs, parents, strict=True):
-        mine = waiting.pop(seq, None)
+
+    __slots__ = ("free", "lanes", "touched", "waiting")
+
+    def __init__(self) -> None:
+        self.lanes: list[int | None] = []  # the seq each lane waits for; None: free
+        self.waiting: dict[int, list[int]] = {}  # seq -> the lanes waiting for it
+        self.free: list[int] = []  # a heap of lanes that became free (some taken since)
+        self.touched: list[int] | None = None
+
+    def place(self, seq: int, parent: int | None) -> int:
+        """The column of the node `seq` (whose parent is `parent`), the next one down."""
+        lanes, free, touched = self.lanes, self.free, self.touched
+        mine = self.waiting.pop(seq, None)
         if mine:
             col = min(mine)
             for i in mine:
                 if i != col:
                     lanes[i] = None
                     heapq.heappush(free, i)
+                    if touched is not None:
+                        touched.append(i)
         else:
             while free and (free[0] >= len(lanes) or lanes[free[0]] is not None):
                 heapq.heappop(free)  # taken again, or cut off the right end
@@ -107,11 +127,12 @@ def columns(seqs: Sequence[int], parents: Sequence[int | None]) -> list[int]:
                 col = len(lanes)
                 lanes.append(None)
         lanes[col] = parent
+        if touched is not None:
+            touched.append(col)
         if parent is None:
             heapq.heappush(free, col)
         else:
-            waiting.setdefault(parent, []).append(col)
+            self.waiting.setdefault(parent, []).append(col)
         while lanes and lanes[-1] is None:
             lanes.pop()
-        out.append(col)
-    return out
+        return col
