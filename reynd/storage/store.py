@@ -58,7 +58,7 @@ from reynd.storage.rebuild import Rebuild, index_event
 from reynd.storage.recovery import RecoveryReport, decode_body
 from reynd.storage.retained import Retained, load_retained
 from reynd.storage.segindex import Chunk
-from reynd.storage.snapshots import SnapshotStore, encode_snapshot
+from reynd.storage.snapshots import SnapshotStore, encode_snapshot, pack_state
 from reynd.storage.wal import Placement, Wal
 
 __all__ = [
@@ -616,6 +616,11 @@ class Store:
     def encode_snapshot(self) -> tuple[int, bytes, int]:
         """Encode the tip's state now: (seq, file bytes, replay bytes it will cover)."""
         return self.state.seq, encode_snapshot(self.state), self._since_snapshot
+
+    def pack_snapshot(self) -> tuple[int, bytes, int]:
+        """The tip's state as msgpack now: (seq, bytes for `snapshots.seal`, replay bytes it
+        will cover). Sealing (compressing) is left to a worker thread."""
+        return self.state.seq, pack_state(self.state), self._since_snapshot
 
     def snapshot_written(self, seq: int, size: int, covered: int) -> None:
         """Index a snapshot written by `snapshots.write` (owner thread)."""
