@@ -265,7 +265,7 @@ def main() -> None:
         return
     for key, value in result.items():
         if key != "targets":
-            print(f"{key:>32}: {value}")
+            print(f"{key:>37}: {value}")
     for t in result["targets"]:
         print(f"{'met' if t['met'] else 'NOT MET':>8}  {t['name']} {t['goal']}: {t['value']}")
 

@@ -164,8 +164,7 @@ def relaid(
             # each node above that one is placed one column right of where it was
             # (`_shifted_until`), with no placing; the old lanes there are read off the
             # old rows, and the two layouts run side by side again from there.
-            for j in range(k, end):
-                cols[j] = kept[j]["col"] + 1
+            cols.update(zip(range(k, end), [c + 1 for c in map(_col, kept[k:end])], strict=True))
             was = Lanes.of(waiting_before(old, dropped + end))
             now = Lanes.of([now.lanes[0], *was.lanes])
             differ = _differing(now, was)
@@ -197,12 +196,14 @@ def relaid(
 
     # Each changed row copied once (the old layout's rows are left as they were).
     rows = added + kept
-    for k in cols.keys() | flags.keys():
-        row = rows[len(added) + k] = kept[k].copy()
-        if k in cols:
-            row["col"] = cols[k]
+    n = len(added)
+    for k, col in cols.items():
+        row = rows[n + k] = kept[k].copy()
+        row["col"] = col
         if k in flags:
-            row["active"] = flags[k]
+            row["active"] = flags.pop(k)
+    for k, active in flags.items():  # those left, whose column is the same
+        rows[n + k] = dict(kept[k], active=active)
     last = 1 + max(max(cols, default=-1), max(flags, default=-1))  # rows of `kept` to replace
     if kept and kept[0]["here"]:
         rows[len(added)] = dict(rows[len(added)], here=False)
