@@ -204,7 +204,8 @@ def relaid(
             row["active"] = flags.pop(k)
     for k, active in flags.items():  # those left, whose column is the same
         rows[n + k] = dict(kept[k], active=active)
-    last = 1 + max(max(cols, default=-1), max(flags, default=-1))  # rows of `kept` to replace
+    # Rows of `kept` to replace (the flags popped above are at rows in `cols`).
+    last = 1 + max(max(cols, default=-1), max(flags, default=-1))
     if kept and kept[0]["here"]:
         rows[len(added)] = dict(rows[len(added)], here=False)
         last = max(last, 1)
