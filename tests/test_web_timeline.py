@@ -20,7 +20,7 @@ from bench.batch import turn_events
 from reynctl import aio
 from reynctl.tui.graph import build_nodes, lineage_intervals
 from reynctl.tui.graph import layout as tui_layout
-from reynctl.web.lanes import lanes
+from reynctl.web.lanes import Lanes, lanes, waiting_before
 from reynctl.web.relayout import lineage_changes, relaid
 from reynctl.web.timeline import Lists, Timeline, layout, reflagged
 from reynd.protocol import methods as m
@@ -207,6 +207,65 @@ def test_a_relaid_layout_equals_a_fresh_one(steps: list[tuple[int, bool, int]], 
         )
         assert newer + reflagged(gens, moved) == now_gens, (steps, every)
         kept, gens, branches, head = again.layout, now_gens, now_branches, now_head
+
+
+@settings(max_examples=200)
+@given(
+    moves=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 10**6)), max_size=16),
+    every=st.integers(1, 3),
+)
+def test_the_lanes_read_off_the_rows_are_the_lanes_placed(
+    moves: list[tuple[int, int]], every: int
+) -> None:
+    """`waiting_before` (the lanes before a row, read off the rows above it) is the state
+    placing the rows down to it leaves, at every row and after the last."""
+    gens, branches, head, _, _ = simulate(moves, every)
+    rows = lanes(gens, branches, head)
+    state = Lanes()
+    for k in range(len(rows) + 1):
+        assert Lanes.of(waiting_before(rows, k)).lanes == state.lanes, (k, moves)
+        if k < len(rows):
+            state.place(rows[k]["seq"], rows[k]["parent"])
+
+
+@settings(max_examples=60)
+@given(
+    branches=st.integers(1, 40),
+    targets=st.lists(st.floats(0, 1), min_size=1, max_size=4),
+    tail=st.integers(0, 3),
+    every=st.integers(1, 3),
+)
+def test_a_layout_after_a_checkout_far_back_equals_a_fresh_one(
+    branches: int, targets: list[float], tail: int, every: int
+) -> None:
+    """A history as the bench's (runs of turns, each followed by a rewind a few back), then
+    checkouts anywhere in it, down to genesis (the whole tree moves one lane right, down to
+    the fork point: `relaid` places no node above it): the layout equals a fresh one."""
+    log = Log()
+    log.append(1)
+    for _ in range(branches):
+        log.append(12)
+        log.reset(log.head - 5)
+    log.append(3)
+    gens, infos, head = log.lists(every)
+    kept = _full(gens, infos, head)
+    for where in targets:
+        log.reset(int(where * log.head))
+        log.append(tail)
+        now_gens, now_infos, now_head = log.lists(every)
+        again = relaid(
+            kept,
+            old_branches=infos,
+            head=now_head,
+            branches=now_infos,
+            newer=[g for g in now_gens if g.seq > head],
+            moves={},
+            truncated=False,
+        )
+        fresh = _full(now_gens, now_infos, now_head)
+        assert again.layout == fresh, (branches, targets, tail, every)
+        assert again.layout["rows"][: again.count] + kept["rows"][again.replace :] == fresh["rows"]
+        kept, infos, head = again.layout, now_infos, now_head
 
 
 def test_a_grown_layout_equals_a_fresh_one(daemon: Daemon) -> None:

@@ -10,13 +10,15 @@ milliseconds, where building the TUI's nodes and lines took most of a second.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+import operator
+from collections.abc import Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 from reynctl.tui.graph import Nearest, branch_holding, lineage_intervals
 from reynd.protocol import methods as m
 
-__all__ = ["Lanes", "columns", "lanes", "node_row"]
+__all__ = ["Lanes", "columns", "lanes", "node_row", "waiting_before"]
 
 
 def lanes(
@@ -106,6 +108,20 @@ class Lanes:
         self.free: list[int] = []  # a heap of lanes that became free (some taken since)
         self.touched: list[int] | None = None
 
+    @classmethod
+    def of(cls, waits: Sequence[int | None]) -> Lanes:
+        """The lanes part way down a layout where lane i waits for `waits[i]` (None: free)."""
+        state = cls()
+        state.lanes = list(waits)
+        while state.lanes and state.lanes[-1] is None:
+            state.lanes.pop()
+        for i, seq in enumerate(state.lanes):
+            if seq is None:
+                state.free.append(i)  # ascending: a heap
+            else:
+                state.waiting.setdefault(seq, []).append(i)
+        return state
+
     def place(self, seq: int, parent: int | None) -> int:
         """The column of the node `seq` (whose parent is `parent`), the next one down."""
         lanes, free, touched = self.lanes, self.free, self.touched
@@ -136,3 +152,18 @@ class Lanes:
         while lanes and lanes[-1] is None:
             lanes.pop()
         return col
+
+
+def waiting_before(rows: Sequence[Mapping[str, Any]], k: int) -> list[int | None]:
+    """What each lane waits for before the `k`-th of a layout's `rows` (newest first) is
+    placed, read off the rows above it (no placing again): a lane waits for the parent of
+    the last node placed in it, until the layout reaches that parent."""
+    last: dict[int, int | None] = {}
+    for col, parent in map(_col_parent, islice(rows, k)):
+        last[col] = parent
+    bottom = rows[k]["seq"] if k < len(rows) else -1  # parents at or below it are to come
+    waits = [last.get(i) for i in range(1 + max(last, default=-1))]
+    return [p if p is not None and p <= bottom else None for p in waits]
+
+
+_col_parent = operator.itemgetter("col", "parent")

@@ -9,9 +9,14 @@ where the two lineages join. So the new layout is the old one's rows with the
 new ones on top, placed again from the top only while its lanes differ from
 the old layout's at the same row (the two are run side by side: below a row
 where they are equal every node is placed alike), and with the active flags
-redone only where lineage(old head) and lineage(new head) differ. It equals
+redone only where lineage(old head) and lineage(new head) differ. Where the
+new layout's lanes are the old ones with one more in front (a reset at the
+top waiting for its target further down: after a checkout far back, the
+whole tree down to it) the rows down to that node are each one column right
+of where they were, with no placing (`_shifted_until`). It equals
 `reynctl.web.timeline.layout` of the same lists (tests/test_web_timeline.py):
-a rewind at 10^5 records and 10^3 branches places tens of rows, not 22,000.
+a rewind at 10^5 records and 10^3 branches places tens of rows, not 22,000,
+and a checkout to genesis none.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reynctl.tui.graph import branch_holding, lineage_intervals
-from reynctl.web.lanes import Lanes, node_row
+from reynctl.web.lanes import Lanes, node_row, waiting_before
 from reynd.protocol import methods as m
 from reynd.protocol import moves as mv
 
@@ -146,37 +151,64 @@ def relaid(
         was.place(old[0]["seq"], old[0]["parent"])
 
     # The old rows placed again while the lanes differ from the old layout's.
-    changed: dict[int, dict[str, Any]] = {}  # index in `kept` -> its new row
-    differ = {i for i in range(max(len(now.lanes), len(was.lanes))) if _at(now, i) != _at(was, i)}
-    now.touched, was.touched = [], []
-    for k, row in enumerate(kept):
-        if not differ:
-            break
+    cols: dict[int, int] = {}  # index in `kept` -> its new column, where it moved
+    differ = _differing(now, was)
+    touched: tuple[list[int], list[int]] = ([], [])  # the lanes each `place` set, in each
+    now.touched, was.touched = touched
+    k = 0
+    while differ and k < len(kept):
+        end = _shifted_until(now, was, kept, k)
+        if end > k:
+            # Lane 0 waits for a node further down and the others are the old lanes one
+            # to the right (after a checkout far back, all of them to its fork point):
+            # each node above that one is placed one column right of where it was
+            # (`_shifted_until`), with no placing; the old lanes there are read off the
+            # old rows, and the two layouts run side by side again from there.
+            cols.update(zip(range(k, end), [c + 1 for c in map(_col, kept[k:end])], strict=True))
+            was = Lanes.of(waiting_before(old, dropped + end))
+            now = Lanes.of([now.lanes[0], *was.lanes])
+            differ = _differing(now, was)
+            now.touched, was.touched = touched
+            k = end
+            continue
+        row = kept[k]
         col = now.place(row["seq"], row["parent"])
         was.place(row["seq"], row["parent"])
         if col != row["col"]:
-            changed[k] = dict(row, col=col)
-        for i in (*now.touched, *was.touched):
+            cols[k] = col
+        for i in (*touched[0], *touched[1]):
             if _at(now, i) != _at(was, i):
                 differ.add(i)
             else:
                 differ.discard(i)
-        now.touched.clear()
-        was.touched.clear()
+        touched[0].clear()
+        touched[1].clear()
+        k += 1
 
     # The active flags, where the lineages differ (genesis is on both).
+    flags: dict[int, bool] = {}  # index in `kept` -> its new active flag, where it changed
     for lo, hi, active in lineage_changes(lineage_intervals(old_head, old_branches), new_lineage):
         a = bisect.bisect_left(kept, -hi, key=_descending)
         z = bisect.bisect_right(kept, -lo, key=_descending)
         for k in range(a, z):
             if kept[k]["active"] != active:
-                changed[k] = dict(changed.get(k, kept[k]), active=active)
-    if kept and kept[0]["here"]:
-        changed[0] = dict(changed.get(0, kept[0]), here=False)
+                flags[k] = active
 
+    # Each changed row copied once (the old layout's rows are left as they were).
     rows = added + kept
-    for k, row in changed.items():
-        rows[len(added) + k] = row
+    n = len(added)
+    for k, col in cols.items():
+        row = rows[n + k] = kept[k].copy()
+        row["col"] = col
+        if k in flags:
+            row["active"] = flags.pop(k)
+    for k, active in flags.items():  # those left, whose column is the same
+        rows[n + k] = dict(kept[k], active=active)
+    # Rows of `kept` to replace (the flags popped above are at rows in `cols`).
+    last = 1 + max(max(cols, default=-1), max(flags, default=-1))
+    if kept and kept[0]["here"]:
+        rows[len(added)] = dict(rows[len(added)], here=False)
+        last = max(last, 1)
     layout = {
         "head": head,
         "branches": len(branches),
@@ -185,7 +217,6 @@ def relaid(
         "lanes": 1 + max(map(_col, rows), default=0),
         "rows": rows,
     }
-    last = max(changed, default=-1) + 1  # rows of `kept` to replace
     return Relaid(layout, dropped + last, len(added) + last)
 
 
@@ -194,6 +225,26 @@ _col = operator.itemgetter("col")
 
 def _descending(row: Mapping[str, Any]) -> int:
     return -int(row["seq"])
+
+
+def _differing(now: Lanes, was: Lanes) -> set[int]:
+    """The lanes that wait for different seqs in the two."""
+    return {i for i in range(max(len(now.lanes), len(was.lanes))) if _at(now, i) != _at(was, i)}
+
+
+def _shifted_until(now: Lanes, was: Lanes, kept: Sequence[Mapping[str, Any]], k: int) -> int:
+    """Where `now` is `was` with a lane waiting for X put in front, the index of the first
+    row from `k` on at or below X (else `k`): up to it, each node is placed one column
+    right of where `was` places it, and the lanes stay so.
+
+    A node other than X is waited for by the same lanes, one right; the leftmost free
+    lane, or a new one, is one right as lane 0 is taken; so it is placed one right and
+    sets the lane one right to its parent, as `was` sets the other.
+    """
+    lanes = now.lanes
+    if len(lanes) != len(was.lanes) + 1 or lanes[0] is None or lanes[1:] != was.lanes:
+        return k
+    return bisect.bisect_left(kept, -lanes[0], lo=k, key=_descending)
 
 
 def _at(lanes: Lanes, i: int) -> int | None:
