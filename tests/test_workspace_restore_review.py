@@ -5,10 +5,9 @@
   store (and write it into the workspace) because of it.
 - A mode-only checkout on a nearly full disk: each file is replaced one at a
   time, so it fits; the preflight must not refuse it.
-
-The `xfail(strict=True)` tests are findings not fixed here: each fails today
-(`pytest --runxfail` shows how), and turns the suite red once fixed, so its
-mark is removed with the fix.
+- The workspace root swapped, made anew or reached through a new symlink;
+  a restore that fails, and what the next steps record meanwhile; a tree
+  deeper than the descriptors the daemon may hold.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 
 from reynd.workspace.blobs import ObjectStore
+from reynd.workspace.dirs import OPEN_LEVELS, Dirs, Unsafe
 from reynd.workspace.model import Item
 from reynd.workspace.preflight import preflight
 from reynd.workspace.restore import restore_tree
@@ -172,10 +172,6 @@ def test_a_deep_tree_under_a_low_fd_limit_is_scanned(short_tmp: Path, ws: Path) 
     d.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the preflight and restore hold one fd per level: refused (EMFILE) under 128",
-)
 def test_a_deep_tree_under_a_low_fd_limit_is_restored(short_tmp: Path, ws: Path) -> None:
     d, g1 = _deep_turns(short_tmp, ws)
     try:
@@ -448,3 +444,34 @@ def test_a_symlink_put_on_the_way_to_the_root_is_never_followed(
         assert paths == ["a.txt"], paths
     finally:
         d.stop()
+
+
+def test_the_restore_s_directory_chain_stays_within_its_descriptors_deep_and_back(
+    short_tmp: Path,
+) -> None:
+    """Down 100 levels, back up to 50 and across: a bounded number of descriptors open,
+    each level still checked, a directory swapped above the open ones still refused."""
+    ws = short_tmp / "ws"
+    deep = "/".join(f"d{i}" for i in range(100))
+    (ws / deep).mkdir(parents=True)
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = fds()
+    with Dirs(ws) as dirs:
+        assert dirs.at(deep) is not None
+        assert fds() - before <= OPEN_LEVELS + 1
+        half = "/".join(f"d{i}" for i in range(50))
+        side = dirs.at(f"{half}/side", create=True)
+        assert side is not None and fds() - before <= OPEN_LEVELS + 1
+        os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=side))
+        assert (ws / half / "side" / "f").exists()
+        assert dirs.at(deep) is not None
+        # A level far above the open ones replaced: found by the check, never followed.
+        moved = ws / "/".join(f"d{i}" for i in range(10))
+        moved.rename(short_tmp / "aside")
+        moved.mkdir()
+        with pytest.raises(Unsafe):
+            dirs.at(f"{half}/side")
+    assert fds() == before
