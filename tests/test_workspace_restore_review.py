@@ -475,3 +475,32 @@ def test_the_restore_s_directory_chain_stays_within_its_descriptors_deep_and_bac
         with pytest.raises(Unsafe):
             dirs.at(f"{half}/side")
     assert fds() == before
+
+
+@pytest.mark.parametrize("watch", ["true", "false"])
+def test_a_start_with_the_root_missing_refuses_writes_until_it_is_back(
+    short_tmp: Path, ws: Path, watch: str
+) -> None:
+    """An unmounted volume, a moved directory: not made anew empty, nothing recorded deleted."""
+    d = start_daemon(short_tmp, config=workspace_config(ws, f"watch = {watch}\n"))
+    try:
+        write(ws, "a.txt", "a1")
+        Agent(d).turn()
+    finally:
+        d.stop()
+    aside = short_tmp / "ws-aside"
+    ws.rename(aside)
+    d = restart(d, short_tmp)
+    try:
+        assert not ws.exists(), "the start made an empty workspace"
+        _append(d, "message.received", message_id="m", text="q")
+        _append(d, "turn.started", turn_id="t", message_id="m")
+        err = _append(d, "turn.ended", turn_id="t", reply="r").get("error")
+        assert err is not None and "is not a directory now" in err["message"], err
+        aside.rename(ws)
+        write(ws, "b.txt", "b1")
+        assert "result" in _append(d, "turn.ended", turn_id="t", reply="r")
+        ops = [op[0] for r in records(d, kind="workspace.files") for op in r["ops"]]
+        assert ops == ["a.txt", "b.txt"], ops
+    finally:
+        d.stop()

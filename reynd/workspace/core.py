@@ -146,15 +146,19 @@ class WorkspaceCore:
 
     def open(self) -> None:
         """Create the directories and load the index (worker thread; `start` calls it)."""
-        made = not self.root.exists()
-        self.root.mkdir(parents=True, exist_ok=True)
-        if made:
-            log.info("workspace.created", root=str(self.root))
-        self._root_ident = root_ident(self.root)
         self.blobs = ObjectStore(self._state / "blobs")
         self.manifests = ObjectStore(self._state / "manifests")
         self.index = TreeIndex(self._state / "trees")
         self.history = History(self._store, self.index, self.manifests)
+        if not self.root.exists():
+            if len(self.index):
+                # Trees are recorded: a missing root is an unmounted volume or a move far
+                # more often than a workspace emptied. Each write refuses until it is back.
+                log.error("workspace.root_missing", root=str(self.root))
+                return
+            self.root.mkdir(parents=True, exist_ok=True)
+            log.info("workspace.created", root=str(self.root))
+        self._root_ident = root_ident(self.root)
 
     def _adopt(self, prepared: Prepared, staged: Iterable[Event]) -> None:
         """The staged batch holds `prepared`: it is the tree as of the batch's last record."""
@@ -227,10 +231,11 @@ class WorkspaceCore:
         """Look at every path at the next look; a watcher starts over on the root now there."""
         self._dirty.full = True
         if self._watcher is not None:
-            self._watcher.close()
+            old, self._watcher = self._watcher, None  # never a closed one left in place
+            old.close()
             try:
                 self._watcher = Watcher(self.root, self._ignore)
-            except WatchUnavailable as exc:
+            except OSError as exc:  # WatchUnavailable, or its scandir out of descriptors
                 self._unwatch(exc)
 
     def _root_moved(self) -> bool:

@@ -189,10 +189,15 @@ class Dirs:
             first -= 1
         for i in range(first, len(self._chain)):
             c = self._chain[i]
-            fd = fsops.open(c.name, DIR_FLAGS, dir_fd=self._chain[i - 1].fd)
+            rel = "/".join(x.name for x in self._chain[1 : i + 1])
+            try:
+                fd = fsops.open(c.name, DIR_FLAGS, dir_fd=self._chain[i - 1].fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                    raise
+                raise Unsafe(f"{rel} changed during the restore: not followed", i) from None
             c.fd = fd
             if ident(os.fstat(fd)) != c.ident:  # moved since verify() saw it
-                rel = "/".join(x.name for x in self._chain[1 : i + 1])
                 raise Unsafe(f"{rel} changed during the restore: not followed", i)
             if i > OPEN_LEVELS:
                 self._close(i - OPEN_LEVELS)

@@ -243,23 +243,7 @@ class Resets(WorkspaceCore):
         """
         started = time.perf_counter()
         crashpoints.hit("workspace.before_restore")
-        restored = Restored()
-        if intent.goal is not None:
-            self._check_root()
-            if current is None:
-                current = scan(self.root, self._ignore, self._cache)
-            if goal is None:
-                goal = flat(self.history.load(intent.goal))
-            restored = restore_tree(self.root, self._ignore, current, goal, self.blobs)
-            if restored.skipped:
-                log.error(
-                    "workspace.restore_skipped",
-                    paths=[p for p, _ in restored.skipped[:SHOWN_PATHS]],
-                    reasons=dict(restored.skipped[:SHOWN_PATHS]),
-                    count=len(restored.skipped),
-                    reason="a directory, symlink, special file or ignored path not recorded "
-                    "is in the way, or a directory changed during the restore",
-                )
+        restored = Restored() if intent.goal is None else self._restore(intent.goal, current, goal)
         crashpoints.hit("workspace.after_restore")
         if intent.backup is not None:  # a journal of 0.1.0: its forced checkout's backup
             self.index.set(intent.head, intent.backup)
@@ -271,8 +255,6 @@ class Resets(WorkspaceCore):
             self.index.set(reset_seq, intent.tip)  # nothing to restore: the files stay
         if restored.failed:
             self.unfinished = Pending(intent.target, reset_seq, restored.failed)
-            assert current is not None and goal is not None  # nothing fails without them
-            self._stuck = owed([p for p, _ in restored.failed], current.tree, goal)
             log.error(
                 "workspace.restore_unfinished",
                 target=intent.target,
@@ -285,7 +267,7 @@ class Resets(WorkspaceCore):
                 effect="the journal stays: the next start finishes the restore",
             )
             return restored
-        self.unfinished, self._stuck = None, {}
+        self.unfinished, self._stuck = None, {}  # a restore superseded is owed nothing
         journal.clear(self._journal)
         log.info(
             "workspace.restored",
@@ -296,6 +278,28 @@ class Resets(WorkspaceCore):
             skipped=len(restored.skipped),
             duration_ms=round((time.perf_counter() - started) * 1e3, 3),
         )
+        return restored
+
+    def _restore(self, digest: str, current: Scan | None, goal: Tree | None) -> Restored:
+        """Make the files the tree `digest` (or `goal`, its flat form), `current` what they hold."""
+        if self._check_root():
+            current = None  # the scan was of the directory that was there before
+        if current is None:
+            current = scan(self.root, self._ignore, self._cache)
+        if goal is None:
+            goal = flat(self.history.load(digest))
+        restored = restore_tree(self.root, self._ignore, current, goal, self.blobs)
+        # What it could not write is its debt until written (`_unstuck`); a success, none.
+        self._stuck = owed([p for p, _ in restored.failed], current.tree, goal)
+        if restored.skipped:
+            log.error(
+                "workspace.restore_skipped",
+                paths=[p for p, _ in restored.skipped[:SHOWN_PATHS]],
+                reasons=dict(restored.skipped[:SHOWN_PATHS]),
+                count=len(restored.skipped),
+                reason="a directory, symlink, special file or ignored path not recorded "
+                "is in the way, or a directory changed during the restore",
+            )
         return restored
 
     def _reset_after(self, intent: journal.Intent) -> int | None:
