@@ -187,10 +187,17 @@ class WorkspaceCore:
         self._watcher = None
         self._dirty.full = True
 
-    def _look(self, objects: ObjectStore | None) -> tuple[dict[str, Item | None], Hasher]:
-        """What differs from the model where the dirty set says (all of it without a watcher)."""
-        self._check_root()
-        self._drain(b"")
+    def _look(
+        self, objects: ObjectStore | None, first: bytes = b""
+    ) -> tuple[dict[str, Item | None], Hasher]:
+        """What differs from the model where the dirty set says (all of it without a watcher).
+
+        `first`: what was read off the watcher already. The stuck paths are
+        looked at too, for `_unstuck`.
+        """
+        if self._check_root():
+            first = b""  # the old watcher's: its watch numbers mean nothing to the new one
+        self._drain(first)
         self._dirty.paths.update(self._stuck)
         hasher = Hasher(self.root, self._cache, objects)
         return observe(self.root, self._ignore, self._dirty, self._model, hasher), hasher
@@ -266,6 +273,7 @@ class WorkspaceCore:
         changes, _ = self._look(None)
         return Scan(flat(apply(self._model, changes)))
 
-    def _scan(self, store: bool) -> dict[str, Item]:
+    def _scan(self) -> Scan:
+        """The whole workspace now, the root checked first (worker thread, locked)."""
         self._check_root()
-        return scan(self.root, self._ignore, self._cache, self.blobs if store else None).tree
+        return scan(self.root, self._ignore, self._cache)

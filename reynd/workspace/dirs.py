@@ -172,12 +172,7 @@ class Dirs:
                 except OSError:
                     same = False
                 if not same:
-                    rel = "/".join(c.name for c in self._chain[1 : i + 1])
-                    raise Unsafe(
-                        f"{rel} changed during the restore (moved, or replaced by a symlink): "
-                        "not followed",
-                        i,
-                    )
+                    raise self._moved(i)
         finally:
             if passing >= 0:
                 os.close(passing)
@@ -189,16 +184,15 @@ class Dirs:
             first -= 1
         for i in range(first, len(self._chain)):
             c = self._chain[i]
-            rel = "/".join(x.name for x in self._chain[1 : i + 1])
             try:
                 fd = fsops.open(c.name, DIR_FLAGS, dir_fd=self._chain[i - 1].fd)
             except OSError as exc:
                 if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
                     raise
-                raise Unsafe(f"{rel} changed during the restore: not followed", i) from None
+                raise self._moved(i) from None
             c.fd = fd
             if ident(os.fstat(fd)) != c.ident:  # moved since verify() saw it
-                raise Unsafe(f"{rel} changed during the restore: not followed", i)
+                raise self._moved(i)
             if i > OPEN_LEVELS:
                 self._close(i - OPEN_LEVELS)
 
@@ -213,6 +207,17 @@ class Dirs:
     def _rel(self, name: str) -> str:
         return "/".join([*(c.name for c in self._chain[1:]), name])
 
+    def _path(self, level: int) -> str:
+        """The path of the directory at `level` of the chain ("" the root)."""
+        return "/".join(c.name for c in self._chain[1 : level + 1])
+
+    def _moved(self, level: int) -> Unsafe:
+        return Unsafe(
+            f"{self._path(level)} changed during the restore (moved, or replaced by a symlink): "
+            "not followed",
+            level,
+        )
+
     def _pop(self, keep: int) -> None:
         while len(self._chain) > keep:
             self._close(len(self._chain) - 1)
@@ -223,12 +228,12 @@ class Dirs:
         c = self._chain[level]
         if c.fd < 0:
             return
-        rel = "/".join(x.name for x in self._chain[1 : level + 1]) or "."
         try:
             if c.dirty:
                 fsops.fsync(c.fd)
         except OSError as exc:
-            self.failed.append((rel, f"fsync of the directory failed: {os_reason(exc)}"))
+            why = f"fsync of the directory failed: {os_reason(exc)}"
+            self.failed.append((self._path(level) or ".", why))
         finally:
             fsops.close(c.fd)
             c.fd, c.dirty = -1, False

@@ -100,8 +100,7 @@ class Resets(WorkspaceCore):
                 )
             if plan is None:
                 return  # no tree as of target (rewind was off): the files stay as they are
-            await trio.to_thread.run_sync(self._check_root)
-            now = await trio.to_thread.run_sync(scan, self.root, self._ignore, self._cache)
+            now = await trio.to_thread.run_sync(self._scan)
             self._dirty.paths.update(changed_paths(flat(self._model), now.tree))  # for _seal
             dirty = unrecorded(flat(self._model), now.tree, self._stuck)
             head = self._store.head
@@ -282,10 +281,8 @@ class Resets(WorkspaceCore):
 
     def _restore(self, digest: str, current: Scan | None, goal: Tree | None) -> Restored:
         """Make the files the tree `digest` (or `goal`, its flat form), `current` what they hold."""
-        if self._check_root():
-            current = None  # the scan was of the directory that was there before
-        if current is None:
-            current = scan(self.root, self._ignore, self._cache)
+        if self._check_root() or current is None:  # a new root: that scan was of the old one
+            current = self._scan()
         if goal is None:
             goal = flat(self.history.load(digest))
         restored = restore_tree(self.root, self._ignore, current, goal, self.blobs)

@@ -35,11 +35,10 @@ from reynd.storage.appender import Appender, TicketT
 from reynd.workspace import journal
 from reynd.workspace.core import Pending, Prepared, RecordStats, file_records, log, resolve_root
 from reynd.workspace.model import Dir, apply, changed, flat
-from reynd.workspace.observe import observe
 from reynd.workspace.refusals import not_stored
 from reynd.workspace.resets import Resets
 from reynd.workspace.retention import GcStats, Retention
-from reynd.workspace.tree import Hasher, RootUnusable, scan, store_dir
+from reynd.workspace.tree import RootUnusable, scan, store_dir
 from reynd.workspace.watch import Watcher, WatchUnavailable
 
 __all__ = ["GcStats", "RecordStats", "Workspace", "resolve_root"]
@@ -129,8 +128,8 @@ class Workspace(Resets, Retention):
         """Mark what changed while the daemon was down, for the next record (once, at start)."""
         try:
             async with self._lock:
-                now = await trio.to_thread.run_sync(self._scan, False)
-                found = changed(flat(self._model), now)
+                now = await trio.to_thread.run_sync(self._scan)
+                found = changed(flat(self._model), now.tree)
                 self._dirty.paths.update(found)
                 if found:
                     log.info("workspace.changed_while_down", paths=len(found))
@@ -209,12 +208,8 @@ class Workspace(Resets, Retention):
 
     def _prepare(self, first: bytes, boundary: bool) -> Prepared:
         """Look at what the watcher says changed; store new content (worker thread, locked)."""
-        if self._check_root():
-            first = b""  # the old watcher's: its watch numbers mean nothing to the new one
-        self._drain(first)
-        self._dirty.paths.update(self._stuck)  # looked at, for _unstuck
-        hasher = Hasher(self.root, self._cache, self.blobs)
-        changes = self._unstuck(observe(self.root, self._ignore, self._dirty, self._model, hasher))
+        looked, hasher = self._look(self.blobs, first)
+        changes = self._unstuck(looked)
         self.blobs.sync()  # every blob a record names is durable before it is staged
         model = apply(self._model, changes)
         root = None
