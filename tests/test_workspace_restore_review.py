@@ -36,6 +36,17 @@ from tests.test_workspace import Agent, gc_daemon, wait_tree_file, write
 from tests.test_workspace_restore import UNRESTORABLE, checkout, snapshot
 
 
+def file_ops(d: Daemon, after: int = 0) -> list[tuple[str, str]]:
+    """(path, kind) of each file op in the workspace.files records above `after`, in order."""
+    return [
+        (op[0], op[1]) for r in records(d, after=after, kind="workspace.files") for op in r["ops"]
+    ]
+
+
+def recorded_paths(d: Daemon, after: int = 0) -> list[str]:
+    return [path for path, _ in file_ops(d, after)]
+
+
 def _manifests_with(state_dir: Path, name: str, ref: str) -> list[Path]:
     out = []
     for p in state_dir.rglob("*"):
@@ -162,7 +173,7 @@ def _deep_turns(short_tmp: Path, ws: Path) -> tuple[Daemon, int]:
     g1 = agent.turn()  # before: storage_unavailable EMFILE, every turn (one fd per level)
     write(ws, f"{DEEP}/leaf.txt", "two")
     agent.turn()
-    paths = [op[0] for r in records(d, kind="workspace.files") for op in r["ops"]]
+    paths = recorded_paths(d)
     assert f"{DEEP}/leaf.txt" in paths, d.stderr()[-3000:]
     return d, g1
 
@@ -231,7 +242,7 @@ def test_a_pending_restore_is_not_finished_by_recording_what_it_failed_to_restor
         for content in writes:
             write(ws, "b.txt", content)
             agent.turn()
-        after = [op[0] for r in records(d, after=reset, kind="workspace.files") for op in r["ops"]]
+        after = recorded_paths(d, after=reset)
         assert after == ["d.txt"] + ["b.txt"] * (writes[-1:] != ["b1"] and len(writes) > 0), after
     finally:
         d.stop()
@@ -248,8 +259,10 @@ def test_a_pending_restore_is_not_finished_by_recording_what_it_failed_to_restor
 def test_what_a_failed_restore_left_does_not_refuse_the_next_checkout(
     short_tmp: Path, ws: Path, watch: str
 ) -> None:
-    d, _, g2, _ = _failed_checkout(short_tmp, ws, watch, ONE_FILE)
+    d, agent, g2, _ = _failed_checkout(short_tmp, ws, watch, ONE_FILE)
     try:
+        write(ws, "d.txt", "d1")
+        agent.turn()  # a record between: b.txt, not written, stays owed
         assert d.call("checkout", {"seq": g2, "dry_run": True})["preview"]["unrecorded_count"] == 0
         assert "result" in checkout(d, g2), "b.txt, left by the failed restore, refused it"
         assert (ws / "b.txt").read_text() == "b2"
@@ -300,7 +313,7 @@ def test_a_workspace_root_replaced_by_a_symlink_is_not_recorded_as_everything_de
         aside.rename(ws)
         write(ws, "b.txt", "b1")
         assert "result" in _append(d, "turn.ended", turn_id="t2", reply="r")
-        ops = [op[0] for r in records(d, kind="workspace.files") for op in r["ops"]]
+        ops = recorded_paths(d)
         assert ops == ["a.txt", "b.txt"], "deletions, or a file read through the link"
     finally:
         d.stop()
@@ -417,7 +430,7 @@ def test_a_workspace_root_made_anew_is_taken_and_watched(
         agent.turn()
         write(ws, "c.txt", "c1")
         agent.turn()
-        ops = [(op[0], op[1]) for r in records(d, kind="workspace.files") for op in r["ops"]]
+        ops = file_ops(d)
         assert [p for p, _ in ops] == ["a.txt", "a.txt", "b.txt", "c.txt"], ops
         assert ops[1][1] == "-", f"a.txt not recorded deleted: {ops}"
     finally:
@@ -440,7 +453,7 @@ def test_a_symlink_put_on_the_way_to_the_root_is_never_followed(
         (short_tmp / "p").rename(short_tmp / "p.old")
         (short_tmp / "p").symlink_to(other)
         _turn_end_refused(d, "t1")
-        paths = [op[0] for r in records(d, kind="workspace.files") for op in r["ops"]]
+        paths = recorded_paths(d)
         assert paths == ["a.txt"], paths
     finally:
         d.stop()
@@ -500,7 +513,7 @@ def test_a_start_with_the_root_missing_refuses_writes_until_it_is_back(
         aside.rename(ws)
         write(ws, "b.txt", "b1")
         assert "result" in _append(d, "turn.ended", turn_id="t", reply="r")
-        ops = [op[0] for r in records(d, kind="workspace.files") for op in r["ops"]]
+        ops = recorded_paths(d)
         assert ops == ["a.txt", "b.txt"], ops
     finally:
         d.stop()
