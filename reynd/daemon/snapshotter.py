@@ -76,5 +76,5 @@ class Snapshotter:
             return len(data)
 
         size = await trio.to_thread.run_sync(publish)
-        store.snapshot_written(seq, size, covered)
+        store.snapshot_written(seq, size, covered, len(packed))
         log.debug("snapshot.written", seq=seq, bytes=size)

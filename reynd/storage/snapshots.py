@@ -109,6 +109,11 @@ def decode_snapshot(data: bytes, path: Path) -> RuntimeState:
     Raises UnsupportedVersion for a newer format and CorruptionError for any
     damage, never another exception.
     """
+    return _decode(data, path)[0]
+
+
+def _decode(data: bytes, path: Path) -> tuple[RuntimeState, int]:
+    """`decode_snapshot`, and the length of the state's msgpack."""
     if len(data) < _HEADER.size:
         raise CorruptionError(path, 0, None, "snapshot shorter than its header")
     magic, version, seq, length, crc, header_crc = _HEADER.unpack_from(data)
@@ -137,7 +142,7 @@ def decode_snapshot(data: bytes, path: Path) -> RuntimeState:
         raise CorruptionError(path, _HEADER.size, seq, f"snapshot does not decode: {exc}") from None
     if state.seq != seq:
         raise CorruptionError(path, 0, seq, f"payload is as of seq {state.seq}, header says {seq}")
-    return state
+    return state, len(payload)
 
 
 def _inflate(payload: bytes, path: Path, seq: int) -> bytes:
@@ -156,6 +161,8 @@ class SnapshotStore:
         self.dir = directory
         self.seqs: list[int] = []  # ascending, files known to be intact at open
         self.sizes: dict[int, int] = {}
+        # The msgpack bytes of each state (before compression) written or loaded here.
+        self.packed: dict[int, int] = {}
         self._times: dict[int, float] = {}  # when each was written (retention by age)
 
     @classmethod
@@ -202,12 +209,15 @@ class SnapshotStore:
         fsops.replace(tmp, final)
         fsync_dir(self.dir)
 
-    def add(self, seq: int, size: int) -> None:
-        """Index a snapshot once `write` returned (owner thread)."""
+    def add(self, seq: int, size: int, packed: int | None = None) -> None:
+        """Index a snapshot once `write` returned (owner thread); `packed`, if
+        known, is the length of its state's msgpack."""
         i = bisect_right(self.seqs, seq)
         if i == 0 or self.seqs[i - 1] != seq:
             self.seqs.insert(i, seq)
         self.sizes[seq] = size
+        if packed is not None:
+            self.packed[seq] = packed
         self._times.setdefault(seq, time.time())
 
     def times(self) -> dict[int, float]:
@@ -220,12 +230,14 @@ class SnapshotStore:
         fsync_dir(self.dir)
         self.seqs.remove(seq)
         del self.sizes[seq]
+        self.packed.pop(seq, None)
         self._times.pop(seq, None)
 
     def load(self, seq: int) -> RuntimeState:
         """Read and validate one snapshot."""
         path = self.path(seq)
-        return decode_snapshot(path.read_bytes(), path)
+        state, self.packed[seq] = _decode(path.read_bytes(), path)
+        return state
 
     def discard(self, seq: int, reason: str) -> None:
         """Set a damaged snapshot aside (renamed, not deleted) and forget it."""
@@ -237,4 +249,5 @@ class SnapshotStore:
         if seq in self.sizes:
             self.seqs.remove(seq)
             del self.sizes[seq]
+            self.packed.pop(seq, None)
             self._times.pop(seq, None)
