@@ -113,6 +113,29 @@ def test_having_keeps_the_records_that_hold_a_string(daemon: Daemon) -> None:
     assert err["code"] == -32602 and "having" in err["message"]
 
 
+def test_turn_keeps_the_records_since_that_turn_in_flight_started(daemon: Daemon) -> None:
+    def turn_read(agent: str = "a") -> list[int]:
+        return seqs(daemon.call("wal.read", {"agent": agent, "turn": "t", "having": ["keep"]}))
+
+    append(daemon, "a", "agent.created", options={"id": "keep"})
+    append(daemon, "a", "message.received", message_id="m", text="hi")
+    assert turn_read() == []  # turn t not in flight: nothing
+    first = append(daemon, "a", "turn.started", turn_id="t", message_id="m")
+    step = append(daemon, "a", "step.started", turn_id="t", step=0, input={"k": "keep"})
+    assert turn_read() == [step]  # the created record is before the turn: left out
+    append(daemon, "a", "turn.ended", turn_id="t", outcome="aborted")
+    assert turn_read() == []  # ended: what it held is gone
+    append(daemon, "a", "message.received", message_id="m2", text="again")
+    again = append(daemon, "a", "turn.started", turn_id="t", message_id="m2")
+    later = append(daemon, "a", "step.started", turn_id="t", step=0, input={"k": "keep"})
+    assert turn_read() == [later]  # the earlier turn's records are not searched
+    plain = daemon.call("wal.read", {"agent": "a", "turn": "t"})
+    assert seqs(plain) == [again, later]
+    daemon.call("rewind", {"seq": step})  # back inside the first turn
+    assert turn_read() == [step] and first < step
+    assert turn_read("nobody") == []
+
+
 def test_get_returns_the_agents_records_on_the_active_lineage(daemon: Daemon) -> None:
     a0 = append(daemon, "a", "agent.created")
     b0 = append(daemon, "b", "agent.created")

@@ -139,16 +139,20 @@ class ThreadStore(Generic[V]):
         return self.kind.agent_name(tid) in self._threads
 
     def find(
-        self, tid: str, having: list[str], *, since: int = 0
+        self, tid: str, having: list[str], *, since: int = 0, opened: bool = False
     ) -> tuple[str, list[dict[str, Any]], int] | None:
         """The thread's agent name, its records above `since` that hold one of `having` as a
         JSON string (wal.read's `having`) and the tip they are exact at; None when `since`
-        is no longer on the active lineage (a rewind). What the writer holds is left as it
-        is."""
+        is no longer on the active lineage (a rewind). `opened`: only those since the thread
+        last opened (wal.read's `turn`; none when it is closed). What the writer holds is
+        left as it is."""
         name = self.kind.agent_name(tid)
+        turn = self.kind.turn if opened else None
         out: list[dict[str, Any]] = []
         while True:
-            page = self.conn().read(agent=name, since=since, limit=READ_PAGE, having=having)
+            page = self.conn().read(
+                agent=name, since=since, limit=READ_PAGE, having=having, turn=turn
+            )
             if page.common < since:
                 return None
             out.extend(page.events)

@@ -46,6 +46,9 @@ class WalReadApi:
         # No agent at the tip: none of its records is on the active lineage. An
         # agent is created once per lineage, so nothing of it lies below that.
         lo = head + 1 if agent is None else max(common + 1, agent.created_seq, store.floor)
+        if p.turn is not None and agent is not None:
+            chain = next((c for c in agent.pending_chains if c.turn_id == p.turn), None)
+            lo = head + 1 if chain is None else max(lo, chain.started_seq)
         # Ascending, clipped: the active lineage is fixed for this call (captured on the loop).
         spans = [(max(a, lo), b) for a, b in lineage.active_intervals() if b >= lo]
         async with self._reads.shared():  # GC never deletes a segment a read uses

@@ -52,6 +52,11 @@ class WalReadParams(Params, kw_only=True):
     # bytes, so a few records of a long lineage cost what they hold plus a scan in C
     # of the rest. Empty: every record.
     having: Annotated[list[Needle], msgspec.Meta(max_length=MAX_HAVING)] = []
+    # Only the records since the agent's turn `turn` in flight started (its
+    # `turn.started` and after); none when that turn is not in flight. A reader
+    # that keeps an object open as a turn (an external agent) skips what a close
+    # hid without searching for it, and a long thread's earlier lives unread.
+    turn: str | None = None
 
 
 class WalReadResult(Result, kw_only=True):
