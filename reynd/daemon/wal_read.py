@@ -22,6 +22,10 @@ __all__ = ["WalReadApi"]
 
 # Below this many records to scan the read runs on the event loop (cheaper than the thread hop).
 _CHEAP = 256
+# Below this many bytes to search, a `having` read runs on the event loop too (a short
+# thread's search takes well under a millisecond; the hop to a worker and back costs
+# two wake-ups, several milliseconds on a loaded machine).
+_CHEAP_SEARCH = 1 << 20
 
 
 class WalReadApi:
@@ -54,7 +58,12 @@ class WalReadApi:
         async with self._reads.shared():  # GC never deletes a segment a read uses
             needles = [msgspec.json.encode(n) for n in p.having]
             collect = partial(_collect, store, spans, p.agent, p.limit, head, needles=needles)
-            if sum(b - a + 1 for a, b in spans) <= _CHEAP:
+            # A search costs its bytes (a scan in C), a plain read its records (each decoded).
+            if (
+                sum(store.wal.span_bytes(a, b) for a, b in spans if a <= b) <= _CHEAP_SEARCH
+                if needles
+                else sum(b - a + 1 for a, b in spans) <= _CHEAP
+            ):
                 events, upto, more = collect()
             else:
                 events, upto, more = await trio.to_thread.run_sync(collect)
