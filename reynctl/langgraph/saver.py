@@ -247,10 +247,12 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         # writes, its children's puts. An id is a long string, rare in the bytes: the
         # search runs at memory speed, where "drop_runs" or "turn.ended" (a quote, then
         # common letters) crawled through every record of the thread at a tenth of it.
-        naming = self._store.find(tid, [cid], opened=True)
+        naming = self._store.find_needed(tid, [cid])
         if naming is None:
             return _UNSURE
-        name, found, upto = naming
+        # With the records they say they need (`need`, `need_of`): one round trip.
+        name, found, upto, needed = naming
+        have = {e["seq"]: e for e in [*needed, *found]}
         saved = _replayed(found).checkpoints.get(ns, {}).get(cid)
         if saved is None:
             return None
@@ -276,14 +278,16 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             return None
         need = set(saved.need)
         if saved.need_of is not None:
-            full = self._store.get(name, [saved.need_of])
-            listed = full[0].get("input", {}).get("need") if full else None
+            full = have.get(saved.need_of)
+            listed = full.get("input", {}).get("need") if full else None
             if not isinstance(listed, builtins.list):
                 return _UNSURE
             need.update(seqs(listed))
-        records = self._store.get(name, sorted(need))
-        if len(records) != len(need):
-            return _UNSURE
+        records = [have[s] for s in sorted(need) if s in have]
+        if len(records) != len(need):  # fetched apart: more than a page, or a rewind
+            records = self._store.get(name, sorted(need))
+            if len(records) != len(need):
+                return _UNSURE
         put = next(e for e in found if e["seq"] == saved.seq)
         view = ThreadView()
         for event in [*records, put]:

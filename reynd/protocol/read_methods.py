@@ -57,6 +57,12 @@ class WalReadParams(Params, kw_only=True):
     # that keeps an object open as a turn (an external agent) skips what a close
     # hid without searching for it, and a long thread's earlier lives unread.
     turn: str | None = None
+    # Also the records the found ones say they need, in `needed` (one round trip where a
+    # reader would call wal.get twice): a record whose `input` lists `need` (seqs,
+    # ascending, each but the first as the gap from the one before) brings those, and
+    # one whose `input` names `need_of` (a seq) brings that record's own `need` too.
+    # The convention of external agents' step records (reynctl.langgraph's puts).
+    need: bool = False
 
 
 class WalReadResult(Result, kw_only=True):
@@ -76,6 +82,10 @@ class WalReadResult(Result, kw_only=True):
     upto: int
     events: list[dict[str, Any]]
     more: bool = False
+    # With `need`: the records the events need that are the agent's, on the active lineage
+    # and not among `events`, oldest first, each as in `events` (at most the read's limit;
+    # a reader checks that it has what it needs).
+    needed: list[dict[str, Any]] = []
 
 
 class WalGetParams(Params, kw_only=True):
