@@ -231,7 +231,8 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         run (a tombstone can hide it): replayed, they tell whether the full view holds it and
         its pending writes, wherever they were written.
         Its put lists the seqs of the records its value is read from (its chain of diffs,
-        each channel version's put and bases, their parts), fetched by seq. _UNSURE when
+        each channel version's put and bases, their parts), which the daemon sends with the
+        search's answer (wal.read's `need`; by seq with wal.get when some are missing). _UNSURE when
         the put lists nothing (an older saver wrote it, or a value was split across parts
         in its own request) or a record is missing (a copied thread's list names the
         source's seqs): the caller reads the whole thread.
