@@ -8,12 +8,18 @@ Chromium (Debian's, through chromedriver) opens the page. Measured:
 - server: GET /api/timeline (every branch's lanes): cold (laid out after a
   change) and warm (the layout of this head, shared by every page);
 - first paint: from navigation start to the first drawn timeline
-  (the page's `timeline-drawn` performance mark), median of page loads;
+  (the page's `timeline-drawn` performance mark), median of page loads, each
+  from a page that had loaded all of its rows; and the same with each load
+  right after the last one's paint (`reload_while_loading_ms`: the browser
+  then first tears down a page still parsing 4 MB of rows, tens of ms);
 - interactions, median in the page: a keypress that moves the selection
   (its redraw), a scroll to the middle of history (its redraw), and a
   selection's detail (state and diff to the tip, read from the daemon);
 - after a change: GET /api/timeline right after another client's write (a
-  turn) and right after a rewind (the layout of the new head), and the live
+  turn) and right after a rewind (the layout of the new head); right after
+  a checkout far back (to a checkpoint in the oldest tenth of the drawn
+  rows: every row moves a lane right) the change a page showing the last
+  head asks for (`?since=`, nearly every row); and the live
   update: from another client's write to the page showing its new head
   (the daemon's notification, the page's reload, its redraw).
 
@@ -51,6 +57,7 @@ GOALS = {
     "scroll_ms": "< 100",
     "detail_ms": "< 100",
     "server_timeline_after_write_ms": "< 100",
+    "server_timeline_after_far_checkout_ms": "< 100",
     "live_update_ms": "< 100",
 }
 
@@ -112,6 +119,9 @@ poll();
 """
 
 
+_NO_CHECKPOINT = ("genesis", "reset", "tip")
+
+
 def _turn(client: Client, i: int) -> None:
     client.call("wal.append_batch", {"agent": "ada", "events": turn_events(10**6 + i, "w")})
 
@@ -124,12 +134,26 @@ def _timeline(web: Any, query: str = "") -> tuple[float, dict[str, Any]]:
     return took, json.loads(body)
 
 
+def _paint(driver: Any, url: str) -> float:
+    """Load the page; its first paint (ms from navigation start)."""
+    driver.get(url)
+    return float(
+        driver.execute_script(
+            "return await new Promise(r => { const f = () => {"
+            " const m = performance.getEntriesByName('timeline-drawn');"
+            " m.length ? r(m[0].startTime) : setTimeout(f, 5) }; f() })"
+        )
+    )
+
+
 def changes(client: Client, web: Any, driver: Any) -> dict[str, list[float]]:
     """With no page open, after each of CHANGES writes by another client: the change of
     the timeline a page showing the last head asks for (GET /api/timeline?since=), and
     after each of CHANGES rewinds: the whole timeline; then with the page open, from
-    each of CHANGES writes by another client until the page has drawn it."""
-    out: dict[str, list[float]] = {"write": [], "rewind": [], "live": []}
+    each of CHANGES rewinds: the whole timeline; after each of CHANGES checkouts far back,
+    the change since the last head; then with the page open, from each of CHANGES writes
+    by another client until the page has drawn it."""
+    out: dict[str, list[float]] = {"write": [], "rewind": [], "far": [], "live": []}
     driver.get("about:blank")  # so that no page asks for the layout of a new head first
     head = _timeline(web)[1]["head"]
     for i in range(CHANGES):
@@ -143,6 +167,18 @@ def changes(client: Client, web: Any, driver: Any) -> dict[str, list[float]]:
     for g in gens[10:]:
         client.call("rewind", {"seq": g["seq"], "reason": "bench"})
         out["rewind"].append(_timeline(web)[0])
+    # Checkpoints in the oldest tenth of the rows drawn, spread: each checkout moves the
+    # whole tree down to it (the rows of the old lineage leave column 0).
+    _, body = _timeline(web)
+    rows = body["rows"]
+    far = [r["seq"] for r in rows[len(rows) * 9 // 10 :] if r["kind"] not in _NO_CHECKPOINT]
+    head = body["head"]
+    for seq in far[:: max(1, len(far) // CHANGES)][:CHANGES]:
+        client.call("checkout", {"seq": seq, "reason": "bench far"})
+        took, body = _timeline(web, f"?since={head}")
+        assert body.get("since") == head and body["replace"] > len(rows) // 2, "not far"
+        out["far"].append(took)
+        head = body["head"]
     driver.get(web.url)
     driver.execute_async_script(LOADED)
     for i in range(CHANGES):
@@ -177,17 +213,12 @@ def measure(records: int, branches: int, loads: int) -> dict[str, Any]:
                 rows = len(json.loads(body)["rows"])
                 driver = chromium(str(work / "profile"))
                 try:
-                    paints: list[float] = []
-                    for _ in range(loads):
-                        driver.get(web.url)
-                        paints.append(
-                            driver.execute_script(
-                                "return await new Promise(r => { const f = () => {"
-                                " const m = performance.getEntriesByName('timeline-drawn');"
-                                " m.length ? r(m[0].startTime) : setTimeout(f, 5) }; f() })"
-                            )
-                        )
                     driver.set_script_timeout(120)
+                    hurried = [_paint(driver, web.url) for _ in range(loads)]
+                    paints = []
+                    for _ in range(loads):
+                        driver.execute_async_script(LOADED)  # the last page has all its rows
+                        paints.append(_paint(driver, web.url))
                     inter = driver.execute_async_script(MEASURE)
                     client = Client(proc.socket)
                     after = changes(client, web, driver)
@@ -204,12 +235,14 @@ def measure(records: int, branches: int, loads: int) -> dict[str, Any]:
         "server_timeline_cold_ms": round(timeline[0], 1),
         "server_timeline_ms": round(med(timeline[1:]), 1),
         "first_paint_ms": round(med(paints), 1),
+        "reload_while_loading_ms": round(med(hurried), 1),
         "key_ms": round(med(inter["key"]), 2),
         "scroll_ms": round(med(inter["scroll"]), 2),
         "detail_ms": round(med(inter["detail"]), 1),
         "detail_spread_ms": [round(min(inter["detail"]), 1), round(max(inter["detail"]), 1)],
         "server_timeline_after_write_ms": round(med(after["write"]), 1),
         "server_timeline_after_rewind_ms": round(med(after["rewind"]), 1),
+        "server_timeline_after_far_checkout_ms": round(med(after["far"]), 1),
         "live_update_ms": round(med(after["live"]), 1),
         "live_update_spread_ms": [round(min(after["live"]), 1), round(max(after["live"]), 1)],
     }
@@ -232,7 +265,7 @@ def main() -> None:
         return
     for key, value in result.items():
         if key != "targets":
-            print(f"{key:>32}: {value}")
+            print(f"{key:>37}: {value}")
     for t in result["targets"]:
         print(f"{'met' if t['met'] else 'NOT MET':>8}  {t['name']} {t['goal']}: {t['value']}")
 

@@ -23,13 +23,6 @@ def _message(i: int) -> ev.MessageReceived:
     return ev.MessageReceived(agent="a", message_id=f"m{i}", text=f"hello {i}")
 
 
-def _snapshot(store: Store) -> int:
-    seq, data, covered = store.encode_snapshot()
-    store.snapshots.write(data, seq)
-    store.snapshot_written(seq, len(data), covered)
-    return seq
-
-
 def _flip(path: Path) -> None:
     data = path.read_bytes()
     path.write_bytes(data[:40] + bytes([data[40] ^ 0x10]) + data[41:])
@@ -42,10 +35,10 @@ async def test_an_as_of_read_falls_back_past_damaged_snapshots_on_loop_and_threa
         store.append([ev.AgentCreated(agent="a")])
         for i in range(20):
             store.append([_message(i)])
-        far = _snapshot(store)  # 229 records below the target: replayed on a thread
+        far = store.snapshot_now()  # 229 records below the target: replayed on a thread
         for i in range(20, 199):
             store.append([_message(i)])
-        near = _snapshot(store)  # 50 records below it: replayed on the loop
+        near = store.snapshot_now()  # 50 records below it: replayed on the loop
         for i in range(199, 260):
             store.append([_message(i)])
         target = 250

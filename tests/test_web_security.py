@@ -192,3 +192,22 @@ def test_the_servers_connections_send_without_delay() -> None:
         with conn:
             assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
             assert client.fileno() >= 0
+
+
+def test_the_page_carries_its_first_rows_and_no_label_ends_their_script(
+    web: Web, shared_daemon: Daemon
+) -> None:
+    """The rows of the first paint come in the page (a data block, when the layout is at
+    hand): as /api/timeline gives them, with "<" escaped, so a message cannot end the block
+    and run as the page's script."""
+    text = "</script><script>alert(1)</script><!--"
+    shared_daemon.call("agents.send", {"agent": "a", "text": text, "wait": True})
+    status, raw, _ = web.request("GET", "/api/timeline?first=100")  # laid out: at hand
+    assert status == 200
+    status, page, _ = web.request("GET", "/")
+    assert status == 200
+    block = page.split(b'<script type="application/json" id="first-rows">', 1)[1]
+    block = block.split(b"</script>", 1)[0]
+    assert b"<" not in block
+    assert json.loads(block) == json.loads(raw)
+    assert any(text in row["label"] for row in json.loads(block)["rows"])

@@ -5,10 +5,9 @@
   store (and write it into the workspace) because of it.
 - A mode-only checkout on a nearly full disk: each file is replaced one at a
   time, so it fits; the preflight must not refuse it.
-
-The `xfail(strict=True)` tests are findings not fixed here: each fails today
-(`pytest --runxfail` shows how), and turns the suite red once fixed, so its
-mark is removed with the fix.
+- The workspace root swapped, made anew or reached through a new symlink;
+  a restore that fails, and what the next steps record meanwhile; a tree
+  deeper than the descriptors the daemon may hold.
 """
 
 from __future__ import annotations
@@ -16,13 +15,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from reynd.workspace.blobs import ObjectStore
+from reynd.workspace.dirs import OPEN_LEVELS, Dirs, Unsafe
 from reynd.workspace.model import Item
 from reynd.workspace.preflight import preflight
 from reynd.workspace.restore import restore_tree
@@ -32,6 +34,17 @@ from tests.harness import Daemon, small_tmpfs, start_daemon
 from tests.runtime_helpers import records, restart
 from tests.test_workspace import Agent, gc_daemon, wait_tree_file, write
 from tests.test_workspace_restore import UNRESTORABLE, checkout, snapshot
+
+
+def file_ops(d: Daemon, after: int = 0) -> list[tuple[str, str]]:
+    """(path, kind) of each file op in the workspace.files records above `after`, in order."""
+    return [
+        (op[0], op[1]) for r in records(d, after=after, kind="workspace.files") for op in r["ops"]
+    ]
+
+
+def recorded_paths(d: Daemon, after: int = 0) -> list[str]:
+    return [path for path, _ in file_ops(d, after)]
 
 
 def _manifests_with(state_dir: Path, name: str, ref: str) -> list[Path]:
@@ -160,7 +173,7 @@ def _deep_turns(short_tmp: Path, ws: Path) -> tuple[Daemon, int]:
     g1 = agent.turn()  # before: storage_unavailable EMFILE, every turn (one fd per level)
     write(ws, f"{DEEP}/leaf.txt", "two")
     agent.turn()
-    paths = [op[0] for r in records(d, kind="workspace.files") for op in r["ops"]]
+    paths = recorded_paths(d)
     assert f"{DEEP}/leaf.txt" in paths, d.stderr()[-3000:]
     return d, g1
 
@@ -170,10 +183,6 @@ def test_a_deep_tree_under_a_low_fd_limit_is_scanned(short_tmp: Path, ws: Path) 
     d.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the preflight and restore hold one fd per level: refused (EMFILE) under 128",
-)
 def test_a_deep_tree_under_a_low_fd_limit_is_restored(short_tmp: Path, ws: Path) -> None:
     d, g1 = _deep_turns(short_tmp, ws)
     try:
@@ -184,77 +193,128 @@ def test_a_deep_tree_under_a_low_fd_limit_is_restored(short_tmp: Path, ws: Path)
         d.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="with full scans the failed path is recorded as the next turn's change",
-)
-def test_a_pending_restore_is_not_finished_by_recording_what_it_failed_to_restore(
-    short_tmp: Path, ws: Path
-) -> None:
+def _failed_checkout(
+    short_tmp: Path, ws: Path, watch: str, point: str
+) -> tuple[Daemon, Agent, int, int]:
+    """Files a1 b1 c1 (turn g1), then a2 b2 c2 (g2); a checkout to g1 fails at `point`.
+
+    Returns the daemon, its agent, g2 and the reset's seq.
+    """
     d = start_daemon(
         short_tmp,
-        config=workspace_config(ws, "watch = false\n"),  # every boundary scans everything
-        env={"REYN_CRASH_AT": "workspace.restore.file:2:eio"},
+        config=workspace_config(ws, f"watch = {watch}\n"),  # false: every boundary scans all
+        env={"REYN_CRASH_AT": point},
     )
+    agent = Agent(d)
+    for name in ("a", "b", "c"):
+        write(ws, f"{name}.txt", f"{name}1")
+    g1 = agent.turn()
+    for name in ("a", "b", "c"):
+        write(ws, f"{name}.txt", f"{name}2")
+    g2 = agent.turn()
+    assert checkout(d, g1)["error"]["data"]["stage"] == "restore"
+    return d, agent, g2, d.call("daemon.status")["head"]
+
+
+ONE_FILE = "workspace.restore.file:2:eio"  # b.txt's write fails
+WHOLE = "workspace.before_restore:1:eio"  # nothing is restored
+
+
+@pytest.mark.parametrize("watch", ["true", "false"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        (ONE_FILE, [], {"a": "a1", "b": "b1", "c": "c1"}),
+        (ONE_FILE, ["b3"], {"b": "b3"}),
+        (ONE_FILE, ["b1", "b2"], {"b": "b2"}),  # the debt paid, then a write of b2
+        (WHOLE, [], {"a": "a1", "b": "b1", "c": "c1"}),
+    ],
+)
+def test_a_pending_restore_is_not_finished_by_recording_what_it_failed_to_restore(
+    short_tmp: Path, ws: Path, watch: str, case: tuple[str, list[str], dict[str, str]]
+) -> None:
+    """What a restore failed to write is its debt, not a change, until someone writes the path."""
+    point, writes, after_restart = case
+    d, agent, _, reset = _failed_checkout(short_tmp, ws, watch, point)
     try:
-        agent = Agent(d)
-        for name in ("a", "b", "c"):
-            write(ws, f"{name}.txt", f"{name}1")
-        g1 = agent.turn()
-        for name in ("a", "b", "c"):
-            write(ws, f"{name}.txt", f"{name}2")
-        agent.turn()
-        err = checkout(d, g1)["error"]
-        assert err["data"]["paths"] == ["b.txt"], err
-        reset = d.call("daemon.status")["head"]
         write(ws, "d.txt", "d1")
         agent.turn()
-        after = [op[0] for r in records(d, after=reset, kind="workspace.files") for op in r["ops"]]
-        assert "b.txt" not in after, f"the failed path was recorded as the turn's change: {after}"
+        for content in writes:
+            write(ws, "b.txt", content)
+            agent.turn()
+        after = recorded_paths(d, after=reset)
+        assert after == ["d.txt"] + ["b.txt"] * (writes[-1:] != ["b1"] and len(writes) > 0), after
     finally:
         d.stop()
-    d = restart(d, short_tmp)
+    d = restart(d, short_tmp)  # finishes the restore: to the tip's tree
     try:
-        pending = d.call("daemon.status")["workspace"]["restore_pending"]
-        assert (ws / "b.txt").read_text() == "b1" or pending is not None, (
-            "the restore is reported finished, b.txt still holds b2",
-            pending,
-        )
+        assert d.call("daemon.status")["workspace"]["restore_pending"] is None
+        for name, content in {**after_restart, "d": "d1"}.items():
+            assert (ws / f"{name}.txt").read_text() == content, name
     finally:
         d.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a scan of a root that is a symlink records every file deleted",
-)
-def test_a_workspace_root_replaced_by_a_symlink_is_not_recorded_as_everything_deleted(
-    short_tmp: Path, ws: Path
+@pytest.mark.parametrize("watch", ["true", "false"])
+def test_what_a_failed_restore_left_does_not_refuse_the_next_checkout(
+    short_tmp: Path, ws: Path, watch: str
 ) -> None:
+    d, agent, g2, _ = _failed_checkout(short_tmp, ws, watch, ONE_FILE)
+    try:
+        write(ws, "d.txt", "d1")
+        agent.turn()  # a record between: b.txt, not written, stays owed
+        assert d.call("checkout", {"seq": g2, "dry_run": True})["preview"]["unrecorded_count"] == 0
+        assert "result" in checkout(d, g2), "b.txt, left by the failed restore, refused it"
+        assert (ws / "b.txt").read_text() == "b2"
+    finally:
+        d.stop()
+
+
+def _append(d: Daemon, kind: str, **data: Any) -> dict[str, Any]:
+    with d.connect() as c:
+        return c.request("wal.append", {"agent": "ada", "kind": kind, "data": data})
+
+
+def _turn_end_refused(d: Daemon, turn: str) -> None:
+    """Start `turn`; its end (a boundary: the workspace is looked at) is refused, saying why."""
+    _append(d, "message.received", message_id=turn, text="q")
+    _append(d, "turn.started", turn_id=turn, message_id=turn)
+    head = d.call("daemon.status")["head"]
+    err = _append(d, "turn.ended", turn_id=turn, reply="r").get("error")
+    assert err is not None and "is not a directory now" in err["message"], err
+    assert "put the workspace directory back" in err["message"], err
+    assert err["data"]["errno"] in ("ELOOP", "ENOTDIR"), err
+    assert d.call("daemon.status")["head"] == head, "a refused write reached the WAL"
+
+
+@pytest.mark.parametrize("watch", ["true", "false"])
+def test_a_workspace_root_replaced_by_a_symlink_is_not_recorded_as_everything_deleted(
+    short_tmp: Path, ws: Path, watch: str
+) -> None:
+    """Writes are refused, saying why, while the root is a symlink; nothing is read through it."""
     elsewhere = short_tmp / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "secret").write_text("not the workspace's")
-    d = start_daemon(short_tmp, config=workspace_config(ws, "watch = false\n"))
+    aside = short_tmp / "ws-aside"
+    d = start_daemon(short_tmp, config=workspace_config(ws, f"watch = {watch}\n"))
     try:
-        agent = Agent(d)
         write(ws, "a.txt", "a1")
-        agent.turn()
-        aside = short_tmp / "ws-aside"
+        g1 = Agent(d).turn()
         ws.rename(aside)
         ws.symlink_to(elsewhere)
-        g = agent.turn()
-        ops = [op for r in records(d, kind="workspace.files") for op in r["ops"]]
-        assert not [op for op in ops if "secret" in op[0]], "read through the root symlink"
-        gone = [
-            op
-            for r in records(d, kind="workspace.files")
-            if r["seq"] <= g
-            for op in r["ops"]
-            if op[0] == "a.txt"
-        ]
-        assert len(gone) == 1, f"a.txt recorded as deleted: {gone}"
+        _turn_end_refused(d, "t1")
+        head = d.call("daemon.status")["head"]
+        reply = checkout(d, g1)  # a restore never writes through it either
+        assert "is not a directory now" in reply.get("error", {}).get("message", ""), reply
+        assert d.call("daemon.status")["head"] == head
+        assert sorted(p.name for p in elsewhere.iterdir()) == ["secret"]
+        _turn_end_refused(d, "t2")  # the refusal left nothing behind to trip the next one
         ws.unlink()
         aside.rename(ws)
+        write(ws, "b.txt", "b1")
+        assert "result" in _append(d, "turn.ended", turn_id="t2", reply="r")
+        ops = recorded_paths(d)
+        assert ops == ["a.txt", "b.txt"], "deletions, or a file read through the link"
     finally:
         d.stop()
 
@@ -350,5 +410,110 @@ def test_a_stray_file_in_the_blob_store_is_left_alone_by_gc(short_tmp: Path, ws:
         gc = d.call("retention.gc")
         assert gc["floor"] > 0, gc
         assert stray.read_text() == "someone's"
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("watch", ["true", "false"])
+def test_a_workspace_root_made_anew_is_taken_and_watched(
+    short_tmp: Path, ws: Path, watch: str
+) -> None:
+    """`rm -rf` and `mkdir` of the root: recorded as such, and later writes seen (inotify too)."""
+    d = start_daemon(short_tmp, config=workspace_config(ws, f"watch = {watch}\n"))
+    try:
+        agent = Agent(d)
+        write(ws, "a.txt", "a1")
+        agent.turn()
+        shutil.rmtree(ws)
+        ws.mkdir()
+        write(ws, "b.txt", "b1")
+        agent.turn()
+        write(ws, "c.txt", "c1")
+        agent.turn()
+        ops = file_ops(d)
+        assert [p for p, _ in ops] == ["a.txt", "a.txt", "b.txt", "c.txt"], ops
+        assert ops[1][1] == "-", f"a.txt not recorded deleted: {ops}"
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("watch", ["true", "false"])
+def test_a_symlink_put_on_the_way_to_the_root_is_never_followed(
+    short_tmp: Path, watch: str
+) -> None:
+    root = short_tmp / "p" / "ws"
+    root.mkdir(parents=True)
+    other = short_tmp / "other"
+    (other / "ws").mkdir(parents=True)
+    (other / "ws" / "secret").write_text("not the workspace's")
+    d = start_daemon(short_tmp, config=workspace_config(root, f"watch = {watch}\n"))
+    try:
+        write(root, "a.txt", "a1")
+        Agent(d).turn()
+        (short_tmp / "p").rename(short_tmp / "p.old")
+        (short_tmp / "p").symlink_to(other)
+        _turn_end_refused(d, "t1")
+        paths = recorded_paths(d)
+        assert paths == ["a.txt"], paths
+    finally:
+        d.stop()
+
+
+def test_the_restore_s_directory_chain_stays_within_its_descriptors_deep_and_back(
+    short_tmp: Path,
+) -> None:
+    """Down 100 levels, back up to 50 and across: a bounded number of descriptors open,
+    each level still checked, a directory swapped above the open ones still refused."""
+    ws = short_tmp / "ws"
+    deep = "/".join(f"d{i}" for i in range(100))
+    (ws / deep).mkdir(parents=True)
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = fds()
+    with Dirs(ws) as dirs:
+        assert dirs.at(deep) is not None
+        assert fds() - before <= OPEN_LEVELS + 1
+        half = "/".join(f"d{i}" for i in range(50))
+        side = dirs.at(f"{half}/side", create=True)
+        assert side is not None and fds() - before <= OPEN_LEVELS + 1
+        os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=side))
+        assert (ws / half / "side" / "f").exists()
+        assert dirs.at(deep) is not None
+        # A level far above the open ones replaced: found by the check, never followed.
+        moved = ws / "/".join(f"d{i}" for i in range(10))
+        moved.rename(short_tmp / "aside")
+        moved.mkdir()
+        with pytest.raises(Unsafe):
+            dirs.at(f"{half}/side")
+    assert fds() == before
+
+
+@pytest.mark.parametrize("watch", ["true", "false"])
+def test_a_start_with_the_root_missing_refuses_writes_until_it_is_back(
+    short_tmp: Path, ws: Path, watch: str
+) -> None:
+    """An unmounted volume, a moved directory: not made anew empty, nothing recorded deleted."""
+    d = start_daemon(short_tmp, config=workspace_config(ws, f"watch = {watch}\n"))
+    try:
+        write(ws, "a.txt", "a1")
+        Agent(d).turn()
+    finally:
+        d.stop()
+    aside = short_tmp / "ws-aside"
+    ws.rename(aside)
+    d = restart(d, short_tmp)
+    try:
+        assert not ws.exists(), "the start made an empty workspace"
+        _append(d, "message.received", message_id="m", text="q")
+        _append(d, "turn.started", turn_id="t", message_id="m")
+        err = _append(d, "turn.ended", turn_id="t", reply="r").get("error")
+        assert err is not None and "is not a directory now" in err["message"], err
+        aside.rename(ws)
+        write(ws, "b.txt", "b1")
+        assert "result" in _append(d, "turn.ended", turn_id="t", reply="r")
+        ops = recorded_paths(d)
+        assert ops == ["a.txt", "b.txt"], ops
     finally:
         d.stop()

@@ -10,13 +10,15 @@ milliseconds, where building the TUI's nodes and lines took most of a second.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+import operator
+from collections.abc import Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 from reynctl.tui.graph import Nearest, branch_holding, lineage_intervals
 from reynd.protocol import methods as m
 
-__all__ = ["columns", "lanes", "node_row"]
+__all__ = ["Lanes", "columns", "lanes", "node_row", "waiting_before"]
 
 
 def lanes(
@@ -78,26 +80,60 @@ def node_row(
 
 
 def columns(seqs: Sequence[int], parents: Sequence[int | None]) -> list[int]:
-    """Each node's column, as the TUI's `layout` places it: nodes newest first.
+    """Each node's column, as the TUI's `layout` places it: nodes newest first (see `Lanes`)."""
+    state = Lanes()
+    return [state.place(seq, parent) for seq, parent in zip(seqs, parents, strict=True)]
+
+
+class Lanes:
+    """The lanes part way down a layout: `place` the next node (newer ones placed before).
 
     A lane waits for a seq (the parent of the node above it in that lane). A node
     takes the leftmost lane waiting for it (the others waiting for it end there),
     else the leftmost free lane, else a new one on the right; its lane then waits
     for its parent. Lanes waiting are found by seq and free ones from a heap:
     O(n log n), where scanning every lane at every row was O(n * lanes).
+
+    What follows a row depends only on `lanes` (what each lane waits for) and the
+    nodes below: two layouts whose lanes are equal at a row place every node
+    below it alike (`reynctl.web.relayout` stops there). `touched`, when a list,
+    collects the lanes each `place` set.
     """
-    lanes: list[int | None] = []  # the seq each lane waits for; None: free
-    waiting: dict[int, list[int]] = {}  # seq -> the lanes waiting for it
-    free: list[int] = []  # a heap of lanes that became free (some taken since)
-    out: list[int] = []
-    for seq, parent in zip(seqs, parents, strict=True):
-        mine = waiting.pop(seq, None)
+
+    __slots__ = ("free", "lanes", "touched", "waiting")
+
+    def __init__(self) -> None:
+        self.lanes: list[int | None] = []  # the seq each lane waits for; None: free
+        self.waiting: dict[int, list[int]] = {}  # seq -> the lanes waiting for it
+        self.free: list[int] = []  # a heap of lanes that became free (some taken since)
+        self.touched: list[int] | None = None
+
+    @classmethod
+    def of(cls, waits: Sequence[int | None]) -> Lanes:
+        """The lanes part way down a layout where lane i waits for `waits[i]` (None: free)."""
+        state = cls()
+        state.lanes = list(waits)
+        while state.lanes and state.lanes[-1] is None:
+            state.lanes.pop()
+        for i, seq in enumerate(state.lanes):
+            if seq is None:
+                state.free.append(i)  # ascending: a heap
+            else:
+                state.waiting.setdefault(seq, []).append(i)
+        return state
+
+    def place(self, seq: int, parent: int | None) -> int:
+        """The column of the node `seq` (whose parent is `parent`), the next one down."""
+        lanes, free, touched = self.lanes, self.free, self.touched
+        mine = self.waiting.pop(seq, None)
         if mine:
             col = min(mine)
             for i in mine:
                 if i != col:
                     lanes[i] = None
                     heapq.heappush(free, i)
+                    if touched is not None:
+                        touched.append(i)
         else:
             while free and (free[0] >= len(lanes) or lanes[free[0]] is not None):
                 heapq.heappop(free)  # taken again, or cut off the right end
@@ -107,11 +143,27 @@ def columns(seqs: Sequence[int], parents: Sequence[int | None]) -> list[int]:
                 col = len(lanes)
                 lanes.append(None)
         lanes[col] = parent
+        if touched is not None:
+            touched.append(col)
         if parent is None:
             heapq.heappush(free, col)
         else:
-            waiting.setdefault(parent, []).append(col)
+            self.waiting.setdefault(parent, []).append(col)
         while lanes and lanes[-1] is None:
             lanes.pop()
-        out.append(col)
-    return out
+        return col
+
+
+def waiting_before(rows: Sequence[Mapping[str, Any]], k: int) -> list[int | None]:
+    """What each lane waits for before the `k`-th of a layout's `rows` (newest first) is
+    placed, read off the rows above it (no placing again): a lane waits for the parent of
+    the last node placed in it, until the layout reaches that parent."""
+    last: dict[int, int | None] = {}
+    for col, parent in map(_col_parent, islice(rows, k)):
+        last[col] = parent
+    bottom = rows[k]["seq"] if k < len(rows) else -1  # parents at or below it are to come
+    waits = [last.get(i) for i in range(1 + max(last, default=-1))]
+    return [p if p is not None and p <= bottom else None for p in waits]
+
+
+_col_parent = operator.itemgetter("col", "parent")

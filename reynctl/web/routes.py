@@ -8,10 +8,12 @@ method's validation message, never a daemon call.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 
+import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -55,6 +57,8 @@ ACTIONS = frozenset(
 )
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css", "icon.svg": "image/svg+xml"}
 JSON = "application/json"
+FIRST_ROWS = 100  # the rows of the first paint (app.js's FIRST): more than a tall screen shows
+FIRST_ROWS_WAIT = 0.5  # s: the longest the page waits for them
 SECURITY_HEADERS = {
     # Nothing from another origin, ever: the page works offline.
     "content-security-policy": "default-src 'self'; img-src 'self' data:; "
@@ -102,8 +106,17 @@ async def _call(link: Link, method: str, raw: bytes) -> Response:
 def routes(link: Link, policy: Policy) -> list[Route]:
     """The routes of one server: `link` to the daemon, `policy` for the page's CSRF value."""
 
+    layout = timeline.Timeline()
+
     async def page(request: Request) -> Response:
         html = _asset("index.html").replace(b"{{csrf}}", policy.csrf.encode())
+        # The rows of the first paint come with the page, when the layout is at hand. On a
+        # daemon's error, or one that does not answer soon, the page asks (and says why).
+        rows = None
+        with anyio.move_on_after(FIRST_ROWS_WAIT), contextlib.suppress(ReyndError, ClientError):
+            rows = await layout.shown_first(await link.get(), FIRST_ROWS)
+        # In a data block: "<" escaped, so no label can close the script element.
+        html = html.replace(b"{{first}}", (rows or b"").replace(b"<", b"\\u003c"))
         return Response(html, media_type="text/html", headers=SECURITY_HEADERS)
 
     async def asset(request: Request) -> Response:
@@ -123,8 +136,6 @@ def routes(link: Link, policy: Policy) -> list[Route]:
         if method not in ACTIONS:
             return _error(404, -32601, f"{method!r} is not an action this page offers")
         return await _call(link, method, await request.body())
-
-    layout = timeline.Timeline()
 
     async def tree(request: Request) -> Response:
         first = request.query_params.get("first")

@@ -4,15 +4,18 @@ A change to what the timeline shows appends a record (a turn, a reset, a tag),
 and GC moves the floor: so (head, floor) names a layout. After appends and
 resets (the same tags and floor) only the generations above the last head are
 listed again: the older ones are what they were but for which lie on the
-active lineage, redone from the branches (listing 20 pages of them took most
-of the time). After appends alone the layout grows on top (`grown`); after
-anything else it is laid out again.
+active lineage, redone where it moved (listing 20 pages of them took most of
+the time). After appends alone the layout grows on top (`grown`); after resets
+too, it is placed again from the top only as far as the reset changed it
+(reynctl.web.relayout); after anything else, or when the cutoff moves, it is
+laid out again.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Awaitable, Callable, Sequence
+import functools
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +25,23 @@ import msgspec
 
 from reynctl.aio import AsyncClient
 from reynctl.tui.graph import lineage_intervals
+from reynctl.web.body import CHUNK, Body
 from reynctl.web.lanes import lanes, node_row
+from reynctl.web.relayout import lineage_changes, relaid
 from reynd.protocol import methods as m
 from reynd.protocol import moves as mv
 from reynd.protocol import tag_methods as t
 
-__all__ = ["BLOCK", "MAX_GENERATIONS", "Lists", "Timeline", "grown", "layout", "read_lists"]
+__all__ = [
+    "BLOCK",
+    "MAX_GENERATIONS",
+    "Lists",
+    "Timeline",
+    "grown",
+    "layout",
+    "read_lists",
+    "reflagged",
+]
 
 MAX_GENERATIONS = 20_000  # at least the newest this many are drawn (the page says how many)
 BLOCK = 4096  # ... back to a seq that is a multiple of this
@@ -71,16 +85,23 @@ def _shape(b: m.BranchInfo) -> tuple[Any, ...]:
     return (b.id, b.origin_seq, b.parent, b.tags)
 
 
-def on_lineage(head: int, branches: Sequence[m.BranchInfo]) -> Callable[[int], bool]:
-    """Whether a seq lies on lineage(head), the active lineage: one bisect per seq."""
-    spans = sorted(lineage_intervals(head, branches))
-    lows = [lo for lo, _ in spans]
+def reflagged(
+    newest_first: list[m.Generation], changes: Sequence[tuple[int, int, bool]]
+) -> list[m.Generation]:
+    """`newest_first` with the active flag of each generation in a range of `changes`
+    (`lineage_changes`: lo, hi, on the new lineage) set: a bisect per range."""
+    out = list(newest_first)
+    for lo, hi, active in changes:
+        a = bisect.bisect_left(out, -hi, key=_descending)
+        b = bisect.bisect_right(out, -lo, key=_descending)
+        for i in range(a, b):
+            if out[i].active != active:
+                out[i] = msgspec.structs.replace(out[i], active=active)
+    return out
 
-    def on(seq: int) -> bool:
-        i = bisect.bisect_right(lows, seq) - 1
-        return i >= 0 and seq <= spans[i][1]
 
-    return on
+def _descending(g: m.Generation) -> int:
+    return -g.seq
 
 
 def cutoff(newest_first: list[m.Generation], most: int, block: int) -> int:
@@ -105,8 +126,8 @@ async def read_lists(
     block: int = BLOCK,
 ) -> tuple[Lists, list[m.Generation] | None]:
     """The lists of the daemon's timeline now, from `before`'s where they still hold; and
-    the generations above `before`'s head when the rest of the lists is `before`'s
-    (else None: lay it all out again)."""
+    the generations above `before`'s head when the rest of the lists is `before`'s and
+    the cutoff has not moved (else None: lay it all out again)."""
     got: dict[str, Any] = {}
 
     async def ask(name: str, call: Awaitable[Any]) -> None:
@@ -125,17 +146,16 @@ async def read_lists(
         # Those above the head listed came after it (the lists raced a write): next time.
         newer: list[m.Generation] = [g for g in got["newer"] if g.seq <= now.head]
         old, moves = before.generations, before.moves
-        grows = before.same_tree(now)
-        if not grows:
-            on = on_lineage(now.head, now.branches)
-            old = [g if g.active == on(g.seq) else _flipped(g) for g in old]
+        if not before.same_tree(now):  # resets: the active lineage moved
+            was, now_on = (lineage_intervals(x.head, x.branches) for x in (before, now))
+            old = reflagged(old, lineage_changes(was, now_on))
             moves = {**moves, **await _moves(client, above=before.head)}
         gens = newer + old
         cut = max(before.cutoff, cutoff(gens, most, block))
         kept = [g for g in gens if g.seq > cut] if cut > before.cutoff else gens
         truncated = before.truncated or len(kept) < len(gens)
         lists = Lists(now.head, floor, now.branches, tags, kept, cut, truncated, moves)
-        return lists, newer if grows and cut == before.cutoff else None
+        return lists, newer if cut == before.cutoff else None
     kept, cut, truncated = await _newest(client, most, block)
     kept = [g for g in kept if g.seq <= now.head]  # as above: the next layout's
     lists = Lists(now.head, floor, now.branches, tags, kept, cut, truncated, await _moves(client))
@@ -176,20 +196,19 @@ async def _generations_above(client: AsyncClient, seq: int) -> list[m.Generation
         limit = min(limit * 4, PAGE)
 
 
-def _flipped(g: m.Generation) -> m.Generation:
-    return msgspec.structs.replace(g, active=not g.active)
-
-
 async def _moves(client: AsyncClient, above: int = -1) -> dict[int, mv.ReflogEntry]:
-    """Every reset record's reflog entry above seq `above` (its reason, operation), by seq."""
+    """Every reset record's reflog entry above seq `above` (its reason, operation), by seq:
+    pages from a small one up when only the newest are wanted (a page of 1,000 took 10 ms)."""
     out: dict[int, mv.ReflogEntry] = {}
     cursor: int | None = None
+    limit = 16 if above >= 0 else 1000
     while True:
-        page = await client.reflog(limit=1000, cursor=cursor)
+        page = await client.reflog(limit=limit, cursor=cursor)
         out.update((e.seq, e) for e in page.entries if e.seq > above)
         cursor = page.next_cursor
         if cursor is None or cursor <= above:
             return out
+        limit = min(limit * 4, 1000)
 
 
 def layout(lists: Lists) -> dict[str, Any]:
@@ -251,8 +270,9 @@ class Timeline:
     other requests go on meanwhile.
     """
 
-    def __init__(self, most: int = MAX_GENERATIONS, block: int = BLOCK) -> None:
+    def __init__(self, most: int = MAX_GENERATIONS, block: int = BLOCK, chunk: int = CHUNK) -> None:
         self._most, self._block = most, block
+        self._encoded = Body(chunk)  # the body, in chunks of rows kept across changes
         self._key: tuple[int, int] | None = None
         self._lists: Lists | None = None
         self._whole: dict[str, Any] = {}
@@ -292,8 +312,16 @@ class Timeline:
             if first is not None:
                 return msgspec.json.encode({**whole, "rows": whole["rows"][:first]})
             if self._body is None:
-                self._body = await anyio.to_thread.run_sync(msgspec.json.encode, whole)
+                self._body = await anyio.to_thread.run_sync(self._encoded.encode, whole)
             return self._body
+
+    async def shown_first(self, client: AsyncClient, first: int) -> bytes | None:
+        """The newest `first` rows (as `get`), for the page itself to carry: its first paint
+        then waits for no request of its own. None before the first layout and while one
+        is being made (a cold one takes half a second: the page comes at once, and asks)."""
+        if self._lists is None or self._lock.locked():
+            return None
+        return await self.get(client, first)
 
     async def _update(self, client: AsyncClient, floor: int) -> None:
         before = self._lists
@@ -301,9 +329,25 @@ class Timeline:
         if newer is None or before is None:
             self._whole = await anyio.to_thread.run_sync(layout, lists)
             self._step = None
+            self._encoded.changed(0)
+        elif not before.same_tree(lists):  # resets: placed again as far as they changed it
+            again = functools.partial(
+                relaid,
+                self._whole,
+                old_branches=before.branches,
+                head=lists.head,
+                branches=lists.branches,
+                newer=newer,
+                moves=lists.moves,
+                truncated=lists.truncated,
+            )
+            r = await anyio.to_thread.run_sync(again)
+            self._encoded.changed(len(self._whole["rows"]) - r.replace)
+            self._whole, self._step = r.layout, (before.head, r.replace, r.count)
         else:
             old = self._whole["rows"]
             self._whole = grown(self._whole, lists, newer)
             replace = 2 if old[0]["kind"] == "tip" else 1  # the old top and the row it stood on
             self._step = (before.head, replace, len(self._whole["rows"]) - len(old) + replace)
+            self._encoded.changed(len(old) - replace)
         self._lists, self._body = lists, None

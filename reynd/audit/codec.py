@@ -11,7 +11,10 @@ Two formats, told apart by the file name (files.py):
 
 An audit line carries its WAL event whole, so the log repeated every payload
 the WAL holds: 12.7 KB a turn of LangGraph checkpoints beside the WAL's 11.2 KB.
-Compressed (zlib level 6) it takes 1.4 KB, for ~5 µs of a worker thread per KB.
+Compressed (zlib level 6) it takes 1.4 KB, for ~5 µs of a worker thread per KB. Since the
+WAL's LangGraph values are deflated already (base64 in the lines), most of what is left is
+ids and digits: level 9 takes 3% fewer bytes than 6 for ~30% more of that time (any level
+reads back the same: not a format change).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Final
 __all__ = ["GZ_SUFFIX", "compress", "whole_lines", "whole_prefix"]
 
 GZ_SUFFIX: Final = ".gz"
-_LEVEL: Final = 6
+_LEVEL: Final = 9
 _GZIP_WBITS: Final = 31  # zlib's gzip container
 _PIECE: Final = 64 * 1024
 _MAGIC: Final = b"\x1f\x8b\x08"  # a gzip member's first bytes (RFC 1952: ID1, ID2, CM deflate)

@@ -16,6 +16,7 @@ import trio
 from reynd.daemon.coordinator import Gate
 from reynd.protocol.events import Event
 from reynd.storage.errors import UnencodableState
+from reynd.storage.snapshots import seal
 from reynd.storage.store import Store
 
 __all__ = ["Snapshotter"]
@@ -63,11 +64,17 @@ class Snapshotter:
     async def _snapshot(self) -> None:
         store = self._store
         try:
-            seq, data, covered = store.encode_snapshot()
+            seq, packed, covered = store.pack_snapshot()
         except UnencodableState as exc:
             store.snapshot_failed()
             log.error("snapshot.skipped", seq=store.state.seq, error=str(exc))  # noqa: TRY400
             return
-        await trio.to_thread.run_sync(store.snapshots.write, data, seq)
-        store.snapshot_written(seq, len(data), covered)
-        log.debug("snapshot.written", seq=seq, bytes=len(data))
+
+        def publish() -> int:
+            data = seal(seq, packed)  # compressing: off the event loop
+            store.snapshots.write(data, seq)
+            return len(data)
+
+        size = await trio.to_thread.run_sync(publish)
+        store.snapshot_written(seq, size, covered, len(packed))
+        log.debug("snapshot.written", seq=seq, bytes=size)

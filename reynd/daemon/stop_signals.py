@@ -58,17 +58,20 @@ def stop_signals() -> Iterator[AsyncIterator[int]]:
     """The stop signals that arrive while open, as an async iterator of numbers.
 
     Takes over the process's wakeup fd from trio (which only uses it to wake
-    for Python handlers: the daemon has none that need waking) and hands it
-    back on exit. Open `stop_signals_ignored` first.
+    for Python handlers: the daemon has none that need waking) and leaves none
+    on exit: trio closes its socketpair before it puts back the fd it found,
+    so its own fd handed back would meet a storm closed (an EPIPE reported on
+    stderr per signal) or reused by the next file opened. Open
+    `stop_signals_ignored` first.
     """
     reader, writer = socket.socketpair()
     reader.setblocking(False)
     writer.setblocking(False)
-    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     try:
         yield _received(reader)
     finally:
-        signal.set_wakeup_fd(previous, warn_on_full_buffer=False)
+        signal.set_wakeup_fd(-1)
         reader.close()
         writer.close()
 

@@ -58,7 +58,7 @@ from reynd.storage.rebuild import Rebuild, index_event
 from reynd.storage.recovery import RecoveryReport, decode_body
 from reynd.storage.retained import Retained, load_retained
 from reynd.storage.segindex import Chunk
-from reynd.storage.snapshots import SnapshotStore, encode_snapshot
+from reynd.storage.snapshots import SnapshotStore, pack_state, seal
 from reynd.storage.wal import Placement, Wal
 
 __all__ = [
@@ -600,7 +600,12 @@ class Store:
         return self._since_snapshot >= max(self._snapshot_limit(), self._snapshot_retry_at)
 
     def _snapshot_limit(self) -> float:
-        base = self.snapshots.sizes.get(self._snapshot_base, 0)
+        # Counted from the state's msgpack, not the compressed file: counted from
+        # the file, snapshots came two to three times as often, and GC's floor
+        # with them (a backup under load restarted on every move). The base was
+        # written or loaded here (the rebuild loads it), so it is known.
+        known = self.snapshots.packed
+        base = known.get(self._snapshot_base) or self.snapshots.sizes.get(self._snapshot_base, 0)
         return max(self.options.snapshot_min_bytes, self.options.snapshot_ratio * base)
 
     def snapshot_failed(self) -> None:
@@ -613,13 +618,15 @@ class Store:
         since = self._since_snapshot
         self._snapshot_retry_at = max(2.0 * since, since + self._snapshot_limit())
 
-    def encode_snapshot(self) -> tuple[int, bytes, int]:
-        """Encode the tip's state now: (seq, file bytes, replay bytes it will cover)."""
-        return self.state.seq, encode_snapshot(self.state), self._since_snapshot
+    def pack_snapshot(self) -> tuple[int, bytes, int]:
+        """The tip's state as msgpack now: (seq, bytes for `snapshots.seal`, replay bytes it
+        will cover). Sealing (compressing) is left to a worker thread."""
+        return self.state.seq, pack_state(self.state), self._since_snapshot
 
-    def snapshot_written(self, seq: int, size: int, covered: int) -> None:
-        """Index a snapshot written by `snapshots.write` (owner thread)."""
-        self.snapshots.add(seq, size)
+    def snapshot_written(self, seq: int, size: int, covered: int, packed: int) -> None:
+        """Index a snapshot written by `snapshots.write` (owner thread); `packed`
+        is the length of its state's msgpack."""
+        self.snapshots.add(seq, size, packed)
         if self.lineage.on_lineage(seq, self.head):
             self._since_snapshot = max(0, self._since_snapshot - covered)
             self._snapshot_base = seq
@@ -627,9 +634,10 @@ class Store:
 
     def snapshot_now(self) -> int:
         """Write a snapshot of the tip's state, then the index, synchronously; returns its seq."""
-        seq, data, covered = self.encode_snapshot()
+        seq, packed, covered = self.pack_snapshot()
+        data = seal(seq, packed)
         self.snapshots.write(data, seq)
-        self.snapshot_written(seq, len(data), covered)
+        self.snapshot_written(seq, len(data), covered, len(packed))
         self.index_now()
         return seq
 

@@ -49,10 +49,16 @@ def tmp_name() -> str:
     return f"{TMP_PREFIX}{secrets.token_hex(8)}"
 
 
+# Directories kept open at the deep end of the chain: above them (a tree deeper
+# than this), each is closed once passed and opened again only to verify the
+# chain, so a deep tree cannot run the daemon out of descriptors.
+OPEN_LEVELS = 32
+
+
 @dataclass(slots=True)
 class _Open:
     name: str
-    fd: int
+    fd: int  # -1: closed (the chain is deeper than OPEN_LEVELS); its ident stays
     ident: tuple[int, int]  # (st_dev, st_ino) when opened
     dirty: bool = False  # entries changed: fsync before closing
 
@@ -67,7 +73,8 @@ class Dirs:
     `at(rel)` moves to a directory: it keeps the common prefix open, closes
     the rest (fsyncing those whose entries changed) and opens the new part
     from its parent's descriptor, so at most one descriptor per level of
-    depth is open. `failed` collects the directory fsyncs that failed.
+    depth is open, and no more than OPEN_LEVELS below the root. `failed`
+    collects the directory fsyncs that failed.
     """
 
     def __init__(self, root: Path) -> None:
@@ -101,6 +108,7 @@ class Dirs:
         self._pop(k + 1)
         try:
             self.verify()
+            self._reopen_tail()
         except Unsafe as exc:
             self._pop(exc.level)  # what no longer lies where it was opened is closed
             raise
@@ -109,6 +117,8 @@ class Dirs:
             if fd is None:
                 return None
             self._chain.append(_Open(part, fd, ident(os.fstat(fd))))
+            if len(self._chain) > OPEN_LEVELS + 1:
+                self._close(len(self._chain) - OPEN_LEVELS - 1)
         return self._chain[-1].fd
 
     def _open(self, name: str, create: bool) -> int | None:
@@ -145,19 +155,46 @@ class Dirs:
             same = False
         if not same:
             raise Unsafe(f"the workspace directory {self.root} was moved or replaced", 1)
-        for i in range(1, len(self._chain)):
-            up, cur = self._chain[i - 1], self._chain[i]
+        passing = -1  # a closed level, opened again to check the next one from it
+        try:
+            for i in range(1, len(self._chain)):
+                up, cur = self._chain[i - 1], self._chain[i]
+                up_fd = up.fd if up.fd >= 0 else passing
+                try:
+                    s = os.stat(cur.name, dir_fd=up_fd, follow_symlinks=False)
+                    same = ident(s) == cur.ident
+                    if same and cur.fd < 0:
+                        fd = os.open(cur.name, DIR_FLAGS, dir_fd=up_fd)
+                        if passing >= 0:
+                            os.close(passing)
+                        passing = fd
+                        same = ident(os.fstat(fd)) == cur.ident
+                except OSError:
+                    same = False
+                if not same:
+                    raise self._moved(i)
+        finally:
+            if passing >= 0:
+                os.close(passing)
+
+    def _reopen_tail(self) -> None:
+        """Open again the closed levels the chain ends with (back up from deeper down)."""
+        first = len(self._chain)
+        while self._chain[first - 1].fd < 0:  # the root's never is
+            first -= 1
+        for i in range(first, len(self._chain)):
+            c = self._chain[i]
             try:
-                same = ident(os.stat(cur.name, dir_fd=up.fd, follow_symlinks=False)) == cur.ident
-            except OSError:
-                same = False
-            if not same:
-                rel = "/".join(c.name for c in self._chain[1 : i + 1])
-                raise Unsafe(
-                    f"{rel} changed during the restore (moved, or replaced by a symlink): "
-                    "not followed",
-                    i,
-                )
+                fd = fsops.open(c.name, DIR_FLAGS, dir_fd=self._chain[i - 1].fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                    raise
+                raise self._moved(i) from None
+            c.fd = fd
+            if ident(os.fstat(fd)) != c.ident:  # moved since verify() saw it
+                raise self._moved(i)
+            if i > OPEN_LEVELS:
+                self._close(i - OPEN_LEVELS)
 
     def touch(self) -> None:
         """The current directory's entries changed: it is fsynced before it is closed."""
@@ -170,17 +207,36 @@ class Dirs:
     def _rel(self, name: str) -> str:
         return "/".join([*(c.name for c in self._chain[1:]), name])
 
+    def _path(self, level: int) -> str:
+        """The path of the directory at `level` of the chain ("" the root)."""
+        return "/".join(c.name for c in self._chain[1 : level + 1])
+
+    def _moved(self, level: int) -> Unsafe:
+        return Unsafe(
+            f"{self._path(level)} changed during the restore (moved, or replaced by a symlink): "
+            "not followed",
+            level,
+        )
+
     def _pop(self, keep: int) -> None:
         while len(self._chain) > keep:
-            rel = "/".join(c.name for c in self._chain[1:]) or "."
-            c = self._chain.pop()
-            try:
-                if c.dirty:
-                    fsops.fsync(c.fd)
-            except OSError as exc:
-                self.failed.append((rel, f"fsync of the directory failed: {os_reason(exc)}"))
-            finally:
-                fsops.close(c.fd)
+            self._close(len(self._chain) - 1)
+            self._chain.pop()
+
+    def _close(self, level: int) -> None:
+        """Close the directory at `level` (fsynced first when its entries changed)."""
+        c = self._chain[level]
+        if c.fd < 0:
+            return
+        try:
+            if c.dirty:
+                fsops.fsync(c.fd)
+        except OSError as exc:
+            why = f"fsync of the directory failed: {os_reason(exc)}"
+            self.failed.append((self._path(level) or ".", why))
+        finally:
+            fsops.close(c.fd)
+            c.fd, c.dirty = -1, False
 
 
 def split_path(rel: str) -> tuple[str, str]:

@@ -36,9 +36,18 @@ from reynd.protocol import errors
 from reynd.protocol.events import Event
 from reynd.storage import crashpoints
 from reynd.workspace import journal
-from reynd.workspace.core import Pending, Prepared, WorkspaceCore, file_records, log
+from reynd.workspace.core import (
+    Pending,
+    Prepared,
+    WorkspaceCore,
+    file_records,
+    log,
+    owed,
+    unrecorded,
+)
 from reynd.workspace.model import Dir, Tree, apply, changed, flat
 from reynd.workspace.preflight import preflight
+from reynd.workspace.refusals import refusing
 from reynd.workspace.restore import Restored, restore_tree
 from reynd.workspace.tree import Scan, changed_paths, scan, store_dir
 
@@ -48,7 +57,35 @@ SHOWN_PATHS = 8  # dirty paths named in the error message (all of them are in da
 
 
 class Resets(WorkspaceCore):
+    # The file system's refusals (unreadable, full, the root not a directory) come
+    # back as errors a client can act on: each of these runs before anything is written.
+
     async def before_reset(self, target: int, force: bool, files: int | None) -> None:
+        with refusing():
+            await self._before_reset(target, force, files)
+
+    async def restoring(self, target: int) -> tuple[list[str], list[str]]:
+        """For a dry run (issue 25): the paths a restore to `target` would write or
+        remove, as recorded, and the changes reynd did not record that refuse it
+        without force, as before_reset's scan finds them. Nothing is stored or
+        changed."""
+        with refusing():
+            return await self._restoring(target)
+
+    async def reset_records(
+        self, target: int, files: int | None
+    ) -> tuple[list[Event], list[Event]]:
+        """Record what the workspace holds that is not recorded; journal the restore.
+
+        Returns the records before the reset record, and after it: for a
+        workspace-only restore (`files` not `target`, the reset record
+        targeting the tip), the change from the tip's tree to the tree as of
+        `files`, so that the tree as of the record after the reset is exact.
+        """
+        with refusing():
+            return await self._reset_records(target, files)
+
+    async def _before_reset(self, target: int, force: bool, files: int | None) -> None:
         await self._settled.wait()
         async with self._lock:
             self._planned = None
@@ -63,9 +100,9 @@ class Resets(WorkspaceCore):
                 )
             if plan is None:
                 return  # no tree as of target (rewind was off): the files stay as they are
-            now = await trio.to_thread.run_sync(scan, self.root, self._ignore, self._cache)
-            dirty = changed_paths(flat(self._model), now.tree)
-            self._dirty.paths.update(dirty)  # for reset_records to record, if it comes to it
+            now = await trio.to_thread.run_sync(self._scan)
+            self._dirty.paths.update(changed_paths(flat(self._model), now.tree))  # for _seal
+            dirty = unrecorded(flat(self._model), now.tree, self._stuck)
             head = self._store.head
             if dirty and not force:
                 raise errors.WorkspaceDirty(
@@ -91,33 +128,23 @@ class Resets(WorkspaceCore):
             if dirty:
                 log.warning("workspace.forced", paths=len(dirty), kept_as_record_after=head)
 
-    async def restoring(self, target: int) -> tuple[list[str], list[str]]:
-        """For a dry run (issue 25): the paths a restore to `target` would write or
-        remove, as recorded, and the changes reynd did not record that refuse it
-        without force, as before_reset's scan finds them. Nothing is stored or
-        changed."""
+    async def _restoring(self, target: int) -> tuple[list[str], list[str]]:
         await self._settled.wait()
         async with self._lock:
             plan = self.history.plan(target)
             if plan is None:
                 return [], []  # no tree as of target (rewind was off): the files stay
             goal = await trio.to_thread.run_sync(self.history.execute, plan)
-            model, cache = flat(self._model), dict(self._cache)
+            await trio.to_thread.run_sync(self._check_root)
+            model, cache, stuck = flat(self._model), dict(self._cache), dict(self._stuck)
         # Outside the lock (steps commit meanwhile), on a copy of the hash cache: what it
         # finds is advice, as of now; the move itself scans again under the lock.
         now = await trio.to_thread.run_sync(scan, self.root, self._ignore, cache)
-        return sorted(changed(model, flat(goal))), changed_paths(model, now.tree)
+        return sorted(changed(model, flat(goal))), unrecorded(model, now.tree, stuck)
 
-    async def reset_records(
+    async def _reset_records(
         self, target: int, files: int | None
     ) -> tuple[list[Event], list[Event]]:
-        """Record what the workspace holds that is not recorded; journal the restore.
-
-        Returns the records before the reset record, and after it: for a
-        workspace-only restore (`files` not `target`, the reset record
-        targeting the tip), the change from the tip's tree to the tree as of
-        `files`, so that the tree as of the record after the reset is exact.
-        """
         async with self._lock:
             plan = self.history.plan(files) if files is not None else None
             tip = self._model  # the tree as of the tip: what the reset record's lineage holds
@@ -144,7 +171,8 @@ class Resets(WorkspaceCore):
         What before_reset's full scan found, and what the watcher saw since
         (a cancelled step's last writes): each looked at and stored.
         """
-        changes, hasher = self._look(self.blobs)
+        looked, hasher = self._look(self.blobs)
+        changes = self._unstuck(looked)  # what a failed restore left is not the branch's
         self.blobs.sync()
         if changes:
             log.warning("workspace.unrecorded_kept", paths=len(changes))
@@ -167,12 +195,19 @@ class Resets(WorkspaceCore):
                 await trio.to_thread.run_sync(self._write_intent, intent, goal, self._model)
                 pending = (intent, goal)
             intent, goal = pending
+            now: Scan | None = None
             try:
                 now = await trio.to_thread.run_sync(self._now) if goal is not None else None
                 if now is not None:
                     now.leftovers, self._leftovers = self._leftovers, []
                 tree = flat(goal) if goal is not None else None
                 restored = await trio.to_thread.run_sync(self._apply, intent, reset_seq, now, tree)
+            except OSError as exc:  # the root is gone, the disk failed: not an internal error
+                restored = Restored(failed=[(".", str(exc))])
+                self.unfinished = Pending(intent.target, reset_seq, restored.failed)
+                if now is not None and goal is not None:
+                    self._stuck = owed(["."], now.tree, flat(goal))
+                log.error("workspace.restore_unfinished", target=target, error=str(exc))
             finally:
                 # Not finished, the journal stays and a start (or the next reset)
                 # finishes the restore: the goal is the tree as of the tip
@@ -207,22 +242,7 @@ class Resets(WorkspaceCore):
         """
         started = time.perf_counter()
         crashpoints.hit("workspace.before_restore")
-        restored = Restored()
-        if intent.goal is not None:
-            if current is None:
-                current = scan(self.root, self._ignore, self._cache)
-            if goal is None:
-                goal = flat(self.history.load(intent.goal))
-            restored = restore_tree(self.root, self._ignore, current, goal, self.blobs)
-            if restored.skipped:
-                log.error(
-                    "workspace.restore_skipped",
-                    paths=[p for p, _ in restored.skipped[:SHOWN_PATHS]],
-                    reasons=dict(restored.skipped[:SHOWN_PATHS]),
-                    count=len(restored.skipped),
-                    reason="a directory, symlink, special file or ignored path not recorded "
-                    "is in the way, or a directory changed during the restore",
-                )
+        restored = Restored() if intent.goal is None else self._restore(intent.goal, current, goal)
         crashpoints.hit("workspace.after_restore")
         if intent.backup is not None:  # a journal of 0.1.0: its forced checkout's backup
             self.index.set(intent.head, intent.backup)
@@ -246,7 +266,7 @@ class Resets(WorkspaceCore):
                 effect="the journal stays: the next start finishes the restore",
             )
             return restored
-        self.unfinished = None
+        self.unfinished, self._stuck = None, {}  # a restore superseded is owed nothing
         journal.clear(self._journal)
         log.info(
             "workspace.restored",
@@ -257,6 +277,26 @@ class Resets(WorkspaceCore):
             skipped=len(restored.skipped),
             duration_ms=round((time.perf_counter() - started) * 1e3, 3),
         )
+        return restored
+
+    def _restore(self, digest: str, current: Scan | None, goal: Tree | None) -> Restored:
+        """Make the files the tree `digest` (or `goal`, its flat form), `current` what they hold."""
+        if self._check_root() or current is None:  # a new root: that scan was of the old one
+            current = self._scan()
+        if goal is None:
+            goal = flat(self.history.load(digest))
+        restored = restore_tree(self.root, self._ignore, current, goal, self.blobs)
+        # What it could not write is its debt until written (`_unstuck`); a success, none.
+        self._stuck = owed([p for p, _ in restored.failed], current.tree, goal)
+        if restored.skipped:
+            log.error(
+                "workspace.restore_skipped",
+                paths=[p for p, _ in restored.skipped[:SHOWN_PATHS]],
+                reasons=dict(restored.skipped[:SHOWN_PATHS]),
+                count=len(restored.skipped),
+                reason="a directory, symlink, special file or ignored path not recorded "
+                "is in the way, or a directory changed during the restore",
+            )
         return restored
 
     def _reset_after(self, intent: journal.Intent) -> int | None:

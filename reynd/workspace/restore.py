@@ -179,6 +179,7 @@ def _put(dirs: Dirs, objects: ObjectStore, rel: str, item: Item) -> bool:
             fsops.rmdir(name, dir_fd=fd)
         except OSError:
             raise Unsafe("a directory is in the way") from None
+        dirs.touch()  # its entries changed, whatever happens to the file next
     elif s is not None and is_special(s):
         raise Unsafe("a special file (fifo, socket or device) is in the way: never replaced")
     tmp = _link_tmp(item.ref, fd) if item.kind == "l" else _write_tmp(objects, item, fd)

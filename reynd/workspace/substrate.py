@@ -23,14 +23,11 @@ The reset hooks are in resets.py, the retention hooks in retention.py.
 
 from __future__ import annotations
 
-import errno
-import os
 import time
 from collections.abc import Sequence
 
 import trio
 
-from reynd.protocol import errors
 from reynd.protocol.events import Event, StepCommitted, boundary_kind
 from reynd.protocol.methods import RestorePending, WorkspaceInfo
 from reynd.storage import crashpoints
@@ -38,40 +35,14 @@ from reynd.storage.appender import Appender, TicketT
 from reynd.workspace import journal
 from reynd.workspace.core import Pending, Prepared, RecordStats, file_records, log, resolve_root
 from reynd.workspace.model import Dir, apply, changed, flat
-from reynd.workspace.observe import observe
+from reynd.workspace.refusals import not_stored
 from reynd.workspace.resets import Resets
 from reynd.workspace.retention import GcStats, Retention
-from reynd.workspace.tree import Hasher, scan, store_dir
+from reynd.workspace.tree import RootUnusable, scan, store_dir
 from reynd.workspace.watch import Watcher, WatchUnavailable
 
-__all__ = ["GcStats", "RecordStats", "Workspace", "not_stored", "resolve_root"]
+__all__ = ["GcStats", "RecordStats", "Workspace", "resolve_root"]
 
-
-def not_stored(exc: OSError) -> errors.StorageUnavailable:
-    """The error for changed files the blob store could not take (ENOSPC, EMFILE, EIO...).
-
-    Not fatal, unlike a failed WAL write (docs/durability.md rule 5): no record names a
-    blob before it is durable, a failed copy's tmp file is removed, and the WAL
-    was not touched, so nothing acknowledged depends on what failed.
-    """
-    code = exc.errno or errno.EIO
-    where = f" at {exc.filename}" if exc.filename else ""
-    return errors.StorageUnavailable(
-        f"the workspace's changed files could not be stored ({os.strerror(code)}{where}); "
-        f"nothing of this write reached the WAL: {_FIXES.get(code, _CHECK_DISK)}, then retry",
-        {"store": "workspace", "errno": errno.errorcode.get(code, str(code)), "reason": str(exc)},
-    )
-
-
-_CHECK_DISK = "check the disk (the daemon's log has the error)"
-_FIXES = {
-    errno.ENOSPC: "free disk space",
-    errno.EDQUOT: "free disk space (the quota is full)",
-    errno.EMFILE: "raise the open-file limit (LimitNOFILE=, ulimit -n) or close connections",
-    errno.ENFILE: "the system is out of open files: close some",
-    errno.EACCES: "make that file readable by the daemon, or ignore it ([workspace] ignore)",
-    errno.EPERM: "make that file readable by the daemon, or ignore it ([workspace] ignore)",
-}
 
 SHOWN_IN_STATUS = 100  # paths of an unfinished restore in daemon.status (`count`: all)
 
@@ -157,11 +128,15 @@ class Workspace(Resets, Retention):
         """Mark what changed while the daemon was down, for the next record (once, at start)."""
         try:
             async with self._lock:
-                now = await trio.to_thread.run_sync(self._scan, False)
-                found = changed(flat(self._model), now)
+                now = await trio.to_thread.run_sync(self._scan)
+                found = changed(flat(self._model), now.tree)
                 self._dirty.paths.update(found)
                 if found:
                     log.info("workspace.changed_while_down", paths=len(found))
+        except RootUnusable as exc:
+            # Each write refuses until the root is back, then scans everything.
+            self._dirty.full = True
+            log.error("workspace.root_unusable", root=str(self.root), error=str(exc))
         finally:
             self._settled.set()
 
@@ -207,7 +182,7 @@ class Workspace(Resets, Retention):
             await self._lock.acquire()
         try:
             first = self._watcher.read_nowait() if self._watcher is not None else b""
-            if first or self._dirty or (boundary and self._unindexed):
+            if first or self._dirty or (boundary and (self._unindexed or self._root_moved())):
                 try:
                     prepared = await trio.to_thread.run_sync(self._prepare, first, boundary)
                 except OSError as exc:
@@ -233,13 +208,8 @@ class Workspace(Resets, Retention):
 
     def _prepare(self, first: bytes, boundary: bool) -> Prepared:
         """Look at what the watcher says changed; store new content (worker thread, locked)."""
-        if self._watcher is not None:
-            try:
-                self._watcher.drain(first, self._dirty)
-            except WatchUnavailable as exc:
-                self._unwatch(exc)
-        hasher = Hasher(self.root, self._cache, self.blobs)
-        changes = observe(self.root, self._ignore, self._dirty, self._model, hasher)
+        looked, hasher = self._look(self.blobs, first)
+        changes = self._unstuck(looked)
         self.blobs.sync()  # every blob a record names is durable before it is staged
         model = apply(self._model, changes)
         root = None

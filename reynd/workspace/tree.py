@@ -38,6 +38,7 @@ __all__ = [
     "CacheEntry",
     "Hasher",
     "Ignore",
+    "RootUnusable",
     "Scan",
     "changed_paths",
     "load_dir",
@@ -46,6 +47,7 @@ __all__ = [
     "open_file",
     "open_file_at",
     "reachable",
+    "root_ident",
     "scan",
     "store_dir",
     "walk",
@@ -180,17 +182,26 @@ FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)  # not there, or not a real directory
 
 
+class RootUnusable(OSError):
+    """The workspace root itself is missing or not a real directory (a symlink put there).
+
+    Never read as an empty workspace: that would record every file deleted.
+    Whoever looks at the workspace fails instead, and nothing is recorded.
+    """
+
+
 def open_dir(root: Path, rel: str) -> int | None:
     """A descriptor of directory `rel` below `root`, each component opened O_NOFOLLOW.
 
     None when a component is missing or is not a real directory: a path is
-    never resolved through a symlink, whatever changes meanwhile.
+    never resolved through a symlink, whatever changes meanwhile. The root
+    itself not being one raises RootUnusable.
     """
     try:
         fd = os.open(root, DIR_FLAGS)
     except OSError as exc:
         if exc.errno in _GONE:
-            return None
+            raise RootUnusable(exc.errno, os.strerror(exc.errno), str(root)) from exc
         raise
     for part in rel.split("/") if rel else ():
         try:
@@ -203,6 +214,17 @@ def open_dir(root: Path, rel: str) -> int | None:
         os.close(fd)
         fd = nxt
     return fd
+
+
+def root_ident(root: Path) -> tuple[int, int]:
+    """(st_dev, st_ino) of the directory at `root` now; RootUnusable when there is none."""
+    fd = open_dir(root, "")
+    assert fd is not None  # the root's own failures raise
+    try:
+        s = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return s.st_dev, s.st_ino
 
 
 def open_file(root: Path, rel: str) -> int | None:

@@ -121,11 +121,15 @@ class Watcher:
         self.fd: int = fd
         self._dirs: dict[int, str] = {}  # watch descriptor -> directory ("" the root)
         self._buf = b""
+        # The root was moved or deleted: these watches follow the old directory and
+        # see nothing of one made anew at its path (the owner starts a new Watcher).
+        self.root_lost = False
         try:
             self.watch_tree("")
         except BaseException:
             self.close()
             raise
+        self.root_lost = not self._dirs  # no root to watch yet: the owner tries again
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -175,10 +179,12 @@ class Watcher:
             return  # a watch we dropped
         if mask & IN_IGNORED:
             del self._dirs[wd]
+            self.root_lost = self.root_lost or base == ""
             return
         if mask & (IN_DELETE_SELF | IN_MOVE_SELF):
             if base == "":  # the workspace itself moved or went: look at everything
                 dirty.full = True
+                self.root_lost = True
             return  # another directory: its parent's event says it
         self._entry_event(base, mask, raw, dirty)
 

@@ -380,5 +380,7 @@ def assert_same_as_full_scan(store: Store, root: Path, scratch: Path) -> None:
 def frame_chunk(payload: object, first: int, count: int, version: int) -> bytes:
     """A segment index chunk of any `version` around any payload, its checksums right."""
     body = msgspec.msgpack.encode(payload)
+    if version >= 5:  # deflated from version 5 on
+        body = zlib.compress(body)
     head = struct.pack("<8sIQQQI", b"REYNSIDX", version, first, count, len(body), zlib.crc32(body))
     return head + struct.pack("<I", zlib.crc32(head)) + body

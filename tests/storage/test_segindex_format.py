@@ -10,6 +10,7 @@ and so is a chunk of version 1 (it does not list the workspace.files seqs).
 from __future__ import annotations
 
 import struct
+import zlib
 from array import array
 
 import msgspec
@@ -197,7 +198,7 @@ def test_a_version_1_chunk_is_refused_saying_why() -> None:
     lists is right but incomplete, so the segment is scanned (tests/storage/test_segment_index.py
     shows the rest: the same store, and the index written again as version 2)."""
     v1 = {k: v for k, v in msgspec.structs.asdict(GOOD).items() if k != "file_seqs"}
-    assert INDEX_VERSION == 4
+    assert INDEX_VERSION == 5
     assert len(decode_index(frame_chunk(v1, 1, 1, 2), 1)) == 1  # the same payload, sound
     with pytest.raises(IndexUnusable, match="version 1, written before the index listed"):
         decode_index(frame_chunk(v1, 1, 1, 1), 1)
@@ -210,3 +211,24 @@ def test_a_version_2_chunk_is_still_used_and_a_version_3_one_too() -> None:
     two = decode_index(frame_chunk(payload, 1, 1, 2), 1)
     three = decode_index(frame_chunk(payload, 1, 1, 3), 1)
     assert two == three and len(two) == 1
+
+
+def test_a_version_4_chunk_is_used_as_it_is_and_version_5_is_deflated() -> None:
+    """Migration: version 5 (issue 29) deflates the payload; the version 4 chunks an older
+    reynd wrote (the msgpack as it is) read the same, with no rescan."""
+    payload = msgspec.structs.asdict(_one_generation())
+    four = frame_chunk(payload, 1, 1, 4)
+    five = frame_chunk(payload, 1, 1, 5)
+    assert decode_index(four, 1) == decode_index(five, 1)
+    then = msgspec.structs.replace(GOOD, offsets=memoryview(struct.pack("<Q", 50)), end=90)
+    assert decode_index(four + frame_chunk(then, 2, 1, 5), 1)[1].first == 2  # mixed in a file
+    written = encode_chunk(decode_index(four, 1)[0])
+    assert struct.unpack_from("<I", written, 8)[0] == 5
+    assert zlib.decompress(written[HEADER_SIZE:]) == msgspec.msgpack.encode(_Payload(**payload))
+
+
+def test_a_version_5_payload_that_does_not_inflate_makes_the_index_unusable() -> None:
+    body = b"not a deflate stream"
+    head = struct.pack("<8sIQQQI", b"REYNSIDX", 5, 1, 1, len(body), zlib.crc32(body))
+    with pytest.raises(IndexUnusable, match="does not inflate"):
+        decode_index(head + struct.pack("<I", zlib.crc32(head)) + body, 1)

@@ -344,10 +344,29 @@ def _as_version_1(path: Path) -> None:
     """Rewrite an index file as reynd wrote it before version 2: no `file_seqs`."""
     out = []
     for chunk in decode_index(path.read_bytes(), int(path.stem)):
-        payload = msgspec.msgpack.decode(encode_chunk(chunk)[HEADER_SIZE:])
+        payload = msgspec.msgpack.decode(zlib.decompress(encode_chunk(chunk)[HEADER_SIZE:]))
         del payload["file_seqs"]
         out.append(frame_chunk(payload, chunk.first, len(chunk.offsets), 1))
     path.write_bytes(b"".join(out))
+
+
+def test_index_of_version_4_is_used_as_it_is(indexed_dir: Path, tmp_path: Path) -> None:
+    """Migration: the version 4 index an older reynd wrote (its payload not deflated) is
+    used by a start as it is, no more scanned than with this version's; the same store."""
+    root = _copy(indexed_dir, tmp_path / "r")
+    with Store.open(root, OPTIONS) as store:
+        view, before = store_view(store, every_seq=False), store.recovery
+    for path in index_files(root):
+        out = []
+        for chunk in decode_index(path.read_bytes(), int(path.stem)):
+            body = msgspec.msgpack.decode(zlib.decompress(encode_chunk(chunk)[HEADER_SIZE:]))
+            out.append(frame_chunk(body, chunk.first, len(chunk.offsets), 4))
+        path.write_bytes(b"".join(out))
+        assert struct.unpack_from("<I", path.read_bytes(), 8) == (4,)
+    with Store.open(root, OPTIONS) as store:
+        assert (store.recovery.indexed, store.recovery.scanned) == (before.indexed, before.scanned)
+        assert store.recovery.indexed > 0
+        assert store_view(store, every_seq=False) == view
 
 
 def test_index_of_version_1_is_scanned_once_and_written_again(

@@ -399,7 +399,46 @@ SNAPSHOT_DAMAGE: dict[str, Callable[[bytes], bytes]] = {
     "header-seq-disagrees": lambda d: d[:12] + struct.pack("<Q", 39) + d[20:],
     "wrong-length-field": lambda d: d[:20] + struct.pack("<Q", len(d)) + d[28:],
     "extra-bytes-appended": lambda d: d + b"junk",
+    # Checksums right, the payload no deflate stream: version 2 inflates it first.
+    "payload-does-not-inflate": lambda d: _resealed(d, 2, b"not a deflate stream"),
 }
+
+
+def _resealed(data: bytes, version: int, payload: bytes) -> bytes:
+    """A snapshot file of `version` holding `payload`, its header and checksums made anew."""
+    magic, _, seq = struct.unpack_from("<8sIQ", data)
+    head = struct.pack("<8sIQQI", magic, version, seq, len(payload), zlib.crc32(payload))
+    return head + struct.pack("<I", zlib.crc32(head)) + payload
+
+
+def test_snapshots_are_written_compressed(pristine_snaps: Pristine) -> None:
+    for seq in (20, 40, 60):
+        data = _snap(pristine_snaps.root, seq).read_bytes()
+        assert struct.unpack_from("<I", data, 8)[0] == SNAPSHOT_VERSION == 2
+        zlib.decompress(data[36:])  # the payload is a zlib stream
+
+
+def test_version_1_snapshots_of_an_older_reynd_are_read_as_they_are(
+    pristine_snaps: Pristine, tmp_path: Path
+) -> None:
+    """Migration: a state dir whose snapshots an older reynd wrote (version 1, the msgpack
+    uncompressed) opens from them, none set aside; new ones are version 2 beside them."""
+    root = _copy(pristine_snaps, tmp_path / "r")
+    for seq in (20, 40, 60):
+        path = _snap(root, seq)
+        data = path.read_bytes()
+        path.write_bytes(_resealed(data, 1, zlib.decompress(data[36:])))
+    with Store.open(root, opts()) as store:
+        _check_prefix(store, pristine_snaps, N)
+        assert store.snapshots.seqs == [20, 40, 60]
+        assert store.plan(N).snapshot == 60
+        assert summarize(store.state_as_of(30)) == pristine_snaps.model.state(30)
+        assert not list(snap_dir(root).glob("*.damaged"))
+        seq = store.snapshot_now()
+    assert struct.unpack_from("<I", _snap(root, seq).read_bytes(), 8)[0] == 2
+    with Store.open(root, opts()) as store:
+        _check_prefix(store, pristine_snaps, N)
+        assert store.plan(N).snapshot == seq
 
 
 @pytest.mark.parametrize("name", list(SNAPSHOT_DAMAGE))

@@ -55,7 +55,11 @@ async function loadTimeline(first) {
   // With all the rows of a head, ask for the change since it: a few rows, not megabytes.
   const url = first ? `/api/timeline?first=${first}`
             : ui.complete ? `/api/timeline?since=${ui.head}` : "/api/timeline";
-  const t = await answer(await fetch(url));
+  return showTimeline(await answer(await fetch(url)), first);
+}
+
+// `first`: t holds only the newest rows (the rest follows).
+async function showTimeline(t, first) {
   if (t.since !== undefined) {
     if (t.since !== ui.head) return loadTimeline();  // moved meanwhile: everything
     // Rows come on top only: the maps change by the rows replaced, not all 22,000.
@@ -407,6 +411,9 @@ document.addEventListener("keydown", (ev) => {
   ev.preventDefault();
 });
 window.addEventListener("resize", () => requestAnimationFrame(draw));
-// The rows in view first (painted at once), then all of them with the rest of the page.
-loadTimeline(FIRST).catch(showError).finally(() => refresh().catch(showError));
+// The rows in view first (painted at once: the page carries them when the server had them
+// at hand, else asked for), then all of them with the rest of the page.
+const shipped = $("first-rows").textContent;
+(shipped ? showTimeline(JSON.parse(shipped), FIRST) : loadTimeline(FIRST))
+  .catch(showError).finally(() => refresh().catch(showError));
 live();
