@@ -113,6 +113,57 @@ def test_having_keeps_the_records_that_hold_a_string(daemon: Daemon) -> None:
     assert err["code"] == -32602 and "having" in err["message"]
 
 
+def test_turn_keeps_the_records_since_that_turn_in_flight_started(daemon: Daemon) -> None:
+    def turn_read(agent: str = "a") -> list[int]:
+        return seqs(daemon.call("wal.read", {"agent": agent, "turn": "t", "having": ["keep"]}))
+
+    append(daemon, "a", "agent.created", options={"id": "keep"})
+    append(daemon, "a", "message.received", message_id="m", text="hi")
+    assert turn_read() == []  # turn t not in flight: nothing
+    first = append(daemon, "a", "turn.started", turn_id="t", message_id="m")
+    step = append(daemon, "a", "step.started", turn_id="t", step=0, input={"k": "keep"})
+    assert turn_read() == [step]  # the created record is before the turn: left out
+    append(daemon, "a", "turn.ended", turn_id="t", outcome="aborted")
+    assert turn_read() == []  # ended: what it held is gone
+    append(daemon, "a", "message.received", message_id="m2", text="again")
+    again = append(daemon, "a", "turn.started", turn_id="t", message_id="m2")
+    later = append(daemon, "a", "step.started", turn_id="t", step=0, input={"k": "keep"})
+    assert turn_read() == [later]  # the earlier turn's records are not searched
+    plain = daemon.call("wal.read", {"agent": "a", "turn": "t"})
+    assert seqs(plain) == [again, later]
+    daemon.call("rewind", {"seq": step})  # back inside the first turn
+    assert turn_read() == [step] and first < step
+    assert turn_read("nobody") == []
+
+
+def test_need_brings_the_records_the_found_ones_list(daemon: Daemon) -> None:
+    def step(**inp: Any) -> int:
+        return append(daemon, "a", "step.started", turn_id="t", step=0, input=inp)
+
+    append(daemon, "a", "agent.created")
+    append(daemon, "a", "message.received", message_id="m", text="hi")
+    append(daemon, "a", "turn.started", turn_id="t", message_id="m")
+    s1, s2 = step(v=1), step(v=2)
+    other = append(daemon, "b", "agent.created")  # another agent's: never brought
+    s3 = step(v=3)
+    full = step(v=4, need=[s1, s2 - s1])  # lists all it needs
+    s5 = step(v=5)
+    hit = step(id="cp-1", need=[other, s5 - other], need_of=full)  # the rest: full's list
+    found = daemon.call("wal.read", {"agent": "a", "having": ["cp-1"], "need": True})
+    assert seqs(found) == [hit]
+    assert [e["seq"] for e in found["needed"]] == [s1, s2, full, s5]
+    assert found["needed"][0] == read(daemon, "a")["events"][3]  # as wal.read returns it
+    assert s3 not in [e["seq"] for e in found["needed"]]
+    # Without `need`: none; a malformed list brings nothing.
+    assert daemon.call("wal.read", {"agent": "a", "having": ["cp-1"]})["needed"] == []
+    step(id="cp-2", need=["x", 1])
+    assert daemon.call("wal.read", {"agent": "a", "having": ["cp-2"], "need": True})["needed"] == []
+    daemon.call("rewind", {"seq": s5 - 1})  # s5 is off the active lineage: left out
+    step(id="cp-3", need=[s1, s5 - s1])
+    again = daemon.call("wal.read", {"agent": "a", "having": ["cp-3"], "need": True})
+    assert [e["seq"] for e in again["needed"]] == [s1]
+
+
 def test_get_returns_the_agents_records_on_the_active_lineage(daemon: Daemon) -> None:
     a0 = append(daemon, "a", "agent.created")
     b0 = append(daemon, "b", "agent.created")

@@ -61,9 +61,6 @@ RECENT: Final = 8  # list values kept decoded after a read (a chain of deltas ca
 # NEED_EXTRA are: a cold read fetches them by seq (`_cold`).
 NEED_MAX: Final = 1000
 NEED_EXTRA: Final = 32
-# What a cold read searches the thread for besides the checkpoint's id: what can hide it
-# or its writes (a tombstone, the thread closed; opening it again hides nothing).
-_HIDING: Final = ["drop_runs", "turn.ended"]
 
 
 @dataclass(slots=True)
@@ -229,11 +226,13 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         """Checkpoint `cid` of a thread this saver holds nothing of, read from the records it
         needs, not the whole thread; exactly what a full read returns, or _UNSURE.
 
-        The thread is searched for the records that name `cid` (its puts, its writes, the
-        puts of its children) and those that can hide it (`_HIDING`): replayed, they tell
-        whether the full view holds it and its pending writes, wherever they were written.
+        The thread, since it last opened, is searched for the records that name `cid` (its
+        puts, its writes, the puts of its children), then after its put for those naming its
+        run (a tombstone can hide it): replayed, they tell whether the full view holds it and
+        its pending writes, wherever they were written.
         Its put lists the seqs of the records its value is read from (its chain of diffs,
-        each channel version's put and bases, their parts), fetched by seq. _UNSURE when
+        each channel version's put and bases, their parts), which the daemon sends with the
+        search's answer (wal.read's `need`; by seq with wal.get when some are missing). _UNSURE when
         the put lists nothing (an older saver wrote it, or a value was split across parts
         in its own request) or a record is missing (a copied thread's list names the
         source's seqs): the caller reads the whole thread.
@@ -244,31 +243,52 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             return _UNSURE
 
     def _cold_read(self, tid: str, ns: str, cid: str) -> CheckpointTuple | _Unsure | None:
-        # One search, one round trip: a second one for the hiding records after the first
-        # naming the checkpoint would search half the bytes again, and cost more on a
-        # short thread than it saves on a long one.
-        naming = self._store.find(tid, [cid, *_HIDING])
+        # The records naming the checkpoint since the thread last opened (a close hides
+        # every record before it, and a closed thread holds no checkpoint): its put, its
+        # writes, its children's puts. An id is a long string, rare in the bytes: the
+        # search runs at memory speed, where "drop_runs" or "turn.ended" (a quote, then
+        # common letters) crawled through every record of the thread at a tenth of it.
+        naming = self._store.find_needed(tid, [cid])
         if naming is None:
             return _UNSURE
-        name, found, _ = naming
-        scan = ThreadView()
-        for event in found:
-            scan.apply(event)
-        saved = scan.checkpoints.get(ns, {}).get(cid)
+        # With the records they say they need (`need`, `need_of`): one round trip.
+        name, found, upto, needed = naming
+        have = {e["seq"]: e for e in [*needed, *found]}
+        saved = _replayed(found).checkpoints.get(ns, {}).get(cid)
         if saved is None:
             return None
         if saved.need is None:
             return _UNSURE
+        # What else can hide it: a tombstone of its run, after its put; found by the run's id
+        # (each record of the run names it too), as of the tip the first search saw.
+        run = saved.run_id
+        if run is not None:
+            needle = run if isinstance(run, str) and NEEDLE_MIN <= len(run) <= NEEDLE_MAX else None
+            later = self._store.find(tid, [needle or "drop_runs"], since=saved.seq)
+            if later is None:  # a rewind since: below the put, or not
+                return _UNSURE
+            drops = [
+                e
+                for e in later[1]
+                if e["seq"] <= upto and (e.get("input") or {}).get("lg") == "drop_runs"
+            ]
+            if drops:
+                found = sorted([*found, *drops], key=lambda e: int(e["seq"]))
+        scan = _replayed(found)
+        if cid not in scan.checkpoints.get(ns, {}):
+            return None
         need = set(saved.need)
         if saved.need_of is not None:
-            full = self._store.get(name, [saved.need_of])
-            listed = full[0].get("input", {}).get("need") if full else None
+            full = have.get(saved.need_of)
+            listed = full.get("input", {}).get("need") if full else None
             if not isinstance(listed, builtins.list):
                 return _UNSURE
             need.update(seqs(listed))
-        records = self._store.get(name, sorted(need))
-        if len(records) != len(need):
-            return _UNSURE
+        records = [have[s] for s in sorted(need) if s in have]
+        if len(records) != len(need):  # fetched apart: more than a page, or a rewind
+            records = self._store.get(name, sorted(need))
+            if len(records) != len(need):
+                return _UNSURE
         put = next(e for e in found if e["seq"] == saved.seq)
         view = ThreadView()
         for event in [*records, put]:
@@ -649,6 +669,14 @@ def _uncounted(data: dict[str, Any]) -> dict[str, Any]:
 
 def _config(tid: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
+
+
+def _replayed(events: Sequence[dict[str, Any]]) -> ThreadView:
+    """A view of some of a thread's records, in seq order (a cold read's findings)."""
+    view = ThreadView()
+    for event in events:
+        view.apply(event)
+    return view
 
 
 def _copied(checkpoint: dict[str, Any]) -> dict[str, Any]:

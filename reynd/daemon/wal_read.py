@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -22,6 +23,10 @@ __all__ = ["WalReadApi"]
 
 # Below this many records to scan the read runs on the event loop (cheaper than the thread hop).
 _CHEAP = 256
+# Below this many bytes to search, a `having` read runs on the event loop too (a short
+# thread's search takes well under a millisecond; the hop to a worker and back costs
+# two wake-ups, several milliseconds on a loaded machine).
+_CHEAP_SEARCH = 1 << 20
 
 
 class WalReadApi:
@@ -46,15 +51,28 @@ class WalReadApi:
         # No agent at the tip: none of its records is on the active lineage. An
         # agent is created once per lineage, so nothing of it lies below that.
         lo = head + 1 if agent is None else max(common + 1, agent.created_seq, store.floor)
+        if p.turn is not None and agent is not None:
+            chain = next((c for c in agent.pending_chains if c.turn_id == p.turn), None)
+            lo = head + 1 if chain is None else max(lo, chain.started_seq)
         # Ascending, clipped: the active lineage is fixed for this call (captured on the loop).
         spans = [(max(a, lo), b) for a, b in lineage.active_intervals() if b >= lo]
         async with self._reads.shared():  # GC never deletes a segment a read uses
             needles = [msgspec.json.encode(n) for n in p.having]
-            collect = partial(_collect, store, spans, p.agent, p.limit, head, needles=needles)
-            if sum(b - a + 1 for a, b in spans) <= _CHEAP:
-                events, upto, more = collect()
+
+            def run() -> tuple[list[dict[str, Any]], int, bool, list[dict[str, Any]]]:
+                events, upto, more = _collect(store, spans, p.agent, p.limit, head, needles=needles)
+                needed = _needed(store, p.agent, events, head, p.limit) if p.need else []
+                return events, upto, more, needed
+
+            # A search costs its bytes (a scan in C), a plain read its records (each decoded).
+            if (
+                sum(store.wal.span_bytes(a, b) for a, b in spans if a <= b) <= _CHEAP_SEARCH
+                if needles
+                else sum(b - a + 1 for a, b in spans) <= _CHEAP
+            ):
+                events, upto, more, needed = run()
             else:
-                events, upto, more = await trio.to_thread.run_sync(collect)
+                events, upto, more, needed = await trio.to_thread.run_sync(run)
         return WalReadResult(
             head=head,
             branch=lineage.branch_of(head),
@@ -62,6 +80,7 @@ class WalReadApi:
             upto=upto,
             events=events,
             more=more,
+            needed=needed,
         )
 
     async def _get(self, p: WalGetParams, ctx: CallContext) -> WalGetResult:
@@ -71,24 +90,62 @@ class WalReadApi:
             raise errors.SeqOutOfRange(
                 f"seq {max(p.seqs)} is above the tip {head}", {"seq": max(p.seqs), "head": head}
             )
-        agent = store.state.agents.get(p.agent)
-        lo = head + 1 if agent is None else max(agent.created_seq, store.floor)
-        # The wanted seqs on the active lineage, as runs of consecutive seqs (one read each).
-        active = store.lineage.active_intervals()
-        wanted = sorted({s for s in p.seqs if s >= lo and any(a <= s <= b for a, b in active)})
-        spans: list[tuple[int, int]] = []
-        for s in wanted:
-            if spans and spans[-1][1] == s - 1:
-                spans[-1] = (spans[-1][0], s)
-            else:
-                spans.append((s, s))
-        collect = partial(_collect, store, spans, p.agent, len(wanted) + 1, head)
+        spans, count = _seq_spans(store, p.agent, p.seqs, head)
+        collect = partial(_collect, store, spans, p.agent, count + 1, head)
         async with self._reads.shared():
-            if len(wanted) <= _CHEAP:
+            if count <= _CHEAP:
                 events, _, _ = collect()
             else:
                 events, _, _ = await trio.to_thread.run_sync(collect)
         return WalGetResult(head=head, events=events)
+
+
+def _seq_spans(
+    store: Store, agent: str, seqs: Iterable[int], head: int
+) -> tuple[list[tuple[int, int]], int]:
+    """The wanted seqs that may be the agent's on the active lineage, as runs of consecutive
+    seqs (one read each), and how many they are."""
+    state = store.state.agents.get(agent)
+    lo = head + 1 if state is None else max(state.created_seq, store.floor)
+    active = store.lineage.active_intervals()
+    wanted = sorted({s for s in seqs if lo <= s <= head and any(a <= s <= b for a, b in active)})
+    spans: list[tuple[int, int]] = []
+    for s in wanted:
+        if spans and spans[-1][1] == s - 1:
+            spans[-1] = (spans[-1][0], s)
+        else:
+            spans.append((s, s))
+    return spans, len(wanted)
+
+
+def _needed(
+    store: Store, agent: str, events: list[dict[str, Any]], head: int, limit: int
+) -> list[dict[str, Any]]:
+    """The records `events` say they need (wal.read's `need`), not among them."""
+    have = {e["seq"]: e for e in events}
+    refs = {r for e in events if isinstance(r := (e.get("input") or {}).get("need_of"), int)}
+    fetched = _by_seqs(store, agent, refs - have.keys(), head, limit)
+    want: set[int] = set()
+    for e in [*events, *(fetched.get(r) or have.get(r) or {} for r in refs)]:
+        want.update(_listed(e))
+    fetched.update(_by_seqs(store, agent, want - have.keys() - fetched.keys(), head, limit))
+    return [fetched[s] for s in sorted(fetched)][:limit]
+
+
+def _by_seqs(
+    store: Store, agent: str, seqs: Iterable[int], head: int, limit: int
+) -> dict[int, dict[str, Any]]:
+    spans, _ = _seq_spans(store, agent, seqs, head)
+    got, _, _ = _collect(store, spans, agent, limit, head)
+    return {e["seq"]: e for e in got}
+
+
+def _listed(event: dict[str, Any]) -> list[int]:
+    """The seqs a record's `input.need` lists (gaps undone); none when it lists none."""
+    need = (event.get("input") or {}).get("need")
+    if not isinstance(need, list) or not all(type(n) is int for n in need):
+        return []
+    return list(itertools.accumulate(need))
 
 
 def _collect(

@@ -52,6 +52,17 @@ class WalReadParams(Params, kw_only=True):
     # bytes, so a few records of a long lineage cost what they hold plus a scan in C
     # of the rest. Empty: every record.
     having: Annotated[list[Needle], msgspec.Meta(max_length=MAX_HAVING)] = []
+    # Only the records since the agent's turn `turn` in flight started (its
+    # `turn.started` and after); none when that turn is not in flight. A reader
+    # that keeps an object open as a turn (an external agent) skips what a close
+    # hid without searching for it, and a long thread's earlier lives unread.
+    turn: str | None = None
+    # Also the records the found ones say they need, in `needed` (one round trip where a
+    # reader would call wal.get twice): a record whose `input` lists `need` (seqs,
+    # ascending, each but the first as the gap from the one before) brings those, and
+    # one whose `input` names `need_of` (a seq) brings that record's own `need` too.
+    # The convention of external agents' step records (reynctl.langgraph's puts).
+    need: bool = False
 
 
 class WalReadResult(Result, kw_only=True):
@@ -71,6 +82,10 @@ class WalReadResult(Result, kw_only=True):
     upto: int
     events: list[dict[str, Any]]
     more: bool = False
+    # With `need`: the records the events need that are the agent's, on the active lineage
+    # and not among `events`, oldest first, each as in `events` (at most the read's limit;
+    # a reader checks that it has what it needs).
+    needed: list[dict[str, Any]] = []
 
 
 class WalGetParams(Params, kw_only=True):

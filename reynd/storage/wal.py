@@ -482,6 +482,10 @@ class Wal:
             if body.startswith(prefixes):
                 yield self._decoded(seg, i, body)
 
+    def span_bytes(self, lo: int, hi: int) -> int:
+        """The framed bytes of durable records lo..hi (what a search of them scans)."""
+        return sum(_end(seg, b) - seg.offsets[a] for seg, a, b in self._spans(lo, hi))
+
     def read_having(self, lo: int, hi: int, needles: Sequence[bytes]) -> Iterator[Event]:
         """The records among lo..hi whose body holds one of `needles`, found by a search of
         the bytes (as `_read_kinds`): a needle in the frame's header never matches one
