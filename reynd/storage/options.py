@@ -14,7 +14,7 @@ class StorageOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     A snapshot is written once the WAL bytes replayed on top of the nearest
     snapshot exceed max(snapshot_min_bytes, snapshot_ratio * that snapshot's
-    size): reconstruct(N) then reads at most a bounded multiple of the state's
+    size, uncompressed): reconstruct(N) then reads at most a bounded multiple of the state's
     own size, whatever the length of history, and snapshots add at most
     1 / snapshot_ratio of the WAL's bytes.
     """
