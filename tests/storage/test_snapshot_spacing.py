@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers import opts, wal_dir
+
 from reynd.protocol import events as ev
 from reynd.storage.store import Store
-from tests.storage.helpers import opts, wal_dir
 
 OPTIONS = opts(segment_bytes=1 << 20, snapshot_min_bytes=1024)
 TEXT = "spacing " * 500  # 4 KB that deflate to a few dozen bytes
