@@ -12,7 +12,7 @@ copies, and records written by an older saver (no `need`).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,6 +30,7 @@ from reynctl.langgraph import ReyndSaver, agent_name
 from reynctl.langgraph.saver import _Unsure
 from reynctl.langgraph.values import MERGE
 from tests.harness import Daemon
+from tests.runtime_helpers import head
 from tests.test_langgraph_graph import ask, build
 
 THREADS = ("a", "b")
@@ -243,3 +244,76 @@ def test_copies_and_older_records_fall_back_to_the_full_replay(daemon: Daemon) -
     turn = len(every_checkpoint(daemon)) // 7  # 7 turns: 3 on `mixed`, 3 copied, 1 on the copy
     # Sure: the checkpoints of the turns written since (`mixed`'s third, the copy's own).
     assert (Counting.sure, Counting.unsure) == (2 * turn, 5 * turn)
+
+
+def _inner(cid: str, run: str) -> tuple[RunnableConfig, Any]:
+    """A checkpoint `cid` of namespace `inner` made by `run`, and its put's other arguments."""
+    cp: Any = {
+        "v": 1,
+        "id": cid,
+        "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": {"log": ["one"]},
+        "channel_versions": {"log": "1"},
+        "versions_seen": {},
+    }
+    return conf("again", "inner"), (cp, {"source": "loop", "step": 1, "run_id": run}, {"log": "1"})
+
+
+def test_an_id_put_again_after_a_tombstone_does_not_bring_back_the_writes_it_hid(
+    daemon: Daemon,
+) -> None:
+    """The tombstone of a run lies between two puts of one id: the writes before it stay
+    hidden (the run search once started at the last put, and missed it)."""
+    cid = str(uuid6())
+    with opened(daemon) as saver:
+        config, args = _inner(cid, "run-one")
+        saver.put(config, *args)
+        saver.put_writes(conf("again", "inner", cid), [("log", "w1")], "task-1")
+        saver.delete_for_runs(["run-one"])
+        config, args = _inner(cid, "run-two")
+        saver.put(config, *args)
+    Counting.sure = Counting.unsure = 0
+    check_cold_reads(daemon, [conf("again", "inner", cid)])
+    assert Counting.sure > 0
+
+
+class RewindingBetween(ReyndSaver):
+    """A saver whose cold read runs `meanwhile` between its two searches."""
+
+    meanwhile: Callable[[], object] = staticmethod(lambda: None)
+
+    def __init__(self, socket: str) -> None:
+        super().__init__(socket)
+        searches = 0
+        find = self._store.find
+
+        def between(*args: Any, **kw: Any) -> Any:
+            nonlocal searches
+            searches += 1
+            if searches == 2:
+                RewindingBetween.meanwhile()
+            return find(*args, **kw)
+
+        self._store.find = between  # type: ignore[method-assign]
+
+
+def test_a_rewind_between_the_two_searches_is_not_half_seen(daemon: Daemon) -> None:
+    """A rewind between the search for the checkpoint and the one for its run's tombstone
+    cut the tombstone out of the second: the first one's writes, of a branch the thread
+    had left, came back. The answer is the checkpoint as it is after the rewind."""
+    cid = str(uuid6())
+    with opened(daemon) as saver:
+        config, args = _inner(cid, "run-one")
+        saver.put(config, *args)
+        saver.put_writes(conf("again", "inner", cid), [("log", "w1")], "task-1")
+        to = head(daemon)  # w1 stands, w2 and the tombstone are cut off
+        RewindingBetween.meanwhile = staticmethod(lambda: daemon.call("rewind", {"seq": to}))
+        saver.put_writes(conf("again", "inner", cid), [("log", "w2")], "task-2")
+        saver.delete_for_runs(["run-one"])
+    with opened(daemon, RewindingBetween) as cold:
+        got = cold.get_tuple(conf("again", "inner", cid))
+    with opened(daemon) as full:
+        full._store.read("again")
+        want = full.get_tuple(conf("again", "inner", cid))
+    assert want is not None and [w[2] for w in want.pending_writes or []] == ["w1"]
+    assert as_compared(got) == as_compared(want)

@@ -48,7 +48,7 @@ def _store(writes: list[list[int]]) -> tuple[dict[tuple[str, str, Any], Blob], i
     prev: Previous | None = None
     deltas = 0
     for version, value in enumerate(writes):
-        enc = encode(SERDE, version, value, base_for(value, ("", "m"), blobs, [prev]))
+        enc = encode(SERDE, version, value, base_for(value, ("", "m", version), blobs, [prev]))
         r = enc.record
         blobs[("", "m", version)] = Blob(
             r["t"], r["b"], r.get("base"), r.get("depth", 0), r.get("acc", 0), r.get("whole", 0)
@@ -86,8 +86,8 @@ def test_appends_are_deltas_and_whole_values_come_back_as_they_add_up() -> None:
     replaced = [-1, *value[1:]]
     prev = Previous(99, value, 0, 0, 10_000)
     blobs[("", "m", 99)] = Blob("json", "", None, 0, 0, 10_000)
-    assert base_for(replaced, ("", "m"), blobs, [prev]) is None
-    assert base_for([*value, 1], ("", "m"), blobs, [prev]) is prev
+    assert base_for(replaced, ("", "m", 100), blobs, [prev]) is None
+    assert base_for([*value, 1], ("", "m", 100), blobs, [prev]) is prev
 
 
 def test_a_delta_extends_the_longest_stored_base_it_begins_with() -> None:
@@ -96,10 +96,26 @@ def test_a_delta_extends_the_longest_stored_base_it_begins_with() -> None:
     short, long = Previous(1, items[:2], 0, 0, 10_000), Previous(2, items[:4], 0, 0, 10_000)
     gone = Previous(3, items[:5], 0, 0, 10_000)  # not stored on the lineage (a rewind took it)
     other = Previous(2, [object()], 0, 0, 10_000)  # stored, but other items
-    assert base_for(items, ("", "m"), blobs, [short, None, long, gone, other]) is long
-    assert base_for(items, ("", "m"), blobs, [gone, other]) is None
-    assert base_for(items, ("", "x"), blobs, [long]) is None  # another channel's version
-    assert base_for("text", ("", "m"), blobs, [long]) is None
+    assert base_for(items, ("", "m", 4), blobs, [short, None, long, gone, other]) is long
+    assert base_for(items, ("", "m", 4), blobs, [gone, other]) is None
+    assert base_for(items, ("", "x", 4), blobs, [long]) is None  # another channel's version
+    assert base_for("text", ("", "m", 4), blobs, [long]) is None
+    # A version put again is never a delta of itself (nor of a merge anchored on it).
+    assert base_for(items, ("", "m", 2), blobs, [short, long]) is short
+    anchored = Previous(2, items[:4], 1, 0, 10_000)
+    anchored.anchor = (1, 2, 0)
+    assert base_for(items, ("", "m", 1), blobs, [anchored]) is None
+
+
+def test_a_chain_of_deltas_back_to_itself_reads_as_gone() -> None:
+    """As a saver before base_for refused it wrote a version put again: no endless walk."""
+    blobs = {
+        ("", "m", 1): Blob("json", "", 1, 1, 0, 10_000),
+        ("", "m", 2): Blob("json", "", 3, 1, 0, 10_000),
+        ("", "m", 3): Blob("json", "", 2, 1, 0, 10_000),
+    }
+    assert decode(SERDE, blobs, ("", "m", 1)) == (False, None)
+    assert decode(SERDE, blobs, ("", "m", 2)) == (False, None)
 
 
 def test_packed_bytes_round_trip() -> None:

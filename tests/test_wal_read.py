@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from hypothesis import given, settings
@@ -134,6 +135,63 @@ def test_turn_keeps_the_records_since_that_turn_in_flight_started(daemon: Daemon
     daemon.call("rewind", {"seq": step})  # back inside the first turn
     assert turn_read() == [step] and first < step
     assert turn_read("nobody") == []
+
+
+def test_turn_paging_across_a_close_tells_the_reader_to_drop_what_it_holds(
+    daemon: Daemon,
+) -> None:
+    """A second page with `turn` after that turn closed, or closed and opened again, says
+    `common` 0: the first page was of a life that has ended (a reader that took it with an
+    empty second page had half an answer)."""
+
+    def page(since: int) -> dict[str, Any]:
+        params = {"agent": "a", "turn": "t", "having": ["keep"], "since": since, "limit": 1}
+        result: dict[str, Any] = daemon.call("wal.read", params)
+        return result
+
+    append(daemon, "a", "agent.created")
+    append(daemon, "a", "message.received", message_id="m", text="hi")
+    started = append(daemon, "a", "turn.started", turn_id="t", message_id="m")
+    for _ in range(3):
+        append(daemon, "a", "step.started", turn_id="t", step=0, input={"k": "keep"})
+    first = page(0)
+    assert first["more"] and first["common"] == 0
+    assert page(first["upto"])["common"] == first["upto"]  # still in flight: pages go on
+    append(daemon, "a", "turn.ended", turn_id="t", outcome="aborted")
+    assert page(first["upto"])["common"] == 0  # closed since the first page
+    append(daemon, "a", "message.received", message_id="m2", text="again")
+    assert append(daemon, "a", "turn.started", turn_id="t", message_id="m2") > started
+    append(daemon, "a", "step.started", turn_id="t", step=0, input={"k": "keep"})
+    later = page(first["upto"])
+    assert later["common"] == 0 and later["events"]  # opened again: another life
+
+
+def test_need_on_the_event_loop_leaves_large_records_to_wal_get(daemon: Daemon) -> None:
+    """A search cheap enough for the event loop does not decode there the records its hits
+    list as needed when they are large: `needed` leaves them out, wal.get brings them (on
+    a worker thread). Decoding 60 records of 900 KB on the loop stalled every client."""
+    append(daemon, "a", "agent.created")
+    append(daemon, "a", "message.received", message_id="m", text="hi")
+    append(daemon, "a", "turn.started", turn_id="t", message_id="m")
+    big = [
+        append(daemon, "a", "step.started", turn_id="t", step=0, input={"v": "x" * 400_000})
+        for _ in range(4)
+    ]
+    small = append(daemon, "a", "step.started", turn_id="t", step=0, input={"v": "y"})
+    gaps = [big[0]] + [b - a for a, b in itertools.pairwise(big)]
+    hit = append(
+        daemon, "a", "step.started", turn_id="t", step=0, input={"id": "cp-big", "need": gaps}
+    )
+    params = {"agent": "a", "having": ["cp-big"], "need": True, "since": hit - 1}
+    found = daemon.call("wal.read", params)
+    assert seqs(found) == [hit] and found["needed"] == []
+    got = daemon.call("wal.get", {"agent": "a", "seqs": big})
+    assert [e["seq"] for e in got["events"]] == big
+    hit = append(
+        daemon, "a", "step.started", turn_id="t", step=0, input={"id": "cp-small", "need": [small]}
+    )
+    params = {"agent": "a", "having": ["cp-small"], "need": True, "since": hit - 1}
+    assert [e["seq"] for e in daemon.call("wal.read", params)["needed"]] == [small]
 
 
 def test_need_brings_the_records_the_found_ones_list(daemon: Daemon) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, NamedTuple, TypeVar
 
 from reynctl.client import Client, connect
 from reynctl.external.kind import Kind
@@ -30,7 +30,7 @@ from reynctl.external.view import AgentView
 from reynd.protocol import errors, limits
 from reynd.protocol import methods as m
 
-__all__ = ["Op", "Thread", "ThreadStore"]
+__all__ = ["Found", "Op", "Thread", "ThreadStore"]
 
 V = TypeVar("V", bound=AgentView)
 
@@ -63,6 +63,16 @@ class Thread(Generic[V]):
     view: V
     upto: int = 0  # the tip the view was read (or written) at: the next write's based_on
     stale: bool = True  # it may lack records (never read; a write failed or raced): read first
+
+
+class Found(NamedTuple):
+    """What `ThreadStore.find` found of a thread."""
+
+    name: str  # the thread's agent
+    events: list[dict[str, Any]]
+    upto: int  # the tip they are exact at
+    branch: int  # the active branch then (a rewind or checkout since makes another)
+    needed: list[dict[str, Any]]  # the records they say they need (`need`)
 
 
 class ThreadStore(Generic[V]):
@@ -139,26 +149,20 @@ class ThreadStore(Generic[V]):
         return self.kind.agent_name(tid) in self._threads
 
     def find(
-        self, tid: str, having: list[str], *, since: int = 0, opened: bool = False
-    ) -> tuple[str, list[dict[str, Any]], int] | None:
-        """The thread's agent name, its records above `since` that hold one of `having` as a
-        JSON string (wal.read's `having`) and the tip they are exact at; None when `since`
-        is no longer on the active lineage (a rewind). `opened`: only those since the thread
-        last opened (wal.read's `turn`; none when it is closed). What the writer holds is
-        left as it is."""
-        found = self._find(tid, having, since=since, opened=opened, need=False)
-        return None if found is None else found[:3]
-
-    def find_needed(
-        self, tid: str, having: list[str]
-    ) -> tuple[str, list[dict[str, Any]], int, list[dict[str, Any]]] | None:
-        """As `find` of the records since the thread last opened, with the records they say
-        they need (wal.read's `need`), in one round trip when the hits fit a page."""
-        return self._find(tid, having, since=0, opened=True, need=True)
-
-    def _find(
-        self, tid: str, having: list[str], *, since: int, opened: bool, need: bool
-    ) -> tuple[str, list[dict[str, Any]], int, list[dict[str, Any]]] | None:
+        self,
+        tid: str,
+        having: list[str],
+        *,
+        since: int = 0,
+        opened: bool = False,
+        need: bool = False,
+    ) -> Found | None:
+        """The thread's records above `since` that hold one of `having` as a JSON string
+        (wal.read's `having`); None when `since` is no longer on the active lineage (a
+        rewind). `opened`: only those since the thread last opened (wal.read's `turn`;
+        none when it is closed; None when it closed or opened again between two pages).
+        `need`: with the records they say they need (wal.read's `need`), in the same
+        round trip. What the writer holds is left as it is."""
         name = self.kind.agent_name(tid)
         turn = self.kind.turn if opened else None
         out: list[dict[str, Any]] = []
@@ -173,7 +177,7 @@ class ThreadStore(Generic[V]):
             needed.extend(page.needed)
             since = page.upto
             if not page.more:
-                return name, out, page.upto, needed
+                return Found(name, out, page.upto, page.branch, needed)
 
     def get(self, name: str, seqs: list[int]) -> list[dict[str, Any]]:
         """The agent's records at `seqs` that are on the active lineage (wal.get)."""

@@ -51,7 +51,7 @@ from reynctl.langgraph.values import Previous, base_for, decode, empty, encode, 
 from reynctl.langgraph.versions import next_version
 from reynctl.langgraph.view import TURN, Saved, ThreadView, gaps, pack, seqs, unpack
 from reynd.protocol import errors
-from reynd.protocol.read_methods import NEEDLE_MAX, NEEDLE_MIN
+from reynd.protocol.read_methods import MAX_HAVING, NEEDLE_MAX, NEEDLE_MIN
 
 __all__ = ["ReyndSaver"]
 
@@ -149,7 +149,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
                 blobs[ch] = empty(version)
                 continue
             candidates = (own.values.get(ch), given.values.get(ch))
-            base = base_for(values[ch], (ns, ch), view.blobs, candidates)
+            base = base_for(values[ch], (ns, ch, version), view.blobs, candidates)
             enc = encode(self.serde, version, values[ch], base)
             if enc.previous is None:
                 own.values.pop(ch, None)
@@ -248,29 +248,44 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         # writes, its children's puts. An id is a long string, rare in the bytes: the
         # search runs at memory speed, where "drop_runs" or "turn.ended" (a quote, then
         # common letters) crawled through every record of the thread at a tenth of it.
-        naming = self._store.find_needed(tid, [cid])
+        naming = self._store.find(tid, [cid], opened=True, need=True)
         if naming is None:
             return _UNSURE
         # With the records they say they need (`need`, `need_of`): one round trip.
-        name, found, upto, needed = naming
-        have = {e["seq"]: e for e in [*needed, *found]}
+        found = naming.events
+        have = {e["seq"]: e for e in [*naming.needed, *found]}
         saved = _replayed(found).checkpoints.get(ns, {}).get(cid)
         if saved is None:
             return None
         if saved.need is None:
             return _UNSURE
-        # What else can hide it: a tombstone of its run, after its put; found by the run's id
-        # (each record of the run names it too), as of the tip the first search saw.
-        run = saved.run_id
-        if run is not None:
-            needle = run if isinstance(run, str) and NEEDLE_MIN <= len(run) <= NEEDLE_MAX else None
-            later = self._store.find(tid, [needle or "drop_runs"], since=saved.seq)
-            if later is None:  # a rewind since: below the put, or not
+        # What else can hide it: a tombstone of the run of any of its puts (an id put again
+        # by another run stays hidden with the writes before it), found by the runs' ids
+        # (each record of a run names it), from the first record naming the checkpoint, as
+        # of the tip the first search saw.
+        runs = [
+            run
+            for e in found
+            if (inp := e.get("input") or {}).get("lg") == "put" and inp.get("id") == cid
+            if (run := inp.get("run")) is not None
+        ]
+        if runs:
+            # A run id `having` does not take: the tombstones themselves, slower.
+            needles = ["drop_runs"]
+            if len(runs) <= MAX_HAVING and all(
+                isinstance(r, str) and NEEDLE_MIN <= len(r) <= NEEDLE_MAX for r in runs
+            ):
+                needles = sorted(set(runs))
+            first = min(int(e["seq"]) for e in found)
+            later = self._store.find(tid, needles, since=first - 1)
+            # A rewind or checkout in between: the first search's records may be of a
+            # lineage the second one does not see.
+            if later is None or later.branch != naming.branch:
                 return _UNSURE
             drops = [
                 e
-                for e in later[1]
-                if e["seq"] <= upto and (e.get("input") or {}).get("lg") == "drop_runs"
+                for e in later.events
+                if e["seq"] <= naming.upto and (e.get("input") or {}).get("lg") == "drop_runs"
             ]
             if drops:
                 found = sorted([*found, *drops], key=lambda e: int(e["seq"]))
@@ -279,14 +294,16 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             return None
         need = set(saved.need)
         if saved.need_of is not None:
-            full = have.get(saved.need_of)
+            full = have.get(saved.need_of) or next(
+                iter(self._store.get(naming.name, [saved.need_of])), None
+            )
             listed = full.get("input", {}).get("need") if full else None
             if not isinstance(listed, builtins.list):
                 return _UNSURE
             need.update(seqs(listed))
         records = [have[s] for s in sorted(need) if s in have]
-        if len(records) != len(need):  # fetched apart: more than a page, or a rewind
-            records = self._store.get(name, sorted(need))
+        if len(records) != len(need):  # not sent with the search (too many, too large)
+            records = self._store.get(naming.name, sorted(need))
             if len(records) != len(need):
                 return _UNSURE
         put = next(e for e in found if e["seq"] == saved.seq)
@@ -294,7 +311,7 @@ class ReyndSaver(BaseCheckpointSaver[str]):
         for event in [*records, put]:
             view.apply(event)
         view.writes = {(ns, cid): scan.writes.get((ns, cid), {})}
-        return self._tuple(name, tid, view, view.checkpoints[ns][cid])
+        return self._tuple(naming.name, tid, view, view.checkpoints[ns][cid])
 
     def _tuple(
         self,

@@ -84,24 +84,26 @@ class Encoded:
 
 def base_for(
     value: Any,
-    key: tuple[str, str],
+    key: tuple[str, str, Any],
     blobs: dict[tuple[str, str, Any], Blob],
     candidates: Iterable[Previous | None],
 ) -> Previous | None:
-    """The version of channel `key` = (ns, channel) that `value` may be stored as a delta of.
+    """The version `value` may be stored as a delta of, at `key` = (ns, channel, version).
 
     One of `candidates` (the saver's last write of the channel, the version a
     read handed out) that is still stored on the thread's lineage (a rewind or
     a delete may have taken it away), whose items are the first items of
-    `value` (by identity); the longest, the earliest of equals.
+    `value` (by identity); the longest, the earliest of equals. Never the
+    version itself (a put of a version again: a delta of itself never ends).
     """
     if not isinstance(value, list):
         return None
-    ns, ch = key
+    ns, ch, version = key
     fits = [
         p
         for p in candidates
         if p is not None
+        and version not in (p.version, p.anchor and p.anchor[0])
         and (ns, ch, p.version) in blobs
         and (p.anchor is None or (ns, ch, p.anchor[0]) in blobs)
         and p.depth < MAX_DEPTH
@@ -167,6 +169,7 @@ def decode(
     chain: list[Blob] = []
     ns, ch, version = key
     start: list[Any] | None = None
+    seen = {version}
     while blob is not None:
         if known and version in known:
             start = list(known[version])
@@ -175,7 +178,10 @@ def decode(
             break
         chain.append(blob)
         version = blob.base
-        blob = blobs.get((ns, ch, version))
+        # A chain back to itself (a version put again as a delta of itself, by a saver
+        # before base_for refused that) holds no whole value: as if it were gone.
+        blob = None if version in seen else blobs.get((ns, ch, version))
+        seen.add(version)
     if start is None:
         if blob is None:  # the whole value it extends is gone (cannot happen on one lineage)
             return False, None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import trio
@@ -21,12 +21,34 @@ from reynd.storage.store import Store
 
 __all__ = ["WalReadApi"]
 
-# Below this many records to scan the read runs on the event loop (cheaper than the thread hop).
-_CHEAP = 256
-# Below this many bytes to search, a `having` read runs on the event loop too (a short
-# thread's search takes well under a millisecond; the hop to a worker and back costs
-# two wake-ups, several milliseconds on a loaded machine).
-_CHEAP_SEARCH = 1 << 20
+# A read within both runs on the event loop: cheaper than the hop to a worker thread and
+# back (two wake-ups, milliseconds on a loaded machine). A read decodes each record of its
+# spans; a search scans their bytes in C (a short thread's in well under a millisecond)
+# and decodes only what it finds.
+_CHEAP_RECORDS = 256
+_CHEAP_BYTES = 1 << 20
+
+
+class _Where(NamedTuple):
+    """Where an agent's records may be, captured on the event loop: a read on a worker
+    thread never looks at the store's live lineage (a rewind may change it meanwhile)."""
+
+    lo: int  # its creation, or the WAL's floor
+    head: int
+    active: list[tuple[int, int]]  # the active lineage, ascending
+
+
+def _where(store: Store, agent: str, head: int) -> _Where:
+    state = store.state.agents.get(agent)
+    lo = head + 1 if state is None else max(state.created_seq, store.floor)
+    return _Where(lo, head, store.lineage.active_intervals())
+
+
+def _cheap(store: Store, spans: list[tuple[int, int]], *, search: bool = False) -> bool:
+    """Whether reading `spans` (searching them, with `search`) may run on the event loop."""
+    if not search and sum(b - a + 1 for a, b in spans) > _CHEAP_RECORDS:
+        return False
+    return sum(store.wal.span_bytes(a, b) for a, b in spans if a <= b) <= _CHEAP_BYTES
 
 
 class WalReadApi:
@@ -54,25 +76,29 @@ class WalReadApi:
         if p.turn is not None and agent is not None:
             chain = next((c for c in agent.pending_chains if c.turn_id == p.turn), None)
             lo = head + 1 if chain is None else max(lo, chain.started_seq)
+            if p.since and (chain is None or chain.started_seq > p.since):
+                # What the reader holds is of a life of the turn that has ended since
+                # (closed, or closed and opened again between two pages): it drops it all.
+                common = 0
         # Ascending, clipped: the active lineage is fixed for this call (captured on the loop).
-        spans = [(max(a, lo), b) for a, b in lineage.active_intervals() if b >= lo]
+        where = _where(store, p.agent, head)
+        spans = [(max(a, lo), b) for a, b in where.active if b >= lo]
         async with self._reads.shared():  # GC never deletes a segment a read uses
             needles = [msgspec.json.encode(n) for n in p.having]
 
-            def run() -> tuple[list[dict[str, Any]], int, bool, list[dict[str, Any]]]:
+            def run(on_loop: bool) -> tuple[list[dict[str, Any]], int, bool, list[dict[str, Any]]]:
                 events, upto, more = _collect(store, spans, p.agent, p.limit, head, needles=needles)
-                needed = _needed(store, p.agent, events, head, p.limit) if p.need else []
+                needed = (
+                    _needed(store, p.agent, events, where, limit=p.limit, on_loop=on_loop)
+                    if p.need
+                    else []
+                )
                 return events, upto, more, needed
 
-            # A search costs its bytes (a scan in C), a plain read its records (each decoded).
-            if (
-                sum(store.wal.span_bytes(a, b) for a, b in spans if a <= b) <= _CHEAP_SEARCH
-                if needles
-                else sum(b - a + 1 for a, b in spans) <= _CHEAP
-            ):
-                events, upto, more, needed = run()
+            if _cheap(store, spans, search=bool(needles)):
+                events, upto, more, needed = run(True)
             else:
-                events, upto, more, needed = await trio.to_thread.run_sync(run)
+                events, upto, more, needed = await trio.to_thread.run_sync(run, False)
         return WalReadResult(
             head=head,
             branch=lineage.branch_of(head),
@@ -90,25 +116,23 @@ class WalReadApi:
             raise errors.SeqOutOfRange(
                 f"seq {max(p.seqs)} is above the tip {head}", {"seq": max(p.seqs), "head": head}
             )
-        spans, count = _seq_spans(store, p.agent, p.seqs, head)
+        spans, count = _seq_spans(_where(store, p.agent, head), p.seqs)
         collect = partial(_collect, store, spans, p.agent, count + 1, head)
         async with self._reads.shared():
-            if count <= _CHEAP:
+            if _cheap(store, spans):
                 events, _, _ = collect()
             else:
                 events, _, _ = await trio.to_thread.run_sync(collect)
         return WalGetResult(head=head, events=events)
 
 
-def _seq_spans(
-    store: Store, agent: str, seqs: Iterable[int], head: int
-) -> tuple[list[tuple[int, int]], int]:
+def _seq_spans(where: _Where, seqs: Iterable[int]) -> tuple[list[tuple[int, int]], int]:
     """The wanted seqs that may be the agent's on the active lineage, as runs of consecutive
     seqs (one read each), and how many they are."""
-    state = store.state.agents.get(agent)
-    lo = head + 1 if state is None else max(state.created_seq, store.floor)
-    active = store.lineage.active_intervals()
-    wanted = sorted({s for s in seqs if lo <= s <= head and any(a <= s <= b for a, b in active)})
+    active = where.active
+    wanted = sorted(
+        {s for s in seqs if where.lo <= s <= where.head and any(a <= s <= b for a, b in active)}
+    )
     spans: list[tuple[int, int]] = []
     for s in wanted:
         if spans and spans[-1][1] == s - 1:
@@ -119,24 +143,41 @@ def _seq_spans(
 
 
 def _needed(
-    store: Store, agent: str, events: list[dict[str, Any]], head: int, limit: int
+    store: Store,
+    agent: str,
+    events: list[dict[str, Any]],
+    where: _Where,
+    *,
+    limit: int,
+    on_loop: bool,
 ) -> list[dict[str, Any]]:
-    """The records `events` say they need (wal.read's `need`), not among them."""
+    """The records `events` say they need (wal.read's `need`), not among them. On the event
+    loop (`on_loop`), only those that are cheap to read there: the reader fetches the rest
+    with wal.get, which goes to a worker thread."""
     have = {e["seq"]: e for e in events}
     refs = {r for e in events if isinstance(r := (e.get("input") or {}).get("need_of"), int)}
-    fetched = _by_seqs(store, agent, refs - have.keys(), head, limit)
+    fetch = partial(_by_seqs, store, agent, where, limit=limit, on_loop=on_loop)
+    fetched = fetch(refs - have.keys())
     want: set[int] = set()
     for e in [*events, *(fetched.get(r) or have.get(r) or {} for r in refs)]:
         want.update(_listed(e))
-    fetched.update(_by_seqs(store, agent, want - have.keys() - fetched.keys(), head, limit))
+    fetched.update(fetch(want - have.keys() - fetched.keys()))
     return [fetched[s] for s in sorted(fetched)][:limit]
 
 
 def _by_seqs(
-    store: Store, agent: str, seqs: Iterable[int], head: int, limit: int
+    store: Store,
+    agent: str,
+    where: _Where,
+    seqs: Iterable[int],
+    *,
+    limit: int,
+    on_loop: bool,
 ) -> dict[int, dict[str, Any]]:
-    spans, _ = _seq_spans(store, agent, seqs, head)
-    got, _, _ = _collect(store, spans, agent, limit, head)
+    spans, _ = _seq_spans(where, seqs)
+    if on_loop and not _cheap(store, spans):
+        return {}
+    got, _, _ = _collect(store, spans, agent, limit, where.head)
     return {e["seq"]: e for e in got}
 
 

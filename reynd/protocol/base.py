@@ -12,8 +12,13 @@ from reynd.protocol import errors
 __all__ = ["SEQ_RANGE_ERRORS", "MethodDef", "Params", "Result"]
 
 
-class Params(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """Base of method params: unknown fields are refused with -32602."""
+class Params(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
+    """Base of method params: unknown fields are refused with -32602.
+
+    A client sends only the fields it sets (`omit_defaults`): a param added
+    later, left at its default, reaches an older daemon as it always did, not
+    as an unknown field it refuses.
+    """
 
 
 class Result(msgspec.Struct, kw_only=True):

@@ -56,6 +56,8 @@ class WalReadParams(Params, kw_only=True):
     # `turn.started` and after); none when that turn is not in flight. A reader
     # that keeps an object open as a turn (an external agent) skips what a close
     # hid without searching for it, and a long thread's earlier lives unread.
+    # With `since` > 0, `common` is 0 when that life of the turn has ended since
+    # (the turn is no longer in flight, or started again after `since`).
     turn: str | None = None
     # Also the records the found ones say they need, in `needed` (one round trip where a
     # reader would call wal.get twice): a record whose `input` lists `need` (seqs,
