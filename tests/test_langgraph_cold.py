@@ -29,6 +29,7 @@ from reynctl.external.records import PART
 from reynctl.langgraph import ReyndSaver, agent_name
 from reynctl.langgraph.saver import _Unsure
 from reynctl.langgraph.values import MERGE
+from reynd.protocol.errors import InvalidParams
 from tests.harness import Daemon
 from tests.runtime_helpers import head
 from tests.test_langgraph_graph import ask, build
@@ -317,3 +318,30 @@ def test_a_rewind_between_the_two_searches_is_not_half_seen(daemon: Daemon) -> N
         want = full.get_tuple(conf("again", "inner", cid))
     assert want is not None and [w[2] for w in want.pending_writes or []] == ["w1"]
     assert as_compared(got) == as_compared(want)
+
+
+class BeforeNeed(ReyndSaver):
+    """A saver talking to a daemon older than wal.read's `turn` and `need`: its search refuses
+    them as unknown fields (as such a daemon answered, -32602)."""
+
+    def __init__(self, socket: str) -> None:
+        super().__init__(socket)
+        find = self._store.find
+
+        def older(*args: Any, **kw: Any) -> Any:
+            if kw.get("need") or kw.get("opened"):
+                raise InvalidParams("unknown field need (wal.read takes agent, since, limit)")
+            return find(*args, **kw)
+
+        self._store.find = older  # type: ignore[method-assign]
+
+
+def test_a_daemon_older_than_the_cold_read_gets_the_full_read(daemon: Daemon) -> None:
+    with opened(daemon) as saver:
+        ask(build(saver), conf("old"), "1+2")
+    config = every_checkpoint(daemon)[-1]
+    with opened(daemon, BeforeNeed) as cold:
+        got = cold.get_tuple(config)
+    with opened(daemon) as full:
+        full._store.read("old")
+        assert as_compared(got) == as_compared(full.get_tuple(config)) and got is not None

@@ -86,8 +86,8 @@ def test_appends_are_deltas_and_whole_values_come_back_as_they_add_up() -> None:
     replaced = [-1, *value[1:]]
     prev = Previous(99, value, 0, 0, 10_000)
     blobs[("", "m", 99)] = Blob("json", "", None, 0, 0, 10_000)
-    assert base_for(replaced, ("", "m", 100), blobs, [prev]) is None
-    assert base_for([*value, 1], ("", "m", 100), blobs, [prev]) is prev
+    assert base_for(replaced, ("", "m", 1000), blobs, [prev]) is None
+    assert base_for([*value, 1], ("", "m", 1000), blobs, [prev]) is prev
 
 
 def test_a_delta_extends_the_longest_stored_base_it_begins_with() -> None:
@@ -100,11 +100,22 @@ def test_a_delta_extends_the_longest_stored_base_it_begins_with() -> None:
     assert base_for(items, ("", "m", 4), blobs, [gone, other]) is None
     assert base_for(items, ("", "x", 4), blobs, [long]) is None  # another channel's version
     assert base_for("text", ("", "m", 4), blobs, [long]) is None
-    # A version put again is never a delta of itself (nor of a merge anchored on it).
-    assert base_for(items, ("", "m", 2), blobs, [short, long]) is short
-    anchored = Previous(2, items[:4], 1, 0, 10_000)
-    anchored.anchor = (1, 2, 0)
-    assert base_for(items, ("", "m", 1), blobs, [anchored]) is None
+    # A version put again is stored whole: as a delta its chain could run back through it.
+    assert base_for(items, ("", "m", 2), blobs, [short, long]) is None
+
+
+def test_a_version_put_again_after_a_later_one_reads_back() -> None:
+    """v3 is a delta of v2; v2 put again (a retried put) must not become a delta of v3."""
+    v1 = list(range(50))
+    v2 = [*v1, 50]
+    blobs, _ = _store([v1, v2, list(v2)])  # versions 0, 1, 2: 2 extends 1 by nothing
+    prev = Previous(2, list(v2), blobs[("", "m", 2)].depth, blobs[("", "m", 2)].acc, 10_000)
+    assert base_for(v2, ("", "m", 1), blobs, [prev]) is None
+    enc = encode(SERDE, 1, v2, None)
+    r = enc.record
+    blobs[("", "m", 1)] = Blob(r["t"], r["b"], r.get("base"), 0, 0, r.get("whole", 0))
+    assert decode(SERDE, blobs, ("", "m", 1)) == (True, v2)
+    assert decode(SERDE, blobs, ("", "m", 2)) == (True, v2)
 
 
 def test_a_chain_of_deltas_back_to_itself_reads_as_gone() -> None:

@@ -241,6 +241,8 @@ class ReyndSaver(BaseCheckpointSaver[str]):
             return self._cold_read(tid, ns, cid)
         except errors.SeqOutOfRange:  # a rewind moved the thread below what it lists
             return _UNSURE
+        except errors.InvalidParams:  # a daemon older than wal.read's `turn` or `need`
+            return _UNSURE
 
     def _cold_read(self, tid: str, ns: str, cid: str) -> CheckpointTuple | _Unsure | None:
         # The records naming the checkpoint since the thread last opened (a close hides

@@ -93,17 +93,17 @@ def base_for(
     One of `candidates` (the saver's last write of the channel, the version a
     read handed out) that is still stored on the thread's lineage (a rewind or
     a delete may have taken it away), whose items are the first items of
-    `value` (by identity); the longest, the earliest of equals. Never the
-    version itself (a put of a version again: a delta of itself never ends).
+    `value` (by identity); the longest, the earliest of equals. None for a
+    version put again: stored whole (as a delta, its chain could run back
+    through itself and never reach a whole value).
     """
-    if not isinstance(value, list):
+    if not isinstance(value, list) or key in blobs:
         return None
-    ns, ch, version = key
+    ns, ch, _ = key
     fits = [
         p
         for p in candidates
         if p is not None
-        and version not in (p.version, p.anchor and p.anchor[0])
         and (ns, ch, p.version) in blobs
         and (p.anchor is None or (ns, ch, p.anchor[0]) in blobs)
         and p.depth < MAX_DEPTH
@@ -178,8 +178,8 @@ def decode(
             break
         chain.append(blob)
         version = blob.base
-        # A chain back to itself (a version put again as a delta of itself, by a saver
-        # before base_for refused that) holds no whole value: as if it were gone.
+        # A chain back to itself (a version put again as a delta of a later one, by a
+        # saver before base_for stored those whole) holds no whole value: as if gone.
         blob = None if version in seen else blobs.get((ns, ch, version))
         seen.add(version)
     if start is None:
