@@ -16,7 +16,6 @@ import trio
 from reynd.daemon.coordinator import Gate
 from reynd.protocol.events import Event
 from reynd.storage.errors import UnencodableState
-from reynd.storage.snapshots import seal
 from reynd.storage.store import Store
 
 __all__ = ["Snapshotter"]
@@ -69,12 +68,6 @@ class Snapshotter:
             store.snapshot_failed()
             log.error("snapshot.skipped", seq=store.state.seq, error=str(exc))  # noqa: TRY400
             return
-
-        def publish() -> int:
-            data = seal(seq, packed)  # compressing: off the event loop
-            store.snapshots.write(data, seq)
-            return len(data)
-
-        size = await trio.to_thread.run_sync(publish)
+        size = await trio.to_thread.run_sync(store.snapshots.publish, seq, packed)
         store.snapshot_written(seq, size, covered, len(packed))
         log.debug("snapshot.written", seq=seq, bytes=size)

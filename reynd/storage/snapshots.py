@@ -209,6 +209,13 @@ class SnapshotStore:
         fsops.replace(tmp, final)
         fsync_dir(self.dir)
 
+    def publish(self, seq: int, packed: bytes) -> int:
+        """Seal the msgpack `packed` of the state as of `seq` and `write` it; the file's size.
+        Compressing is CPU: a worker thread's work, as `write` is."""
+        data = seal(seq, packed)
+        self.write(data, seq)
+        return len(data)
+
     def add(self, seq: int, size: int, packed: int | None = None) -> None:
         """Index a snapshot once `write` returned (owner thread); `packed`, if
         known, is the length of its state's msgpack."""

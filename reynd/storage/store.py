@@ -58,7 +58,7 @@ from reynd.storage.rebuild import Rebuild, index_event
 from reynd.storage.recovery import RecoveryReport, decode_body
 from reynd.storage.retained import Retained, load_retained
 from reynd.storage.segindex import Chunk
-from reynd.storage.snapshots import SnapshotStore, pack_state, seal
+from reynd.storage.snapshots import SnapshotStore, pack_state
 from reynd.storage.wal import Placement, Wal
 
 __all__ = [
@@ -619,7 +619,7 @@ class Store:
         self._snapshot_retry_at = max(2.0 * since, since + self._snapshot_limit())
 
     def pack_snapshot(self) -> tuple[int, bytes, int]:
-        """The tip's state as msgpack now: (seq, bytes for `snapshots.seal`, replay bytes it
+        """The tip's state as msgpack now: (seq, bytes for `snapshots.publish`, replay bytes it
         will cover). Sealing (compressing) is left to a worker thread."""
         return self.state.seq, pack_state(self.state), self._since_snapshot
 
@@ -635,9 +635,8 @@ class Store:
     def snapshot_now(self) -> int:
         """Write a snapshot of the tip's state, then the index, synchronously; returns its seq."""
         seq, packed, covered = self.pack_snapshot()
-        data = seal(seq, packed)
-        self.snapshots.write(data, seq)
-        self.snapshot_written(seq, len(data), covered, len(packed))
+        size = self.snapshots.publish(seq, packed)
+        self.snapshot_written(seq, size, covered, len(packed))
         self.index_now()
         return seq
 
