@@ -39,6 +39,8 @@ class _Where(NamedTuple):
 
 
 def _where(store: Store, agent: str, head: int) -> _Where:
+    # No agent at the tip: none of its records is on the active lineage (lo is past the
+    # tip). An agent is created once per lineage, so nothing of it lies below that.
     state = store.state.agents.get(agent)
     lo = head + 1 if state is None else max(state.created_seq, store.floor)
     return _Where(lo, head, store.lineage.active_intervals())
@@ -69,10 +71,9 @@ class WalReadApi:
             )
         lineage = store.lineage
         common = lineage.common(head, p.since)
+        where = _where(store, p.agent, head)
+        lo = max(common + 1, where.lo)
         agent = store.state.agents.get(p.agent)
-        # No agent at the tip: none of its records is on the active lineage. An
-        # agent is created once per lineage, so nothing of it lies below that.
-        lo = head + 1 if agent is None else max(common + 1, agent.created_seq, store.floor)
         if p.turn is not None and agent is not None:
             chain = next((c for c in agent.pending_chains if c.turn_id == p.turn), None)
             lo = head + 1 if chain is None else max(lo, chain.started_seq)
@@ -81,7 +82,6 @@ class WalReadApi:
                 # (closed, or closed and opened again between two pages): it drops it all.
                 common = 0
         # Ascending, clipped: the active lineage is fixed for this call (captured on the loop).
-        where = _where(store, p.agent, head)
         spans = [(max(a, lo), b) for a, b in where.active if b >= lo]
         async with self._reads.shared():  # GC never deletes a segment a read uses
             needles = [msgspec.json.encode(n) for n in p.having]
