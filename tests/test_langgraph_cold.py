@@ -278,24 +278,33 @@ def test_an_id_put_again_after_a_tombstone_does_not_bring_back_the_writes_it_hid
     assert Counting.sure > 0
 
 
-class RewindingBetween(ReyndSaver):
+class Searching(ReyndSaver):
+    """A saver whose searches of a thread (`ThreadStore.find`) go through `before` first."""
+
+    def __init__(self, socket: str) -> None:
+        super().__init__(socket)
+        find, searches = self._store.find, 0
+
+        def hooked(*args: Any, **kw: Any) -> Any:
+            nonlocal searches
+            searches += 1
+            self.before(searches, kw)
+            return find(*args, **kw)
+
+        self._store.find = hooked  # type: ignore[method-assign]
+
+    def before(self, search: int, kw: dict[str, Any]) -> None:
+        """Called before search number `search` (from 1), with its keyword arguments."""
+
+
+class RewindingBetween(Searching):
     """A saver whose cold read runs `meanwhile` between its two searches."""
 
     meanwhile: Callable[[], object] = staticmethod(lambda: None)
 
-    def __init__(self, socket: str) -> None:
-        super().__init__(socket)
-        searches = 0
-        find = self._store.find
-
-        def between(*args: Any, **kw: Any) -> Any:
-            nonlocal searches
-            searches += 1
-            if searches == 2:
-                RewindingBetween.meanwhile()
-            return find(*args, **kw)
-
-        self._store.find = between  # type: ignore[method-assign]
+    def before(self, search: int, kw: dict[str, Any]) -> None:
+        if search == 2:
+            RewindingBetween.meanwhile()
 
 
 def test_a_rewind_between_the_two_searches_is_not_half_seen(daemon: Daemon) -> None:
@@ -320,20 +329,13 @@ def test_a_rewind_between_the_two_searches_is_not_half_seen(daemon: Daemon) -> N
     assert as_compared(got) == as_compared(want)
 
 
-class BeforeNeed(ReyndSaver):
+class BeforeNeed(Searching):
     """A saver talking to a daemon older than wal.read's `turn` and `need`: its search refuses
     them as unknown fields (as such a daemon answered, -32602)."""
 
-    def __init__(self, socket: str) -> None:
-        super().__init__(socket)
-        find = self._store.find
-
-        def older(*args: Any, **kw: Any) -> Any:
-            if kw.get("need") or kw.get("opened"):
-                raise InvalidParams("unknown field need (wal.read takes agent, since, limit)")
-            return find(*args, **kw)
-
-        self._store.find = older  # type: ignore[method-assign]
+    def before(self, search: int, kw: dict[str, Any]) -> None:
+        if kw.get("need") or kw.get("opened"):
+            raise InvalidParams("unknown field need (wal.read takes agent, since, limit)")
 
 
 def test_a_daemon_older_than_the_cold_read_gets_the_full_read(daemon: Daemon) -> None:
